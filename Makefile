@@ -1,0 +1,34 @@
+# Two commands on a fresh machine: `make run` (the main job) and `make test` (the whole suite).
+# Both install everything into .venv/ first.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: install system-deps run test lint bench clean
+
+install: $(STAMP) system-deps
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[cpu,samples,dev]'
+	touch $(STAMP)
+
+# Graphviz's `dot` renders the segment graphs.
+system-deps:
+	@command -v dot >/dev/null || { apt-get update -qq && apt-get install -y -qq graphviz >/dev/null; }
+
+run: install
+	$(PY) -m sample_models build quickstart_mlp resnet50
+	$(VENV)/bin/workbench convert sample_models/build/resnet50
+
+test: install
+	$(PY) -m ruff check workbench sample_models tests benchmarks
+	$(PY) -m pytest
+
+bench: install
+	$(PY) benchmarks/segmentation.py
+
+clean:
+	rm -rf $(VENV) sample_models/build

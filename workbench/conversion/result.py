@@ -1,0 +1,84 @@
+"""The outcome of one conversion, as plain data: engines, non-converted nodes and counts.
+
+Everything the reports, the CLI's JSON, the widgets and the charts show is read from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Shape = tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """One TRTEngineOp as TF-TRT would create it (spec §2.11 and §5).
+
+    `nodes` are the segment's node names (sorted). `native_ops` is the op histogram of the
+    engine's `<name>_native_segment` function: the segment nodes plus the outside Consts copied
+    in, so `native_node_count` is what `summary()` prints as `# Nodes`.
+    dtypes use numpy-style names (`float32`); unknown dims are -1.
+    """
+
+    name: str
+    nodes: tuple[str, ...]
+    native_ops: dict[str, int]
+    native_node_count: int
+    effective_size: int
+    input_dtypes: tuple[str, ...]
+    output_dtypes: tuple[str, ...]
+    input_shapes: tuple[Shape, ...]
+    output_shapes: tuple[Shape, ...]
+    inputs: tuple[str, ...] = ()  # outside tensors feeding the engine, "node:port", port order
+    outputs: tuple[str, ...] = ()  # segment tensors leaving the engine, "node:port", port order
+    device: str = "/device:GPU:0"
+
+    @property
+    def ops(self) -> dict[str, int]:
+        """Op histogram of the segment's own nodes (what the JSON's `ops` lists)."""
+        return self.native_ops
+
+
+@dataclass(frozen=True)
+class UnconvertedNode:
+    """A node outside every engine and why.
+
+    `in_tftrt_report` is True for nodes TF-TRT's non-conversion report counts (rejected by the
+    candidate test, spec §4.1); False for candidates left out later (segment too small, cycle,
+    max engines, ...), which TF-TRT never reported and the workbench explains in its own words.
+    """
+
+    name: str
+    op: str
+    reason: str
+    in_tftrt_report: bool = True
+
+
+@dataclass
+class ConversionResult:
+    """Engines, unconverted nodes and the summary counts for one set of parameters."""
+
+    params: dict[str, Any]
+    engines: list[EngineInfo]
+    unconverted: list[UnconvertedNode]
+    # TF-TRT's non-conversion report: op type -> reason -> count (includes _SOURCE/_SINK NoOps).
+    nonconversion: dict[str, dict[str, int]]
+    # Top-level nodes left in the converted graph that are not TRTEngineOps (summary §5).
+    not_converted_top_level: int
+    model: str = ""
+    signature_key: str = "serving_default"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def converted_nodes(self) -> int:
+        return sum(e.native_node_count for e in self.engines)
+
+    @property
+    def total_nodes(self) -> int:
+        return self.converted_nodes + self.not_converted_top_level
+
+    @property
+    def percent_converted(self) -> float:
+        total = self.total_nodes
+        return round(100.0 * self.converted_nodes / total, 2) if total else 0.0

@@ -1,0 +1,13 @@
+"""Errors the workbench raises for bad input: one clear line that says what to do."""
+
+
+class WorkbenchError(ValueError):
+    """Base class: a problem with the user's input, reported without a traceback by the CLI."""
+
+
+class ModelLoadError(WorkbenchError):
+    """The model could not be loaded (missing path, corrupt file, unknown signature or tags)."""
+
+
+class ConversionParamsError(WorkbenchError):
+    """A conversion parameter has an impossible value."""
