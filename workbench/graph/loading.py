@@ -1,0 +1,265 @@
+"""Loading models: SavedModel directories, Keras models and `.keras` files, frozen GraphDefs.
+
+Every failure becomes a `ModelLoadError` with one line that says what is wrong and what to do,
+instead of a traceback from deep inside TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from workbench.errors import ModelLoadError
+
+DEFAULT_TAGS = ("serve",)
+DEFAULT_SIGNATURE_KEY = "serving_default"
+
+
+@dataclass
+class LoadedModel:
+    """A model reduced to one signature function, plus where it came from.
+
+    `function` is a TensorFlow ConcreteFunction whose graph TF-TRT would have converted;
+    `input_names`/`output_names` are the signature's structured names, in call order.
+    """
+
+    source: str
+    kind: str  # "saved_model" | "keras" | "graph_def"
+    function: Any
+    signature_key: str = DEFAULT_SIGNATURE_KEY
+    tags: tuple[str, ...] = DEFAULT_TAGS
+    input_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+    keepalive: Any = None  # the loaded object, so its variables outlive this call
+
+
+def load_model(
+    model: Any,
+    signature_key: str | None = None,
+    tags: Sequence[str] | None = None,
+    output_node_names: Sequence[str] | None = None,
+    input_node_names: Sequence[str] | None = None,
+) -> LoadedModel:
+    """Loads `model`: a SavedModel dir, a `.keras` file, a Keras model, or a frozen `.pb`.
+
+    A frozen GraphDef needs `output_node_names` (the TF1 workflow); its inputs default to its
+    Placeholders.
+    """
+    if _is_keras_model(model):
+        return _from_keras(model, source=type(model).__name__)
+    if not isinstance(model, (str, os.PathLike)):
+        raise ModelLoadError(
+            f"Cannot load a {type(model).__name__}: give a SavedModel directory, a .keras file, "
+            "a Keras model or a frozen GraphDef .pb file."
+        )
+    path = Path(model)
+    if not path.exists():
+        raise ModelLoadError(f"No such path: {path}. Give a SavedModel directory, .keras or .pb.")
+    if path.is_dir():
+        return _from_saved_model(path, signature_key, tags)
+    if path.suffix == ".keras":
+        return _from_keras_file(path)
+    if path.suffix in (".pb", ".pbtxt"):
+        return _from_graph_def_file(path, output_node_names, input_node_names)
+    raise ModelLoadError(
+        f"{path} is a file of unknown kind: expected a SavedModel directory, a .keras file or "
+        "a frozen GraphDef .pb file."
+    )
+
+
+# --- SavedModel ---------------------------------------------------------------------------
+
+
+def read_saved_model_proto(path: Path) -> Any:
+    """Parses `saved_model.pb` (or `.pbtxt`) without loading the model."""
+    from google.protobuf import message, text_format
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    binary, text = path / "saved_model.pb", path / "saved_model.pbtxt"
+    try:
+        if binary.exists():
+            proto.ParseFromString(binary.read_bytes())
+        elif text.exists():
+            text_format.Parse(text.read_text(), proto)
+        else:
+            raise ModelLoadError(
+                f"{path} is not a SavedModel: it has no saved_model.pb. "
+                "Point at the directory that tf.saved_model.save() wrote."
+            )
+    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(
+            f"{path}/saved_model.pb is corrupt and cannot be parsed ({_first_line(exc)}); "
+            "re-export the model."
+        ) from None
+    if not proto.meta_graphs:
+        raise ModelLoadError(f"{path}/saved_model.pb holds no MetaGraph; re-export the model.")
+    return proto
+
+
+def _from_saved_model(
+    path: Path, signature_key: str | None, tags: Sequence[str] | None
+) -> LoadedModel:
+    tags = tuple(tags) if tags else DEFAULT_TAGS
+    key = signature_key or DEFAULT_SIGNATURE_KEY
+    meta_graph = _find_meta_graph(read_saved_model_proto(path), tags, path)
+    _reject_tftrt_graph(meta_graph, path)
+    signatures = sorted(meta_graph.signature_def)
+    if key not in meta_graph.signature_def:
+        raise ModelLoadError(
+            f"Signature key {key!r} not found in {path}; it has: "
+            f"{', '.join(signatures) or 'no signatures'}."
+        )
+    import tensorflow as tf
+
+    try:
+        loaded = tf.saved_model.load(str(path), tags=list(tags))
+        function = loaded.signatures[key]
+    except Exception as exc:  # TF raises many types; the user needs one line.
+        raise ModelLoadError(f"TensorFlow could not load {path}: {_first_line(exc)}") from None
+    inputs = sorted(function.structured_input_signature[1])
+    outputs = sorted(function.structured_outputs)
+    return LoadedModel(str(path), "saved_model", function, key, tags, inputs, outputs, loaded)
+
+
+def _find_meta_graph(proto: Any, tags: tuple[str, ...], path: Path) -> Any:
+    for meta_graph in proto.meta_graphs:
+        if set(meta_graph.meta_info_def.tags) == set(tags):
+            return meta_graph
+    available = "; ".join(",".join(m.meta_info_def.tags) for m in proto.meta_graphs)
+    raise ModelLoadError(
+        f"No MetaGraph with tags {','.join(tags)!r} in {path}; available tag sets: {available}."
+    )
+
+
+def _reject_tftrt_graph(meta_graph: Any, path: Path) -> None:
+    """An already converted model has TRTEngineOps, which TensorFlow >= 2.18 cannot load."""
+    graph = meta_graph.graph_def
+    ops = {n.op for n in graph.node}
+    for fn in graph.library.function:
+        ops.update(n.op for n in fn.node_def)
+    if "TRTEngineOp" in ops:
+        raise ModelLoadError(
+            f"{path} is already converted by TF-TRT (it contains TRTEngineOp nodes); "
+            "convert the original SavedModel instead."
+        )
+
+
+# --- Keras --------------------------------------------------------------------------------
+
+
+def _is_keras_model(obj: Any) -> bool:
+    return any(cls.__name__ in ("Model", "Functional", "Sequential") for cls in type(obj).__mro__)
+
+
+def _from_keras_file(path: Path) -> LoadedModel:
+    import keras
+
+    try:
+        model = keras.models.load_model(path, compile=False)
+    except Exception as exc:
+        raise ModelLoadError(f"Keras could not load {path}: {_first_line(exc)}") from None
+    return _from_keras(model, source=str(path))
+
+
+def _from_keras(model: Any, source: str) -> LoadedModel:
+    import tensorflow as tf
+
+    inputs = list(model.inputs or [])
+    if not inputs:
+        raise ModelLoadError(f"{source} has no defined inputs; build or call the model once.")
+    names = [_keras_input_name(t, i) for i, t in enumerate(inputs)]
+    specs = [tf.TensorSpec(t.shape, t.dtype, name=n) for t, n in zip(inputs, names)]
+
+    @tf.function(input_signature=specs)
+    def serve(*args: Any) -> dict[str, Any]:
+        outputs = model(list(args) if len(args) > 1 else args[0], training=False)
+        if isinstance(outputs, dict):
+            return dict(outputs)
+        if isinstance(outputs, (list, tuple)):
+            return {f"output_{i}": o for i, o in enumerate(outputs)}
+        return {"output_0": outputs}
+
+    function = serve.get_concrete_function()
+    outputs = sorted(function.structured_outputs)
+    return LoadedModel(source, "keras", function, DEFAULT_SIGNATURE_KEY, DEFAULT_TAGS, names,
+                       outputs, model)
+
+
+def _keras_input_name(tensor: Any, index: int) -> str:
+    name = getattr(tensor, "name", "") or f"input_{index}"
+    return name.split(":")[0].replace("/", "_")
+
+
+# --- Frozen GraphDef ----------------------------------------------------------------------
+
+
+def read_graph_def(path: Path) -> Any:
+    """Parses a binary (`.pb`) or text (`.pbtxt`) GraphDef file."""
+    from google.protobuf import message, text_format
+    from tensorflow.core.framework import graph_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    try:
+        if path.suffix == ".pbtxt":
+            text_format.Parse(path.read_text(), graph_def)
+        else:
+            graph_def.ParseFromString(path.read_bytes())
+    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(
+            f"{path} is not a valid GraphDef ({_first_line(exc)}); give a frozen graph "
+            "written with tf.io.write_graph or SerializeToString()."
+        ) from None
+    if not graph_def.node:
+        raise ModelLoadError(f"{path} holds an empty GraphDef.")
+    return graph_def
+
+
+def _from_graph_def_file(
+    path: Path,
+    output_node_names: Sequence[str] | None,
+    input_node_names: Sequence[str] | None,
+) -> LoadedModel:
+    graph_def = read_graph_def(path)
+    if not output_node_names:
+        raise ModelLoadError(
+            f"{path} is a frozen GraphDef: name its outputs with output_node_names "
+            "(CLI: --outputs NAME[,NAME])."
+        )
+    names = {n.name: n for n in graph_def.node}
+    missing = [n for n in [*output_node_names, *(input_node_names or [])]
+               if n.split(":")[0] not in names]
+    if missing:
+        raise ModelLoadError(f"{path} has no node named {', '.join(missing)}.")
+    inputs = list(input_node_names or [n.name for n in graph_def.node if n.op == "Placeholder"])
+    function = _wrap_graph_def(graph_def, inputs, list(output_node_names), path)
+    return LoadedModel(str(path), "graph_def", function, DEFAULT_SIGNATURE_KEY, DEFAULT_TAGS,
+                       inputs, list(output_node_names))
+
+
+def _wrap_graph_def(graph_def: Any, inputs: list[str], outputs: list[str], path: Path) -> Any:
+    import tensorflow as tf
+
+    def _import() -> None:
+        tf.compat.v1.import_graph_def(graph_def, name="")
+
+    try:
+        wrapped = tf.compat.v1.wrap_function(_import, [])
+        graph = wrapped.graph
+        return wrapped.prune(
+            [graph.get_tensor_by_name(_tensor_name(n)) for n in inputs],
+            [graph.get_tensor_by_name(_tensor_name(n)) for n in outputs],
+        )
+    except Exception as exc:
+        raise ModelLoadError(f"TensorFlow could not import {path}: {_first_line(exc)}") from None
+
+
+def _tensor_name(name: str) -> str:
+    return name if ":" in name else f"{name}:0"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]

@@ -1,0 +1,183 @@
+"""Graph preparation exactly as TF-TRT's `convert()` did it (spec §1).
+
+freeze variables -> clear devices -> mark the signature's inputs and outputs as fetches ->
+Grappler once with TF-TRT's optimizer list -> (FP16) split Casts to float -> static shapes.
+The Grappler run is the slow part, so it is done once per model (`optimize`) and the cheap,
+precision-dependent rest (`finish`) is redone when the precision changes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.errors import ModelLoadError
+from workbench.graph.build import graph_from_graph_def, specs_from_op_properties
+from workbench.graph.loading import LoadedModel
+from workbench.graph.nodes import Graph
+
+# The optimizers TF-TRT's TrtGraphConverterV2 asks Grappler for, in this order; TF-TRT's own
+# TensorRTOptimizer (our segmenter) runs after them.
+GRAPPLER_OPTIMIZERS = (
+    "pruning",
+    "debug_stripper",
+    "layout",
+    "dependency",
+    "constfold",
+    "common_subgraph_elimination",
+)
+
+
+@dataclass
+class OptimizedGraph:
+    """The frozen, device-cleared graph after TF-TRT's Grappler pass."""
+
+    graph_def: Any
+    fetches: list[str]  # tensor names: signature inputs then outputs
+    input_nodes: list[str]
+    output_nodes: list[str]
+    frozen_function: Any
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class PreparedGraph:
+    """What the segmenter sees: the graph with shape properties, and the nodes to preserve."""
+
+    graph: Graph
+    graph_def: Any
+    optimized: OptimizedGraph
+    exclude_nodes: frozenset[str]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def optimize(loaded: LoadedModel) -> OptimizedGraph:
+    """Freezes the signature function and runs TF-TRT's Grappler configuration once."""
+    from tensorflow.python.framework import convert_to_constants
+
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    try:
+        frozen = convert_to_constants.convert_variables_to_constants_v2(loaded.function)
+    except Exception as exc:
+        raise ModelLoadError(f"Could not freeze {loaded.source}: {_first_line(exc)}") from None
+    graph_def = frozen.graph.as_graph_def()
+    for node in graph_def.node:
+        node.device = ""
+    timings["freeze_s"] = time.perf_counter() - start
+
+    inputs = [t.name for t in frozen.inputs]
+    outputs = [t.name for t in frozen.outputs]
+    fetches = inputs + outputs
+    start = time.perf_counter()
+    optimized = run_grappler(graph_def, fetches)
+    timings["grappler_s"] = time.perf_counter() - start
+    return OptimizedGraph(
+        graph_def=optimized,
+        fetches=fetches,
+        input_nodes=_node_names(inputs),
+        output_nodes=_node_names(outputs),
+        frozen_function=frozen,
+        timings=timings,
+    )
+
+
+def finish(optimized: OptimizedGraph, precision_mode: str = "FP32") -> PreparedGraph:
+    """Applies the precision-dependent rewrite and infers static shapes (spec §1 step 7)."""
+    from tensorflow.core.framework import graph_pb2
+
+    start = time.perf_counter()
+    graph_def = optimized.graph_def
+    if precision_mode.upper() == "FP16":
+        graph_def = graph_pb2.GraphDef()
+        graph_def.CopyFrom(optimized.graph_def)
+        split_casts_to_fp32(graph_def)
+    properties = infer_shapes(graph_def, optimized.fetches)
+    graph = graph_from_graph_def(graph_def, properties)
+    exclude = frozenset(optimized.input_nodes + optimized.output_nodes)
+    timings = {**optimized.timings, "shapes_s": time.perf_counter() - start}
+    return PreparedGraph(graph, graph_def, optimized, exclude, timings)
+
+
+def prepare(loaded: LoadedModel, precision_mode: str = "FP32") -> PreparedGraph:
+    """`optimize` then `finish`: the whole preparation for one precision."""
+    return finish(optimize(loaded), precision_mode)
+
+
+def run_grappler(graph_def: Any, fetches: list[str]) -> Any:
+    """One Grappler meta-iteration with TF-TRT's optimizer list, remapping off."""
+    from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+    from tensorflow.python.grappler import tf_optimizer
+
+    config = config_pb2.ConfigProto()
+    rewrite = config.graph_options.rewrite_options
+    rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
+    rewrite.remapping = rewriter_config_pb2.RewriterConfig.OFF
+    rewrite.optimizers.extend(GRAPPLER_OPTIMIZERS)
+    try:
+        return tf_optimizer.OptimizeGraph(config, _meta_graph(graph_def, fetches))
+    except Exception as exc:
+        raise ModelLoadError(f"Grappler could not optimize the graph: {_first_line(exc)}") from None
+
+
+def infer_shapes(graph_def: Any, fetches: list[str]) -> dict[str, list]:
+    """Grappler's static shape inference: node name -> output `TensorSpec`s."""
+    from tensorflow.python.grappler import item as grappler_item
+
+    item = grappler_item.Item(_meta_graph(graph_def, fetches))
+    return specs_from_op_properties(item.GetOpProperties())
+
+
+def split_casts_to_fp32(graph_def: Any) -> int:
+    """FP16 mode: `Cast(x->float)` with x not half becomes `Cast(x->half)` + `Cast(half->float)`.
+
+    The new node is named `<name>_split` and appended, as TF-TRT's ConvertGraph does; returns
+    how many Casts were split.
+    """
+    from tensorflow.core.framework import types_pb2
+
+    split = 0
+    for node in list(graph_def.node):
+        if node.op != "Cast" or node.attr["DstT"].type != types_pb2.DT_FLOAT:
+            continue
+        if node.attr["SrcT"].type == types_pb2.DT_HALF:
+            continue
+        to_half = graph_def.node.add()
+        to_half.CopyFrom(node)
+        to_half.name = node.name + "_split"
+        del to_half.input[:]
+        to_half.input.append(node.input[0])
+        to_half.attr["DstT"].type = types_pb2.DT_HALF
+        node.input[0] = to_half.name + ":0"
+        node.attr["SrcT"].type = types_pb2.DT_HALF
+        split += 1
+    return split
+
+
+def graph_from_function(function: Any, precision_mode: str = "FP32") -> PreparedGraph:
+    """Prepares a `tf.function`'s concrete function (handy in tests and notebooks)."""
+    loaded = LoadedModel(
+        source=getattr(function, "name", "function"),
+        kind="function",
+        function=function,
+    )
+    return prepare(loaded, precision_mode)
+
+
+def _meta_graph(graph_def: Any, fetches: list[str]) -> Any:
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    meta_graph = meta_graph_pb2.MetaGraphDef()
+    meta_graph.graph_def.CopyFrom(graph_def)
+    meta_graph.collection_def["train_op"].node_list.value.extend(fetches)
+    return meta_graph
+
+
+def _node_names(tensor_names: list[str]) -> list[str]:
+    return [name.split(":")[0] for name in tensor_names]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
