@@ -1,0 +1,147 @@
+"""Conversion parameters: TF-TRT's knobs plus its environment variables, validated once.
+
+Error texts follow TF-TRT's `trt_convert.py` where it had one; the checks it lacked (negative
+workspace, zero cached engines, a non-integer engine limit) get messages in the same style.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from workbench.errors import ConversionParamsError
+
+PRECISION_MODES = ("FP32", "FP16", "INT8")
+PROFILE_STRATEGIES = ("Range", "Optimal", "Range+Optimal", "ImplicitBatchModeCompatible")
+# TF 2.16/2.17 linked TensorRT 8.6, where TF-TRT's default workspace is sys.maxsize - 512.
+DEFAULT_MAX_WORKSPACE_SIZE_BYTES = sys.maxsize - 512
+DEFAULT_MAX_ENGINES = 20
+
+
+@dataclass(frozen=True)
+class ConversionParams:
+    """Everything that decides a conversion's outcome, TF-TRT's defaults included."""
+
+    precision_mode: str = "FP32"
+    minimum_segment_size: int = 3
+    use_dynamic_shape: bool = False
+    dynamic_shape_profile_strategy: str | None = None
+    denylist: tuple[str, ...] = ()
+    max_engines: int = DEFAULT_MAX_ENGINES
+    maximum_cached_engines: int = 1
+    max_workspace_size_bytes: int = DEFAULT_MAX_WORKSPACE_SIZE_BYTES
+    use_calibration: bool = True
+    allow_build_at_runtime: bool = True
+
+    def validated(self) -> ConversionParams:
+        """Checks every value and returns the canonical form (upper-case precision, ...)."""
+        return replace(
+            self,
+            precision_mode=check_precision_mode(self.precision_mode),
+            minimum_segment_size=check_minimum_segment_size(self.minimum_segment_size),
+            dynamic_shape_profile_strategy=_strategy_for(self),
+            denylist=tuple(sorted({op.strip() for op in self.denylist if op.strip()})),
+            max_engines=_check_int("max_engines", self.max_engines),
+            maximum_cached_engines=_check_at_least(
+                "maximum_cached_engines", self.maximum_cached_engines, 1
+            ),
+            max_workspace_size_bytes=_check_at_least(
+                "max_workspace_size_bytes", self.max_workspace_size_bytes, 0
+            ),
+        )
+
+    @property
+    def use_implicit_batch(self) -> bool:
+        return not self.use_dynamic_shape
+
+    @property
+    def needs_calibration(self) -> bool:
+        return self.precision_mode.upper() == "INT8" and self.use_calibration
+
+    def to_json(self) -> dict[str, Any]:
+        """The `params` object of the CLI's JSON (DESIGN.md)."""
+        return {
+            "precision_mode": self.precision_mode,
+            "minimum_segment_size": self.minimum_segment_size,
+            "use_dynamic_shape": self.use_dynamic_shape,
+            "dynamic_shape_profile_strategy": self.dynamic_shape_profile_strategy,
+            "denylist": list(self.denylist),
+            "max_engines": self.max_engines,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def params_from_environment(**overrides: Any) -> ConversionParams:
+    """Parameters with TF-TRT's environment variables applied, then `overrides` (non-None)."""
+    values: dict[str, Any] = {
+        "denylist": tuple(op for op in os.environ.get("TF_TRT_OP_DENYLIST", "").split(",") if op),
+        "max_engines": max_engines_from_environment(),
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return ConversionParams(**values).validated()
+
+
+def max_engines_from_environment() -> int:
+    raw = os.environ.get("TF_TRT_MAX_ALLOWED_ENGINES", "").strip()
+    if not raw:
+        return DEFAULT_MAX_ENGINES
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConversionParamsError(
+            f"TF_TRT_MAX_ALLOWED_ENGINES must be an integer, got {raw!r}"
+        ) from None
+
+
+def check_precision_mode(value: Any) -> str:
+    if not isinstance(value, str) or value.upper() not in PRECISION_MODES:
+        raise ConversionParamsError(
+            f"precision mode '{value}' is not supported. It should be one of "
+            f"{list(PRECISION_MODES)}"
+        )
+    return value.upper()
+
+
+def check_minimum_segment_size(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or (value <= 0 and value != -1):
+        raise ConversionParamsError(
+            "minimum segment size should be positive or -1 (to disable main graph "
+            f"conversion), got {value!r}"
+        )
+    return value
+
+
+def check_profile_strategy(value: Any) -> str:
+    by_lower = {s.lower(): s for s in PROFILE_STRATEGIES}
+    if not isinstance(value, str) or value.lower() not in by_lower:
+        raise ConversionParamsError(
+            f"profile_strategy '{value}' is not supported. It should be one of "
+            f"{list(PROFILE_STRATEGIES)}"
+        )
+    return by_lower[value.lower()]
+
+
+def _strategy_for(params: ConversionParams) -> str | None:
+    """TF-TRT ignores the strategy in implicit-batch mode and defaults it to Range otherwise."""
+    if params.dynamic_shape_profile_strategy is not None:
+        strategy = check_profile_strategy(params.dynamic_shape_profile_strategy)
+    else:
+        strategy = "Range"
+    return strategy if params.use_dynamic_shape else None
+
+
+def _check_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConversionParamsError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
+def _check_at_least(name: str, value: Any, minimum: int) -> int:
+    value = _check_int(name, value)
+    if value < minimum:
+        raise ConversionParamsError(f"{name} must be >= {minimum}, got {value}")
+    return value

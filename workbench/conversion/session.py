@@ -1,0 +1,136 @@
+"""A model prepared once and converted for any parameters, reusing every step it can.
+
+Grappler runs once per model; the FP16 rewrite and shape inference once per precision family;
+the candidate test and clustering once per (mode, precision, denylist); every threshold and
+engine limit is then read off the one clustering (that is what makes the widgets instant).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from typing import Any, Iterable, Sequence
+
+from workbench.conversion.candidates import SegmenterOptions
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.result import ConversionResult
+from workbench.conversion.segmenter import Partition, Segmentation, segment_graph
+from workbench.conversion.validator import ValidatorSettings, validate_node
+from workbench.graph.loading import LoadedModel, load_model
+from workbench.graph.prepare import OptimizedGraph, PreparedGraph, finish, optimize
+
+# Explicit-precision (QDQ) mode is on when the graph holds one of these ops (spec §1 step 6).
+EXPLICIT_QUANTIZATION_OPS = frozenset({"QuantizeAndDequantizeV2"})
+
+
+class ConversionSession:
+    """Converts one loaded model for any `ConversionParams`, caching the expensive steps."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+        self._optimized: OptimizedGraph | None = None
+        self._prepared: dict[bool, PreparedGraph] = {}
+        self._segmentations: dict[tuple, Segmentation] = {}
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def open(
+        cls,
+        model: Any,
+        signature_key: str | None = None,
+        tags: Sequence[str] | None = None,
+        output_node_names: Sequence[str] | None = None,
+        input_node_names: Sequence[str] | None = None,
+    ) -> ConversionSession:
+        """Loads `model` (SavedModel dir, Keras model or `.keras`, frozen `.pb`)."""
+        start = time.perf_counter()
+        loaded = load_model(model, signature_key, tags, output_node_names, input_node_names)
+        session = cls(loaded)
+        session.timings["load_s"] = time.perf_counter() - start
+        return session
+
+    @property
+    def optimized(self) -> OptimizedGraph:
+        if self._optimized is None:
+            self._optimized = optimize(self.loaded)
+            self.timings.update(self._optimized.timings)
+        return self._optimized
+
+    def prepared(self, precision_mode: str = "FP32") -> PreparedGraph:
+        """The graph the segmenter sees; FP16 differs only by its split Casts."""
+        fp16 = precision_mode.upper() == "FP16"
+        if fp16 not in self._prepared:
+            self._prepared[fp16] = finish(self.optimized, precision_mode)
+        return self._prepared[fp16]
+
+    def has_explicit_quantization(self, precision_mode: str = "FP32") -> bool:
+        graph = self.prepared(precision_mode).graph
+        return any(node.op in EXPLICIT_QUANTIZATION_OPS for node in graph)
+
+    def validator_settings(self, params: ConversionParams) -> ValidatorSettings:
+        explicit = self.has_explicit_quantization(params.precision_mode)
+        return ValidatorSettings(
+            precision_mode="INT8" if explicit else params.precision_mode,
+            use_implicit_batch=params.use_implicit_batch,
+            use_calibration=False if explicit else params.needs_calibration,
+            use_explicit_precision=explicit,
+            fake_ops=_env_set("TF_TRT_OP_FAKELIST"),
+            experimental_features=_env_set("TF_TRT_EXPERIMENTAL_FEATURES"),
+        )
+
+    def segmentation(self, params: ConversionParams) -> Segmentation:
+        """The clustering for these parameters (independent of threshold and engine limit)."""
+        prepared = self.prepared(params.precision_mode)
+        settings = self.validator_settings(params)
+        key = (settings, frozenset(params.denylist))
+        if key not in self._segmentations:
+            start = time.perf_counter()
+            graph = prepared.graph
+            options = SegmenterOptions(
+                use_implicit_batch=params.use_implicit_batch,
+                exclude_nodes=prepared.exclude_nodes,
+                denylist=frozenset(params.denylist),
+            )
+            self._segmentations[key] = segment_graph(
+                graph, options, lambda node: validate_node(graph, node, settings)
+            )
+            self.timings["segment_s"] = time.perf_counter() - start
+        return self._segmentations[key]
+
+    def convert(self, params: ConversionParams) -> ConversionResult:
+        """The conversion result for `params` (validated first)."""
+        params = params.validated()
+        partition = self.segmentation(params).result(
+            params.minimum_segment_size, params.max_engines
+        )
+        return self._result(params, partition)
+
+    def sweep(
+        self, params: ConversionParams, thresholds: Iterable[int] = range(1, 65)
+    ) -> list[ConversionResult]:
+        """Results for every `minimum_segment_size` in `thresholds`, from one clustering."""
+        params = params.validated()
+        thresholds = list(thresholds)
+        partitions = self.segmentation(params).sweep(thresholds, params.max_engines)
+        return [
+            self._result(replace(params, minimum_segment_size=t), partition)
+            for t, partition in zip(thresholds, partitions)
+        ]
+
+    def _result(self, params: ConversionParams, partition: Partition) -> ConversionResult:
+        # With -1 TF-TRT leaves the main graph alone: no segmenter run, so no report either.
+        nonconversion = {} if params.minimum_segment_size == -1 else partition.nonconversion
+        return ConversionResult(
+            params=params.to_json(),
+            engines=list(partition.engines),
+            unconverted=list(partition.unconverted),
+            nonconversion=nonconversion,
+            not_converted_top_level=partition.not_converted_top_level,
+            model=self.loaded.source,
+            signature_key=self.loaded.signature_key,
+        )
+
+
+def _env_set(name: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in os.environ.get(name, "").split(",") if part.strip())
