@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from workbench.conversion.candidates import SegmenterOptions
 from workbench.conversion.params import ConversionParams
@@ -115,7 +116,7 @@ class ConversionSession:
         partitions = self.segmentation(params).sweep(thresholds, params.max_engines)
         return [
             self._result(replace(params, minimum_segment_size=t), partition)
-            for t, partition in zip(thresholds, partitions)
+            for t, partition in zip(thresholds, partitions, strict=False)
         ]
 
     def _result(self, params: ConversionParams, partition: Partition) -> ConversionResult:

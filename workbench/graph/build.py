@@ -8,7 +8,8 @@ candidate-test order and edge ids match a TF `Graph` built from the same GraphDe
 from __future__ import annotations
 
 import heapq
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from workbench.graph.nodes import Graph, Node, TensorRef, TensorSpec, dtype_name
 

@@ -7,9 +7,10 @@ instead of a traceback from deep inside TensorFlow.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from workbench.errors import ModelLoadError
 
@@ -171,7 +172,7 @@ def _from_keras(model: Any, source: str) -> LoadedModel:
     if not inputs:
         raise ModelLoadError(f"{source} has no defined inputs; build or call the model once.")
     names = [_keras_input_name(t, i) for i, t in enumerate(inputs)]
-    specs = [tf.TensorSpec(t.shape, t.dtype, name=n) for t, n in zip(inputs, names)]
+    specs = [tf.TensorSpec(t.shape, t.dtype, name=n) for t, n in zip(inputs, names, strict=False)]
 
     @tf.function(input_signature=specs)
     def serve(*args: Any) -> dict[str, Any]:

@@ -7,9 +7,10 @@ static shape properties. Attribute values are decoded lazily because Const tenso
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,7 @@ class TensorRef:
         return f"{self.node}:{self.port}"
 
     @staticmethod
-    def parse(text: str) -> "TensorRef":
+    def parse(text: str) -> TensorRef:
         name, _, port = text.partition(":")
         return TensorRef(name, int(port) if port else 0)
 

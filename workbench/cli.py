@@ -1,0 +1,145 @@
+"""`workbench` command line: the same work as the Python API, headless.
+
+Errors are one line on stderr and a non-zero exit code; `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from workbench.errors import WorkbenchError
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    _quiet_tensorflow()
+    try:
+        return args.run(args)
+    except WorkbenchError as exc:
+        return _fail(args, f"error: {exc}", EXIT_USAGE)
+    except KeyboardInterrupt:
+        return _fail(args, "interrupted", 130)
+    except Exception as exc:  # anything else is our bug: say so in one line
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return _fail(args, f"internal error: {type(exc).__name__}: {first} "
+                           "(rerun with --debug for the traceback)", EXIT_INTERNAL)
+
+
+def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    if getattr(args, "debug", False):
+        import traceback
+
+        traceback.print_exc()
+    print(f"workbench: {message}", file=sys.stderr)
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="workbench", description="Explore and tune TF-TRT conversions without a GPU."
+    )
+    commands = parser.add_subparsers(dest="command")
+    convert = commands.add_parser(
+        "convert", help="segment a model as TF-TRT would; print its summary and report"
+    )
+    _add_model_arguments(convert)
+    _add_conversion_arguments(convert)
+    convert.add_argument("--json", action="store_true",
+                         help="print exactly one JSON document on stdout")
+    convert.add_argument("--detailed", action="store_true",
+                         help="show the reasons per op (like TF_TRT_SHOW_DETAILED_REPORT=1)")
+    convert.set_defaults(run=_run_convert)
+    return parser
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="SavedModel directory, .keras file or frozen .pb")
+    parser.add_argument("--signature-key", default=None, help="default: serving_default")
+    parser.add_argument("--tags", default=None, help="comma-separated, default: serve")
+    parser.add_argument("--outputs", default=None,
+                        help="output node names of a frozen .pb, comma-separated")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def _add_conversion_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--precision", default="FP32", help="FP32, FP16 or INT8")
+    parser.add_argument("--minimum-segment-size", type=int, default=3)
+    parser.add_argument("--use-dynamic-shape", action="store_true")
+    parser.add_argument("--profile-strategy", default=None,
+                        help="Range, Optimal, Range+Optimal or ImplicitBatchModeCompatible")
+    parser.add_argument("--denylist", default=None,
+                        help="op types never converted, comma-separated "
+                             "(default: $TF_TRT_OP_DENYLIST)")
+    parser.add_argument("--max-engines", type=int, default=None,
+                        help="keep the N largest engines (default: "
+                             "$TF_TRT_MAX_ALLOWED_ENGINES or 20; <= 0: no limit)")
+
+
+def _run_convert(args: argparse.Namespace) -> int:
+    from workbench.conversion.params import params_from_environment
+    from workbench.conversion.report import (
+        ConversionReport,
+        detailed_report_setting,
+        nonconversion_report,
+        write_nonconversion_csv,
+    )
+    from workbench.conversion.session import ConversionSession
+    from workbench.conversion.summary import summary_lines
+
+    params = params_from_environment(
+        precision_mode=args.precision,
+        minimum_segment_size=args.minimum_segment_size,
+        use_dynamic_shape=args.use_dynamic_shape,
+        dynamic_shape_profile_strategy=args.profile_strategy,
+        denylist=_split(args.denylist),
+        max_engines=args.max_engines,
+    )
+    session = ConversionSession.open(
+        args.model, args.signature_key, _split(args.tags), _split(args.outputs)
+    )
+    result = session.convert(params)
+    if args.json:
+        print(ConversionReport(result).to_json())
+        return 0
+    for line in summary_lines(result):
+        print(line)
+    if result.nonconversion:
+        detailed, csv_path = detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))
+        print(nonconversion_report(result.nonconversion, detailed or args.detailed))
+        if csv_path:
+            error = write_nonconversion_csv(result.nonconversion, csv_path)
+            print(error or f"TF-TRT Non-Conversion Report saved at: `{csv_path}`",
+                  file=sys.stderr)
+    return 0
+
+
+def _split(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _quiet_tensorflow() -> None:
+    """TensorFlow's start-up chatter would bury the report (and break --json consumers)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

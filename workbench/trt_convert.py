@@ -1,0 +1,213 @@
+"""TF-TRT's Python API (TF 2.17 names, arguments and defaults), backed by the workbench.
+
+Code from the TF-TRT user guide runs after changing its import to
+`from workbench import trt_convert as trt`. `convert()` and `summary()` need no GPU: the
+segmentation is the workbench's reimplementation of TF-TRT's. Engines (`build`, `save`) come
+with the engine backends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from workbench.conversion.params import (
+    DEFAULT_MAX_WORKSPACE_SIZE_BYTES,
+    PROFILE_STRATEGIES,
+    ConversionParams,
+    check_minimum_segment_size,
+    check_precision_mode,
+    params_from_environment,
+)
+from workbench.conversion.report import (
+    ConversionReport,
+    detailed_report_setting,
+    nonconversion_report,
+    write_nonconversion_csv,
+)
+from workbench.conversion.result import ConversionResult
+from workbench.conversion.session import ConversionSession
+from workbench.conversion.summary import summary_lines
+
+logger = logging.getLogger("workbench.trt_convert")
+
+DEFAULT_TRT_MAX_WORKSPACE_SIZE_BYTES = DEFAULT_MAX_WORKSPACE_SIZE_BYTES
+PROFILE_STRATEGY_RANGE, PROFILE_STRATEGY_OPTIMAL = PROFILE_STRATEGIES[0], PROFILE_STRATEGIES[1]
+PROFILE_STRATEGY_RANGE_OPTIMAL = PROFILE_STRATEGIES[2]
+PROFILE_STRATEGY_IMPLICIT_BATCH_MODE_COMPATIBLE = PROFILE_STRATEGIES[3]
+
+
+class TrtPrecisionMode:
+    FP32 = "FP32"
+    FP16 = "FP16"
+    INT8 = "INT8"
+
+    @staticmethod
+    def supported_precision_modes() -> list[str]:
+        modes = [TrtPrecisionMode.FP32, TrtPrecisionMode.FP16, TrtPrecisionMode.INT8]
+        return modes + [mode.lower() for mode in modes]
+
+
+def supported_profile_strategies() -> list[str]:
+    return list(PROFILE_STRATEGIES)
+
+
+class TrtConversionParams(NamedTuple):
+    """TF-TRT's (deprecated) bundle of conversion parameters, with its defaults."""
+
+    max_workspace_size_bytes: int = DEFAULT_TRT_MAX_WORKSPACE_SIZE_BYTES
+    precision_mode: str = TrtPrecisionMode.FP32
+    minimum_segment_size: int = 3
+    maximum_cached_engines: int = 1
+    use_calibration: bool = True
+    allow_build_at_runtime: bool = True
+
+
+DEFAULT_TRT_CONVERSION_PARAMS = TrtConversionParams()
+
+
+class TrtGraphConverterV2:
+    """TF-TRT's converter for TF2 SavedModels; also accepts Keras models and frozen GraphDefs.
+
+    Beyond TF-TRT: `input_model` (a Keras model, `.keras` or frozen `.pb` path, in place of
+    `input_saved_model_dir`), `output_node_names` (for a `.pb`), and the results as data
+    (`report`, `result`, `sweep()`).
+    """
+
+    def __init__(
+        self,
+        input_saved_model_dir: str | None = None,
+        input_saved_model_tags: Sequence[str] | None = None,
+        input_saved_model_signature_key: str | None = None,
+        use_dynamic_shape: bool | None = None,
+        dynamic_shape_profile_strategy: str | None = None,
+        max_workspace_size_bytes: int = DEFAULT_TRT_MAX_WORKSPACE_SIZE_BYTES,
+        precision_mode: str = TrtPrecisionMode.FP32,
+        minimum_segment_size: int = 3,
+        maximum_cached_engines: int = 1,
+        use_calibration: bool = True,
+        allow_build_at_runtime: bool = True,
+        conversion_params: TrtConversionParams | None = None,
+        *,
+        input_model: Any = None,
+        output_node_names: Sequence[str] | None = None,
+    ):
+        if conversion_params is None:
+            conversion_params = TrtConversionParams(
+                max_workspace_size_bytes, precision_mode, minimum_segment_size,
+                maximum_cached_engines, use_calibration, allow_build_at_runtime,
+            )
+        check_precision_mode(conversion_params.precision_mode)
+        check_minimum_segment_size(conversion_params.minimum_segment_size)
+        if input_saved_model_dir is None and input_model is None:
+            raise ValueError("input_saved_model_dir is required (or input_model)")
+        self._model = input_model if input_model is not None else input_saved_model_dir
+        self._tags = list(input_saved_model_tags or ["serve"])
+        self._signature_key = input_saved_model_signature_key or "serving_default"
+        self._output_node_names = output_node_names
+        self._params = ConversionParams(
+            precision_mode=conversion_params.precision_mode,
+            minimum_segment_size=conversion_params.minimum_segment_size,
+            use_dynamic_shape=bool(use_dynamic_shape),
+            dynamic_shape_profile_strategy=dynamic_shape_profile_strategy,
+            maximum_cached_engines=conversion_params.maximum_cached_engines,
+            max_workspace_size_bytes=conversion_params.max_workspace_size_bytes,
+            use_calibration=conversion_params.use_calibration,
+            allow_build_at_runtime=conversion_params.allow_build_at_runtime,
+        ).validated()
+        if dynamic_shape_profile_strategy is not None and not use_dynamic_shape:
+            logger.warning("dynamic_shape_profile_strategy is ignored without use_dynamic_shape")
+        self._session: ConversionSession | None = None
+        self._result: ConversionResult | None = None
+        self._converted_func: Any = None
+        self._calibration_input_fn: Callable | None = None
+
+    @property
+    def params(self) -> ConversionParams:
+        return self._params
+
+    def convert(self, calibration_input_fn: Callable | None = None) -> Any:
+        """Segments the graph as TF-TRT would and returns the signature function.
+
+        Until engines are built, calling the returned function runs the whole model in
+        TensorFlow (every segment natively, as TF-TRT does when it has no engine).
+        """
+        if self._result is not None:
+            raise RuntimeError("convert() was already called; create a new converter to "
+                               "convert again")
+        needs_calibration = self._params.needs_calibration
+        if needs_calibration and not calibration_input_fn:
+            raise ValueError("Should specify calibration_input_fn because INT8 calibration "
+                             "is needed")
+        if not needs_calibration and calibration_input_fn:
+            raise ValueError("Should not specify calibration_input_fn because INT8 calibration "
+                             "is not needed")
+        self._calibration_input_fn = calibration_input_fn
+        # TF-TRT read its environment variables at every conversion.
+        fields = self._params.as_dict()
+        del fields["denylist"], fields["max_engines"]
+        self._params = params_from_environment(**fields)
+        self._session = ConversionSession.open(
+            self._model, self._signature_key, self._tags, self._output_node_names
+        )
+        self._result = self._session.convert(self._params)
+        _log_nonconversion_report(self._result)
+        self._converted_func = self._session.optimized.frozen_function
+        return self._converted_func
+
+    def build(self, input_fn: Callable) -> None:
+        raise NotImplementedError(
+            "build() needs the engine backends, which are not part of the workbench yet; "
+            "convert(), summary() and report work now"
+        )
+
+    def save(self, output_saved_model_dir: str, save_gpu_specific_engines: bool = True,
+             options: Any = None) -> None:
+        raise NotImplementedError(
+            "save() needs the engine backends, which are not part of the workbench yet; "
+            "convert(), summary() and report work now"
+        )
+
+    def summary(self, line_length: int = 160, detailed: bool = True,
+                print_fn: Callable[[str], Any] | None = None) -> None:
+        """Prints TF-TRT's engine table (same layout as TF-TRT's `summary()`)."""
+        print_fn = print_fn or print
+        for line in summary_lines(self.result, line_length, detailed):
+            print_fn(line)
+
+    @property
+    def result(self) -> ConversionResult:
+        if self._result is None:
+            raise RuntimeError("TrtGraphConverterV2.convert() must be called first")
+        return self._result
+
+    @property
+    def report(self) -> ConversionReport:
+        """Engines and non-converted nodes as DataFrames, and the CLI's JSON (`to_json()`)."""
+        return ConversionReport(self.result)
+
+    @property
+    def session(self) -> ConversionSession:
+        if self._session is None:
+            raise RuntimeError("TrtGraphConverterV2.convert() must be called first")
+        return self._session
+
+    def sweep(self, thresholds: Sequence[int] = range(1, 65)) -> list[ConversionResult]:
+        """The conversion for every `minimum_segment_size` in `thresholds`, at once."""
+        return self.session.sweep(self._params, thresholds)
+
+
+def _log_nonconversion_report(result: ConversionResult) -> None:
+    """TF-TRT logged its report as a warning on every conversion, and wrote the CSV if asked."""
+    if not result.nonconversion:
+        return
+    detailed, csv_path = detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))
+    logger.warning(nonconversion_report(result.nonconversion, detailed))
+    if csv_path:
+        error = write_nonconversion_csv(result.nonconversion, csv_path)
+        if error:
+            logger.warning(error)
+        else:
+            logger.warning("TF-TRT Non-Conversion Report saved at: `%s`", csv_path)
