@@ -35,6 +35,23 @@ class LoadedModel:
     output_names: list[str] = field(default_factory=list)
     keepalive: Any = None  # the loaded object, so its variables outlive this call
 
+    def __call__(self, **inputs: Any) -> dict[str, Any]:
+        """Runs the model natively on named inputs (numpy or tensors); returns named numpy."""
+        import tensorflow as tf
+
+        missing = sorted(set(self.input_names) - set(inputs))
+        if missing:
+            raise ModelLoadError(f"missing input(s) {', '.join(missing)}; the model takes "
+                                 f"{', '.join(self.input_names)}")
+        tensors = [tf.convert_to_tensor(inputs[name]) for name in self.input_names]
+        if self.kind == "saved_model":
+            outputs = self.function(**dict(zip(self.input_names, tensors)))
+        else:
+            outputs = self.function(*tensors)
+        if not isinstance(outputs, dict):
+            outputs = dict(zip(self.output_names, outputs))
+        return {name: value.numpy() for name, value in outputs.items()}
+
 
 def load_model(
     model: Any,
@@ -107,7 +124,8 @@ def _from_saved_model(
     key = signature_key or DEFAULT_SIGNATURE_KEY
     meta_graph = _find_meta_graph(read_saved_model_proto(path), tags, path)
     _reject_tftrt_graph(meta_graph, path)
-    signatures = sorted(meta_graph.signature_def)
+    # TF stores an internal init signature next to the user's; it is not a choice to offer.
+    signatures = sorted(k for k in meta_graph.signature_def if not k.startswith("__"))
     if key not in meta_graph.signature_def:
         raise ModelLoadError(
             f"Signature key {key!r} not found in {path}; it has: "

@@ -1,0 +1,76 @@
+"""Shared fixtures: tiny models written to disk once per test session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _tiny_module():
+    import tensorflow as tf
+
+    class Tiny(tf.Module):
+        def __init__(self):
+            super().__init__()
+            rng = tf.random.Generator.from_seed(1)
+            self.w = tf.Variable(rng.normal([4, 3]), name="w")
+            self.b = tf.Variable(tf.zeros([3]), name="b")
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+        def serve(self, x):
+            h = tf.nn.relu(tf.matmul(x, self.w) + self.b)
+            return {"y": tf.nn.softmax(h)}
+
+    return Tiny()
+
+
+@pytest.fixture(scope="session")
+def tiny_saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SavedModel with variables, signature `serving_default` and an extra `other`."""
+    import tensorflow as tf
+
+    module = _tiny_module()
+    path = tmp_path_factory.mktemp("models") / "tiny"
+    tf.saved_model.save(
+        module, str(path), signatures={"serving_default": module.serve, "other": module.serve}
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_frozen_pb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model frozen into a GraphDef `.pb` (the TF1 workflow), output node `y`."""
+    import tensorflow as tf
+    from tensorflow.python.framework import convert_to_constants
+
+    module = _tiny_module()
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def forward(x):
+        return tf.identity(module.serve(x)["y"], name="y")
+
+    frozen = convert_to_constants.convert_variables_to_constants_v2(
+        forward.get_concrete_function()
+    )
+    path = tmp_path_factory.mktemp("frozen") / "tiny.pb"
+    path.write_bytes(frozen.graph.as_graph_def().SerializeToString())
+    return path
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs `workbench ...` as a user would, in a fresh process."""
+    return subprocess.run(
+        [sys.executable, "-m", "workbench.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
+        timeout=600,
+    )

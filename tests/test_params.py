@@ -1,0 +1,132 @@
+"""Impossible conversion parameters: one clear line naming the problem, from API and CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from workbench import trt_convert as trt
+from workbench.conversion.params import ConversionParams, params_from_environment
+from workbench.errors import ConversionParamsError
+
+BAD_PARAMS = [
+    ({"precision_mode": "fp64"},
+     "precision mode 'fp64' is not supported. It should be one of ['FP32', 'FP16', 'INT8']"),
+    ({"minimum_segment_size": 0},
+     "minimum segment size should be positive or -1 (to disable main graph conversion), got 0"),
+    ({"use_dynamic_shape": True, "dynamic_shape_profile_strategy": "Fastest"},
+     "profile_strategy 'Fastest' is not supported. It should be one of ['Range', 'Optimal', "
+     "'Range+Optimal', 'ImplicitBatchModeCompatible']"),
+    ({"max_workspace_size_bytes": -1}, "max_workspace_size_bytes must be >= 0, got -1"),
+    ({"maximum_cached_engines": 0}, "maximum_cached_engines must be >= 1, got 0"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_PARAMS)
+def test_params_validation_message(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConversionParamsError) as info:
+        ConversionParams(**kwargs).validated()
+    assert str(info.value) == message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_PARAMS)
+def test_converter_rejects_bad_params_at_construction(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        trt.TrtGraphConverterV2(input_saved_model_dir="unused", **kwargs)
+    assert str(info.value) == message
+
+
+def test_defaults_match_tftrt() -> None:
+    params = ConversionParams().validated()
+    assert params.precision_mode == "FP32" and params.minimum_segment_size == 3
+    assert params.maximum_cached_engines == 1 and params.use_calibration
+    assert params.allow_build_at_runtime and not params.use_dynamic_shape
+    assert params.dynamic_shape_profile_strategy is None
+    assert trt.DEFAULT_TRT_CONVERSION_PARAMS.minimum_segment_size == 3
+    assert trt.supported_profile_strategies() == [
+        "Range", "Optimal", "Range+Optimal", "ImplicitBatchModeCompatible"]
+    assert "fp16" in trt.TrtPrecisionMode.supported_precision_modes()
+
+
+def test_minus_one_and_lower_case_are_accepted() -> None:
+    params = ConversionParams(precision_mode="fp16", minimum_segment_size=-1).validated()
+    assert (params.precision_mode, params.minimum_segment_size) == ("FP16", -1)
+
+
+def test_dynamic_shape_defaults_to_range_and_canonical_case() -> None:
+    assert ConversionParams(use_dynamic_shape=True).validated().dynamic_shape_profile_strategy \
+        == "Range"
+    strategy = ConversionParams(use_dynamic_shape=True,
+                                dynamic_shape_profile_strategy="range+optimal").validated()
+    assert strategy.dynamic_shape_profile_strategy == "Range+Optimal"
+
+
+def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_TRT_OP_DENYLIST", "Conv2D, Relu")
+    monkeypatch.setenv("TF_TRT_MAX_ALLOWED_ENGINES", "7")
+    params = params_from_environment()
+    assert params.denylist == ("Conv2D", "Relu") and params.max_engines == 7
+    assert params_from_environment(max_engines=3, denylist=()).max_engines == 3
+    monkeypatch.setenv("TF_TRT_MAX_ALLOWED_ENGINES", "lots")
+    with pytest.raises(ConversionParamsError, match="TF_TRT_MAX_ALLOWED_ENGINES must be an integer"):
+        params_from_environment()
+
+
+def test_converter_needs_a_model() -> None:
+    with pytest.raises(ValueError, match="input_saved_model_dir is required"):
+        trt.TrtGraphConverterV2()
+
+
+def test_summary_before_convert_is_refused() -> None:
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir="unused")
+    with pytest.raises(RuntimeError, match=r"convert\(\) must be called first"):
+        converter.summary()
+
+
+def test_calibration_input_fn_rules() -> None:
+    int8 = trt.TrtGraphConverterV2(input_saved_model_dir="unused", precision_mode="INT8")
+    with pytest.raises(ValueError, match="Should specify calibration_input_fn"):
+        int8.convert()
+    fp32 = trt.TrtGraphConverterV2(input_saved_model_dir="unused")
+    with pytest.raises(ValueError, match="Should not specify calibration_input_fn"):
+        fp32.convert(calibration_input_fn=lambda: iter([]))
+
+
+def test_build_and_save_say_they_are_not_there_yet() -> None:
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir="unused")
+    with pytest.raises(NotImplementedError, match="engine backends"):
+        converter.build(lambda: iter([]))
+    with pytest.raises(NotImplementedError, match="engine backends"):
+        converter.save("out")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--precision", "fp64"], "precision mode 'fp64' is not supported"),
+    (["--minimum-segment-size", "0"], "minimum segment size should be positive or -1"),
+    (["--use-dynamic-shape", "--profile-strategy", "Fastest"],
+     "profile_strategy 'Fastest' is not supported"),
+])
+def test_cli_bad_parameters(flags: list[str], message: str, tiny_saved_model: Path) -> None:
+    done = run_cli("convert", str(tiny_saved_model), *flags)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("workbench: error: ") and message in lines[0]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "No such path"),
+    (["--signature-key", "predict"], "Signature key 'predict' not found"),
+    (["--tags", "train"], "No MetaGraph with tags 'train'"),
+])
+def test_cli_bad_model(extra: list[str], message: str, tiny_saved_model: Path,
+                       tmp_path: Path) -> None:
+    model = str(tmp_path / "missing") if not extra else str(tiny_saved_model)
+    done = run_cli("convert", model, *extra)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
