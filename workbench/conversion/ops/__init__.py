@@ -1,0 +1,40 @@
+"""The converter registry: op type -> validation rule (spec §3), TensorRT 8.6 assumed.
+
+Each family module exports `RULES`; they are merged here. With TRT 8.6 every version-gated
+converter (>= 7.1.3, >= 8.2, EfficientNMS) is registered.
+"""
+
+from __future__ import annotations
+
+from workbench.conversion.ops import (
+    binary,
+    conv,
+    matmul,
+    misc,
+    nms,
+    normalization,
+    pooling,
+    quantization,
+    reduction,
+    selection,
+    shape,
+    slicing,
+    unary,
+)
+from workbench.conversion.ops.rule import Check
+
+_FAMILIES = (unary, binary, conv, pooling, normalization, matmul, shape, slicing, reduction,
+             selection, nms, quantization, misc)
+
+
+def _registry() -> dict[str, Check]:
+    rules: dict[str, Check] = {}
+    for family in _FAMILIES:
+        overlap = rules.keys() & family.RULES.keys()
+        assert not overlap, f"op registered twice: {sorted(overlap)}"
+        rules.update(family.RULES)
+    return rules
+
+
+REGISTRY: dict[str, Check] = _registry()
+QUANTIZATION_OPS = frozenset(quantization.QUANTIZATION_OPS)

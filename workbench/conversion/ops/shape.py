@@ -1,0 +1,232 @@
+"""Shape manipulation: Reshape, ExpandDims, Squeeze, Transpose, Shape, Pack, Unpack, ConcatV2,
+Split, Tile, DepthToSpace, SpaceToDepth, DataFormatVecPermute (spec §3.4)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.conversion.operands import (
+    ANY,
+    TENSOR,
+    WEIGHTS,
+    Ctx,
+    Operand,
+    check_roles,
+    convert_axis,
+    fail,
+    is_static,
+    scalar_int,
+    volume,
+)
+from workbench.conversion.ops.rule import FLOAT_HALF_INT32, Check, legacy, structured
+
+LEGACY_DTYPES = FLOAT_HALF_INT32  # printed in enum order: [float, int32, half]
+
+
+def _values(operand: Operand) -> list[int]:
+    return np.asarray(operand.value).reshape(-1).astype(np.int64).tolist()
+
+
+def _reshape(ctx: Ctx) -> None:
+    tensor, shape = ctx.inputs[0], ctx.inputs[1]
+    if not shape.is_weights:
+        if ctx.ib:
+            fail('The input "shape" for Reshape must be a constant in implicit batch mode.')
+        if shape.dtype != "int32":
+            fail("Expected a shape tensor with INT32 type")
+        if shape.nb_dims != 1:
+            fail("Reshape with dynamic input requires 1D input tensor")
+        return
+    target = _values(shape)
+    if ctx.ib:
+        if not target:
+            fail("Reshape to shape=[] is not supported")
+        if _changes_batch(tensor.shape, target):
+            fail("Reshape on batch dimension is not supported")
+    elif is_static(tensor.shape) and -1 not in target and volume(tensor.shape) != volume(
+            tuple(target)):
+        fail(f"Incompatible shapes: {list(tensor.shape)} vs. {target}")
+
+
+def _changes_batch(shape: tuple[int, ...], target: list[int]) -> bool:
+    """In implicit batch mode a Reshape may keep the batch dim only provably."""
+    if shape[0] >= 0 and target[0] >= 0:
+        return shape[0] != target[0]
+    rest, new_rest = shape[1:], tuple(target[1:])
+    return not (is_static(rest) and is_static(new_rest) and volume(rest) == volume(new_rest))
+
+
+def _expand_dims(ctx: Ctx) -> None:
+    axis = ctx.inputs[1]
+    if axis.value is None or np.asarray(axis.value).size != 1:
+        fail("ExpandDims axis must be a scalar")
+    convert_axis(scalar_int(axis.value), ctx.inputs[0].nb_dims + 1, ctx)
+
+
+def _squeeze(ctx: Ctx) -> None:
+    tensor = ctx.inputs[0]
+    axes = list(ctx.attr("squeeze_dims") or [])
+    if not axes:
+        if ctx.ib or not is_static(tensor.dims):
+            fail("Squeeze is not implemented for empty squeeze_dims")
+        return
+    for tf_axis in axes:
+        trt_axis = convert_axis(tf_axis, tensor.nb_dims, ctx)
+        size = tensor.dims[trt_axis]
+        if size not in (1, -1) and size >= 0:
+            fail(f"Dimension {tf_axis} with size {size} cannot be squeezed because it must be "
+                 "size 1")
+
+
+def _transpose(ctx: Ctx) -> None:
+    perm = _values(ctx.inputs[1])
+    if len(perm) != len(ctx.inputs[0].shape):
+        fail("Rank of perm for transpose does not match with that of the input.")
+    if ctx.ib and perm[0] != 0:
+        fail("Transpose at batch dimension is not supported.")
+
+
+def _shape(ctx: Ctx) -> None:
+    if ctx.ib:
+        fail("Shape is only supported for explicit batch mode.")
+
+
+def _check_same_shapes(ctx: Ctx, inputs: list[Operand], masked: int = -1) -> None:
+    """VerifyShapesMatch: equal ranks, equal static dims except the masked one."""
+    first = inputs[0].dims
+    for other in inputs[1:]:
+        if other.nb_dims != len(first):
+            fail(f"Received inputs with inconsistent rank, at {ctx.name}")
+        for j, (a, b) in enumerate(zip(first, other.dims, strict=True)):
+            if a != -1 and b != -1 and a != b and j != masked:
+                fail(f"Received inputs with inconsistent shape, at {ctx.name}")
+
+
+def _variadic_roles(ctx: Ctx, count: int, name: str) -> None:
+    role = TENSOR if ctx.ib else ANY  # implicit batch cannot carry a batch dim in weights
+    check_roles(ctx, tuple((f"{name}_{i}", role) for i in range(count)), structured=False)
+
+
+def _pack(ctx: Ctx) -> None:
+    count = int(ctx.attr("N", len(ctx.inputs)))
+    if count != len(ctx.inputs):
+        fail(f"Number of inputs for Pack is inconsistent with N attribute, at {ctx.name}")
+    _variadic_roles(ctx, count, "values")
+    _check_same_shapes(ctx, ctx.inputs)
+    rank = max(o.nb_dims for o in ctx.inputs if o.is_tensor) if any(
+        o.is_tensor for o in ctx.inputs) else ctx.inputs[0].nb_dims
+    convert_axis(int(ctx.attr("axis", 0)), rank + 1, ctx)
+
+
+def _unpack(ctx: Ctx) -> None:
+    value = ctx.inputs[0]
+    if value.nb_dims < 1:
+        fail('Input "value" for Unpack must be rank 2 or greater')
+    tf_axis = int(ctx.attr("axis", 0))
+    trt_axis = convert_axis(tf_axis, value.nb_dims, ctx)
+    num = int(ctx.attr("num", 0))
+    size = value.dims[trt_axis]
+    if size != num:
+        fail(f"Dimension {tf_axis} has size {size} which is not equal to num of {num}")
+
+
+def _concat(ctx: Ctx) -> None:
+    count = int(ctx.attr("N", len(ctx.inputs) - 1))
+    values = ctx.inputs[:count]
+    _variadic_roles(ctx, count, "values")
+    axis = ctx.inputs[count]
+    if not axis.is_weights:
+        fail('The input "axis" for ConcatV2 must be a constant')
+    if np.asarray(axis.value).size != 1:
+        fail("Axis for ConcatV2 must be a scalar")
+    trt_axis = convert_axis(scalar_int(axis.value), values[0].nb_dims, ctx)
+    _check_same_shapes(ctx, list(values), masked=trt_axis)
+
+
+def _split(ctx: Ctx) -> None:
+    value = ctx.inputs[1]
+    tf_axis = scalar_int(ctx.inputs[0].value)
+    trt_axis = convert_axis(tf_axis, value.nb_dims, ctx)
+    size, num = value.dims[trt_axis], int(ctx.attr("num_split", 1))
+    if size < 0:
+        fail(f"Dimension {tf_axis} must have statically defined dimensions")
+    if size % num:
+        fail(f"Dimension {tf_axis} of size {size} is not evenly divisible by {num}")
+
+
+def _tile(ctx: Ctx) -> None:
+    tensor, multiples = ctx.inputs[0], ctx.inputs[1]
+    if multiples.dtype != "int32":
+        fail(f"The multiples for Tile operation in '{ctx.name}' must be of type int32, at "
+             f"{ctx.name}")
+    if not multiples.is_weights:
+        if ctx.ib:
+            fail(f"Conversion for Tile is not implemented for the tensor input 'multiples' in "
+                 f"implicit batch mode, at {ctx.name}")
+        return
+    values = _values(multiples)
+    rank = len(tensor.shape) if tensor.is_tensor else tensor.nb_dims
+    if len(values) != rank:
+        fail(f"The length of 'multiples' for Tile operation in '{ctx.name}' should be equal to "
+             f"the rank of the input, at {ctx.name}")
+    if any(m <= 0 for m in values):
+        fail(f"All replications of the Tile operation in '{ctx.name}' should be positive, at "
+             f"{ctx.name}")
+    if ctx.ib and values[0] != 1:
+        fail(f"The Tile operation along the batch dimension in '{ctx.name}' is not "
+             "implemented.")
+
+
+def _depth_space(ctx: Ctx) -> None:
+    block = int(ctx.attr("block_size", 0))
+    if block < 2:
+        fail("Block size must be 2 or greater")
+    data_format = ctx.attr("data_format", "NHWC")
+    if data_format not in ("NCHW", "NHWC"):
+        fail(f"Data format {data_format} is not supported")
+    shape = ctx.inputs[0].shape
+    if len(shape) != 4:
+        fail(f"The input to {ctx.op} must be rank 4")
+    c, h, w = _chw(shape, data_format)
+    if ctx.op == "DepthToSpace":
+        if c >= 0 and c % (block * block):
+            fail("Number of channels must be divisible by block_size*block_size")
+    elif (h >= 0 and h % block) or (w >= 0 and w % block):
+        fail("Width and height must be divisible by block_size")
+
+
+def _chw(shape: tuple[int, ...], data_format: str) -> tuple[int, int, int]:
+    if data_format == "NCHW":
+        return shape[1], shape[2], shape[3]
+    return shape[3], shape[1], shape[2]
+
+
+def _vec_permute(ctx: Ctx) -> None:
+    if ctx.ib:
+        fail(f"Implicit batch mode not supported, at {ctx.name}")
+    dims = ctx.inputs[0].dims
+    if len(dims) not in (1, 2):
+        fail(f"Input must be a vector or matrix, but got rank {len(dims)}, at {ctx.name}")
+
+
+RULES: dict[str, Check] = {
+    "Reshape": legacy(_reshape, dtypes=LEGACY_DTYPES, roles=(("tensor", TENSOR), ("shape", ANY))),
+    "ExpandDims": legacy(_expand_dims, dtypes=LEGACY_DTYPES,
+                         roles=(("input", TENSOR), ("axis", WEIGHTS))),
+    "Squeeze": legacy(_squeeze, dtypes=LEGACY_DTYPES, roles=(("input", TENSOR),)),
+    "Transpose": legacy(_transpose, dtypes=LEGACY_DTYPES,
+                        roles=(("x", TENSOR), ("perm", WEIGHTS))),
+    "Shape": structured(_shape, dtypes=None, roles=(("input", ANY),)),
+    "Pack": legacy(_pack, dtypes=LEGACY_DTYPES),
+    "Unpack": legacy(_unpack, dtypes=LEGACY_DTYPES, roles=(("value", TENSOR),)),
+    "ConcatV2": legacy(_concat, dtypes=LEGACY_DTYPES),
+    "Split": legacy(_split, dtypes=LEGACY_DTYPES, roles=(("axis", WEIGHTS), ("value", TENSOR))),
+    # tile.cc: structured, declaration order [float, half, int32].
+    "Tile": structured(_tile, dtypes=FLOAT_HALF_INT32,
+                       roles=(("input_tensor", ANY), ("weight", ANY))),
+    "DepthToSpace": legacy(_depth_space, dtypes=LEGACY_DTYPES, roles=(("input", TENSOR),)),
+    "SpaceToDepth": legacy(_depth_space, dtypes=LEGACY_DTYPES, roles=(("input", TENSOR),)),
+    # Open question §6.1: we take the newest data_format_vec_permute.cc's own list, [int32]
+    # (the usual use is permuting int32 shape vectors, which would otherwise never convert).
+    "DataFormatVecPermute": structured(_vec_permute, dtypes=("int32",), roles=(("x", ANY),)),
+}

@@ -1,0 +1,118 @@
+"""Slice, StridedSlice, Pad and GatherV2 (spec §3.4)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.conversion.operands import (
+    ANY,
+    TENSOR,
+    WEIGHTS,
+    Ctx,
+    check_dtype_attr,
+    convert_axis,
+    fail,
+)
+from workbench.conversion.ops.rule import Check, legacy
+
+BATCH_MSG = "TensorRT does not allow modifications to the batch dimension"
+
+
+def _ints(ctx: Ctx, index: int) -> list[int]:
+    return np.asarray(ctx.inputs[index].value).reshape(-1).astype(np.int64).tolist()
+
+
+def _slice(ctx: Ctx) -> None:
+    shape = ctx.inputs[0].shape
+    begin, size = _ints(ctx, 1), _ints(ctx, 2)
+    if len(begin) != len(shape) or len(size) != len(shape):
+        fail(f"Length of begin and size arguments must equal rank of input for Slice, at "
+             f"{ctx.name}")
+    for i, (b, s, d) in enumerate(zip(begin, size, shape, strict=True)):
+        if b < 0 or (d >= 0 and b > d):
+            fail(f'"begin" in Slice is out of range, at {ctx.name}')
+        if s < -1:
+            fail(f'"size" in Slice is out of range, at {ctx.name}')
+        if d >= 0 and s != -1 and b + s > d:
+            fail(f'"begin" + "size" for dimension {i} in Slice is out of range, at {ctx.name}')
+    if ctx.ib and (begin[0] != 0 or size[0] not in (-1, shape[0]) or shape[0] < 0 and size[0]
+                   != -1):
+        fail(f"{BATCH_MSG} in implicit batch mode")
+
+
+def _strided_slice(ctx: Ctx) -> None:
+    if int(ctx.attr("new_axis_mask", 0)):
+        fail("new_axis_mask is not supported for StridedSlice")
+    shape = ctx.inputs[0].shape
+    begin, end, strides = _ints(ctx, 1), _ints(ctx, 2), _ints(ctx, 3)
+    if not len(begin) == len(end) == len(strides):
+        fail("Length of begin, end, and stride must be equal")
+    if not ctx.ib:
+        return
+    if int(ctx.attr("shrink_axis_mask", 0)) & 1:
+        fail(BATCH_MSG)
+    ellipsis_first = int(ctx.attr("ellipsis_mask", 0)) & 1 and len(begin) < len(shape)
+    if not ellipsis_first and _touches_batch(ctx, shape[0], begin, end, strides):
+        fail(BATCH_MSG)
+
+
+def _touches_batch(ctx: Ctx, batch: int, begin: list[int], end: list[int],
+                   strides: list[int]) -> bool:
+    begin_full = int(ctx.attr("begin_mask", 0)) & 1 or begin[0] == 0
+    if int(ctx.attr("end_mask", 0)) & 1:
+        end_full = True
+    else:
+        # With an unknown batch size no explicit end can be proven to cover it.
+        end_full = batch >= 0 and end[0] >= batch
+    return not (begin_full and end_full and strides[0] == 1)
+
+
+def _pad(ctx: Ctx) -> None:
+    rank = len(ctx.inputs[0].shape)
+    paddings = np.asarray(ctx.inputs[1].value)
+    if rank < 4:
+        fail("Convertpad requires at least 4D input")
+    if paddings.shape != (rank, 2):
+        fail(f"Paddings must have shape [{rank}, 2], at {ctx.name}")
+    if ctx.attr("Tpaddings", "int32") != "int32":
+        fail("Tpaddings supports only DT_INT32")
+    padded = [i for i in range(rank) if paddings[i].any()]
+    if len(padded) > 2:
+        fail("Padding layer does not support padding on > 2")
+    if ctx.ib and 0 in padded:
+        fail("Padding layer does not support padding on batch dimension")
+
+
+def _gather(ctx: Ctx) -> None:
+    check_dtype_attr(ctx.node, ("int32",), "Tindices", legacy=True)
+    params, indices, axis = ctx.inputs
+    if np.asarray(axis.value).size != 1:
+        fail("Axis for GatherV2 must be a scalar")
+    tf_axis = int(np.asarray(axis.value).reshape(-1)[0])
+    batch_dims = int(ctx.attr("batch_dims", 0))
+    if ctx.ib and batch_dims:
+        fail("batch_dims must be zero in implicit batch mode")
+    if not ctx.ib and batch_dims > 1:
+        fail("batch_dims cannot exceed 1.")
+    if params.is_weights and ctx.ib:
+        if tf_axis != 0:
+            fail("The input axis must be zero when params is a weight.")
+    else:
+        convert_axis(tf_axis, params.nb_dims, ctx)
+    if ctx.ib and params.is_tensor == indices.is_tensor and (
+            params.shape[:1] != (1,) or indices.shape[:1] != (1,)):
+        fail("Indices must have a batch size of 1 when params and indices are both tensors or "
+             "both constants.")
+
+
+RULES: dict[str, Check] = {
+    "Slice": legacy(_slice, dtypes=("float", "half", "int32"),
+                    roles=(("input", TENSOR), ("begin", WEIGHTS), ("size", WEIGHTS))),
+    "StridedSlice": legacy(_strided_slice, dtypes=("float", "half", "int32"),
+                           roles=(("input", TENSOR), ("begin", WEIGHTS), ("end", WEIGHTS),
+                                  ("strides", WEIGHTS))),
+    "Pad": legacy(_pad, dtypes=("float", "half", "int8"),
+                  roles=(("tensor", TENSOR), ("paddings", WEIGHTS))),
+    "GatherV2": legacy(_gather, dtypes=("float", "half", "int32"), dtype_attr="Tparams",
+                       roles=(("params", ANY), ("indices", ANY), ("axis", WEIGHTS))),
+}
