@@ -13,6 +13,7 @@ from workbench.conversion.operands import (
     Operand,
     check_roles,
     convert_axis,
+    dims_debug_string,
     fail,
     is_static,
     scalar_int,
@@ -45,7 +46,8 @@ def _reshape(ctx: Ctx) -> None:
             fail("Reshape on batch dimension is not supported")
     elif is_static(tensor.shape) and -1 not in target and volume(tensor.shape) != volume(
             tuple(target)):
-        fail(f"Incompatible shapes: {list(tensor.shape)} vs. {target}")
+        fail(f"Incompatible shapes: {dims_debug_string(tensor.dims)} vs. "
+             f"{dims_debug_string(tuple(target))}")
 
 
 def _changes_batch(shape: tuple[int, ...], target: list[int]) -> bool:
