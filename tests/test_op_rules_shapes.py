@@ -9,6 +9,7 @@ from test_op_rules import X4, both, const, ph, run
 from workbench.conversion.validator import ValidatorSettings
 
 F = {"T": "float"}
+NN = {"T": "float", "align_corners": False, "half_pixel_centers": True}
 I32 = np.int32
 BATCH = "TensorRT does not allow manipulation of the batch dimension"
 
@@ -160,13 +161,23 @@ CASES = [
     ("ResizeBilinear", [ph(X4), i32(16, 16)], {"T": "float", "align_corners": False,
                                                "half_pixel_centers": True},
      "Cannot Convert Bilinear Resize when align_corners=False", "same"),
-    ("ResizeNearestNeighbor", [ph(X4), i32(16, 16)], F, None, None),
-    ("ResizeNearestNeighbor", [ph(X4), i32(16, 16, 1)], F,
+    ("ResizeNearestNeighbor", [ph(X4), i32(16, 16)], NN, None, None),
+    ("ResizeNearestNeighbor", [ph(X4), i32(16, 16, 1)], NN,
      "Resize requires 2D values for the size", "same"),
-    ("ResizeNearestNeighbor", [ph(X4), ph((2,), "int32")], F,
+    ("ResizeNearestNeighbor", [ph(X4), ph((2,), "int32")], NN,
      "Resize requires constant size in implicit batch mode", None),
-    ("ResizeNearestNeighbor", [ph(X4, "int32"), i32(16, 16)], {"T": "int32"},
-     "Data type int32 is not supported for ResizeNearestNeighbor, must be one of [float, half]",
+    ("ResizeNearestNeighbor", [ph(X4), ph((3,), "int32")], NN,
+     "Resize requires constant size in implicit batch mode",
+     "Resize requires 2D values for the size"),
+    ("ResizeNearestNeighbor", [ph(X4), ph((2,), "float")], NN,
+     "Resize requires constant size in implicit batch mode",
+     "Expected a shape tensor with INT32 type"),
+    # int32 passes the first dtype check, then fails the second one (before align_corners).
+    ("ResizeBilinear", [ph(X4, "int32"), i32(16, 16)], {"T": "int32", "align_corners": False},
+     "Data type int32 is not supported for ResizeBilinear, must be one of [float, half]",
+     "same"),
+    ("ResizeBilinear", [ph(X4), i32(16, 16)], {"T": "bool", "align_corners": True},
+     "Data type bool is not supported for ResizeBilinear, must be one of [float, int32, half]",
      "same"),
     # --- Cast, pass-through ops, variables
     ("Cast", [ph(X4, "half")], {"SrcT": "half", "DstT": "float"}, None, None),
@@ -200,9 +211,21 @@ def test_combined_nms_is_explicit_batch_only():
     ib, eb = both("CombinedNonMaxSuppression", NMS_INPUTS, {"pad_per_class": False})
     assert ib == ib_only("CombinedNonMaxSuppression")
     assert eb is None
+    eb = ValidatorSettings(use_implicit_batch=False)
+    plugin = "NMS TRT Plugin "
     wrong_q = [ph((-1, 100, 3, 4)), *NMS_INPUTS[1:]]
-    assert run("CombinedNonMaxSuppression", wrong_q, settings=ValidatorSettings(
-        use_implicit_batch=False)) == "The third dimension of boxes must be either 1 or num_classes"
+    assert run("CombinedNonMaxSuppression", wrong_q, settings=eb) == (
+        plugin + "third dimension of boxes must be either 1or match the num_classes dimension "
+        "of scores, at n")
+    rank3 = [ph((-1, 100, 4)), *NMS_INPUTS[1:]]
+    assert run("CombinedNonMaxSuppression", rank3, settings=eb) == (
+        plugin + "input boxes must be 4-D including batch, at n")
+    zero = [*NMS_INPUTS[:3], const(np.int32(0)), *NMS_INPUTS[4:]]
+    assert run("CombinedNonMaxSuppression", zero, settings=eb) == (
+        plugin + "max_total_size should be > 0, at n")
+    bad_iou = [*NMS_INPUTS[:4], const(np.float32(1.5)), NMS_INPUTS[5]]
+    assert run("CombinedNonMaxSuppression", bad_iou, settings=eb) == (
+        plugin + "iou_threshold must be in [0, 1], atn")
     tensor_size = [*NMS_INPUTS[:2], ph((1,), "int32"), *NMS_INPUTS[3:]]
     assert run("CombinedNonMaxSuppression", tensor_size) == (
         'The input "max_output_size_per_class" for CombinedNonMaxSuppression must be a constant')

@@ -265,6 +265,14 @@ def _broadcast_dims(operand: Operand, rank: int, ib: bool) -> tuple[list[int], t
     return full, tuple(full[1:] if ib else full)
 
 
+def expect_shape_tensor(operand: Operand) -> None:
+    """ExpectShapeTensor: a shape given as a tensor must be int32 and at most 1-D."""
+    if operand.dtype != "int32":
+        fail("Expected a shape tensor with INT32 type")
+    if operand.nb_dims > 1:
+        fail("Expected a 0D or 1D shape tensor")
+
+
 def is_static(dims: tuple[int, ...]) -> bool:
     return all(d >= 0 for d in dims)
 

@@ -14,6 +14,8 @@ from workbench.conversion.operands import (
     WEIGHTS,
     Ctx,
     Operand,
+    check_dtype_attr,
+    expect_shape_tensor,
     fail,
     reject_implicit_batch,
 )
@@ -69,14 +71,17 @@ def _resize(ctx: Ctx) -> None:
     else:
         if ctx.ib:
             fail("Resize requires constant size in implicit batch mode")
-        if size.dtype != "int32" or size.nb_dims != 1:
-            fail("Resize requires a 1D int32 size tensor")
+        expect_shape_tensor(size)
+        if size.dims[:1] != (2,):
+            fail("Resize requires 2D values for the size")
+    if not ctx.node.has_attr("align_corners"):
+        fail(f"No attr named 'align_corners' in NodeDef {ctx.name}")
+    # A second dtype check narrows the first one (which allowed int32) to float/half.
+    check_dtype_attr(ctx.node, FLOAT_HALF, legacy=True)
     # TRT >= 7.1: only align_corners=True matches TF's bilinear sampling; half_pixel_centers
     # is not looked at.
-    if ctx.op == "ResizeBilinear" and not ctx.attr("align_corners", False):
+    if ctx.op == "ResizeBilinear" and not ctx.attr("align_corners"):
         fail("Cannot Convert Bilinear Resize when align_corners=False")
-    # A second dtype check after the first (which allowed int32) narrows to float/half.
-    legacy(dtypes=FLOAT_HALF)(ctx)
 
 
 def _read_variable(ctx: Ctx) -> None:
