@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.conversion.operands import ANY, TENSOR, WEIGHTS, Ctx, fail
-from workbench.conversion.ops.rule import Check, Roles, legacy
+from workbench.conversion.operands import TENSOR, WEIGHTS, Ctx, check_dtype_attr, check_roles, fail
+from workbench.conversion.ops.rule import FLOAT_HALF, Check, legacy
 from workbench.conversion.ops.unary import ACTIVATIONS
 
 PADDINGS = ("SAME", "VALID")
@@ -37,30 +37,43 @@ def _check_channel_static(ctx: Ctx, tensor_index: int, rank: int) -> None:
         fail("Channel dimension must be static")
 
 
-def _conv2d(backprop: bool):
-    def check(ctx: Ctx) -> None:
-        tensor_index, filter_index = (2, 1) if backprop else (0, 1)
-        kernel = ctx.inputs[filter_index]
-        if len(kernel.shape) != 4:
-            fail("Conv2D expects kernel of dimension 4")
-        dilations = _check_window(ctx, 4, "dilations",
-                                  "Dilation rate must be 1 for batch and channel dimensions")
-        if backprop and any(d != 1 for d in dilations):
-            fail("Dilation with Conv2DBackpropInput (conv2d_transpose) is not supported")
-        _check_window(ctx, 4, "strides",
-                      "Stride must be 1 for batch and channel dimensions")
-        _check_channel_static(ctx, tensor_index, 4)
-        if ctx.attr("padding") == "EXPLICIT":
-            fail("EXPLICIT padding type not implemented, only VALID and SAME are supported")
-        if backprop:
-            _check_backprop_input(ctx)
-    return check
+def _conv2d(ctx: Ctx) -> None:
+    """ConvertConv2DHelper after its input checks (shared with Conv2DBackpropInput)."""
+    backprop = ctx.op == "Conv2DBackpropInput"
+    if len(ctx.inputs[1].dims) != 4:
+        fail("Conv2D expects kernel of dimension 4")
+    dilations = _check_window(ctx, 4, "dilations",
+                              "Dilation rate must be 1 for batch and channel dimensions")
+    if backprop and any(d != 1 for d in dilations):
+        fail("Dilation with Conv2DBackpropInput (conv2d_transpose) is not supported")
+    _check_window(ctx, 4, "strides", "Stride must be 1 for batch and channel dimensions")
+    _check_channel_static(ctx, 2 if backprop else 0, 4)
+    padding = ctx.attr("padding")
+    if padding not in PADDINGS:
+        fail(f"{padding} padding type not implemented, only VALID and SAME are supported")
 
 
-def _check_backprop_input(ctx: Ctx) -> None:
-    shape = ctx.inputs[2].shape
-    if any(shape[i] < 0 for i in _spatial(ctx, 4) if i < len(shape)):
+def _conv2d_backprop_input(ctx: Ctx) -> None:
+    """Checks that run before the dtype check; roles are skipped in explicit-precision mode."""
+    if not ctx.settings.use_explicit_precision:
+        check_roles(ctx, (("input_sizes", WEIGHTS), ("filter", WEIGHTS),
+                          ("out_backprop", TENSOR)), structured=False)
+    dims = ctx.inputs[2].dims
+    if len(dims) != (3 if ctx.ib else 4):
+        mode, rank = ("implicit", 3) if ctx.ib else ("explicit", 4)
+        fail(f"In {mode} batch mode, input nbDims should be {rank}")
+    # Quirk kept: TF-TRT scans TRT dims from index 1 (IB) or 2 (EB) to the end, which for NHWC
+    # covers W and C rather than H and W.
+    if any(d < 0 for d in dims[1 if ctx.ib else 2:]):
         fail("Conv2dBackpropInput does not support input with unknown spatial shape")
+    check_dtype_attr(ctx.node, FLOAT_HALF, legacy=True)
+    _conv2d(ctx)
+
+
+def _conv2d_rule(ctx: Ctx) -> None:
+    # In explicit-precision (QDQ) mode the filter must be a tensor: the dequantized weights.
+    filter_role = TENSOR if ctx.settings.use_explicit_precision else WEIGHTS
+    legacy(_conv2d, roles=(("input", TENSOR), ("filter", filter_role)))(ctx)
 
 
 def _conv3d(backprop: bool):
@@ -118,9 +131,9 @@ def _rules() -> dict[str, Check]:
     conv_roles = (("input", TENSOR), ("filter", WEIGHTS))
     backprop_roles = (("input_sizes", WEIGHTS), ("filter", WEIGHTS), ("out_backprop", TENSOR))
     return {
-        "Conv2D": _conv_rule(_conv2d(False), conv_roles),
-        "DepthwiseConv2dNative": _conv_rule(_conv2d(False), conv_roles),
-        "Conv2DBackpropInput": _conv_rule(_conv2d(True), backprop_roles),
+        "Conv2D": _conv2d_rule,
+        "DepthwiseConv2dNative": _conv2d_rule,
+        "Conv2DBackpropInput": _conv2d_backprop_input,
         "Conv3D": legacy(_conv3d(False), roles=conv_roles),
         "Conv3DBackpropInputV2": legacy(_conv3d(True), roles=backprop_roles),
         "FusedConv2DBiasActivation": legacy(
@@ -131,14 +144,4 @@ def _rules() -> dict[str, Check]:
     }
 
 
-def _conv_rule(check: Check, roles: Roles) -> Check:
-    """Conv2D-family rules: in explicit-precision (QDQ) mode the filter may be a tensor, and
-    Conv2DBackpropInput's roles are not checked at all."""
-    loose = tuple((name, ANY) for name, _ in roles)
-
-    def run(ctx: Ctx) -> None:
-        rule = legacy(check, roles=loose if ctx.settings.use_explicit_precision else roles)
-        rule(ctx)
-
-    return run
 RULES = _rules()
