@@ -45,10 +45,10 @@ CASES = [
      "Constant folding is falled back to TensorFlow, binary op 'AddV2' received both input as "
      "constant", "same"),
     ("Mul", [ph((-1, 8, 8, 3)), ph((-1, 8, 8, 4))], F,
-     "Infeasible broadcast scheme (batch_dim: -1, nvinfer1::Dims(nbDims=3, d=8,8,3) vs "
-     "batch_dim: -1, nvinfer1::Dims(nbDims=3, d=8,8,4))",
-     "Infeasible broadcast scheme (batch_dim: -1, nvinfer1::Dims(nbDims=4, d=-1,8,8,3) vs "
-     "batch_dim: -1, nvinfer1::Dims(nbDims=4, d=-1,8,8,4))"),
+     "Infeasible broadcast scheme (batch_dim: -1, nvinfer1::Dims(nbDims=3, d=8,8,3,) vs "
+     "batch_dim: -1, nvinfer1::Dims(nbDims=3, d=8,8,4,))",
+     "Infeasible broadcast scheme (batch_dim: -1, nvinfer1::Dims(nbDims=4, d=-1,8,8,3,) vs "
+     "batch_dim: -1, nvinfer1::Dims(nbDims=4, d=-1,8,8,4,))"),
     ("Mul", [ph((-1, 3)), const(np.ones((2, 1, 3), np.float32))], F,
      "Broadcasting beyond batch dimension is not supported (tensor #dims 2 vs broadcast #dims 3)",
      None),

@@ -33,7 +33,19 @@ CASES = [
     ("Reshape", [ph((1, 1)), const(np.array([], I32))], F,
      "Reshape to shape=[] is not supported", None),
     ("Reshape", [ph((2, 3)), i32(4, 2)], F, "Reshape on batch dimension is not supported",
-     "Incompatible shapes: nvinfer1::Dims(nbDims=2, d=2,3) vs. nvinfer1::Dims(nbDims=2, d=4,2)"),
+     "Incompatible shapes: DimsAdapter(num_dims=2,shape=[2,3],vol=6) vs. "
+     "DimsAdapter(num_dims=2,shape=[4,2],vol=8)"),
+    ("Reshape", [ph((2, 3)), i32(2, 4)], F,
+     "Incompatible shapes: DimsAdapter(num_dims=1,shape=[3],vol=3) vs. "
+     "DimsAdapter(num_dims=1,shape=[4],vol=4)", "Incompatible shapes: "
+     "DimsAdapter(num_dims=2,shape=[2,3],vol=6) vs. DimsAdapter(num_dims=2,shape=[2,4],vol=8)"),
+    ("Reshape", [ph(X4), ph((2, 2), "int32")], F,
+     'The input "shape" for Reshape must be a constant in implicit batch mode.',
+     "Expected a 0D or 1D shape tensor"),
+    ("Reshape", [ph(X4), ph((), "int32")], F,
+     "Failed to convert at least one input to a TRT_TensorOrWeights: Scalar input tensor is not "
+     "supported since the first dimension is treated as batch dimension by TRT",
+     "Reshape with dynamic input requires 1D input tensor"),
     ("Reshape", [ph(X4), ph((2,), "int32")], F,
      'The input "shape" for Reshape must be a constant in implicit batch mode.', None),
     ("Reshape", [ph(X4), ph((2,), "float")], F,

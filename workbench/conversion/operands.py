@@ -183,8 +183,25 @@ def shape_debug_string(shape: tuple[int, ...]) -> str:
 
 
 def dims_debug_string(dims: tuple[int, ...]) -> str:
-    """TF-TRT's DebugString(nvinfer1::Dims): `nvinfer1::Dims(nbDims=2, d=3,4)`."""
-    return f"nvinfer1::Dims(nbDims={len(dims)}, d={','.join(str(d) for d in dims)})"
+    """TF-TRT's DebugString(nvinfer1::Dims): `nvinfer1::Dims(nbDims=2, d=3,4,)`."""
+    return f"nvinfer1::Dims(nbDims={len(dims)}, d={''.join(f'{d},' for d in dims)})"
+
+
+def adapter_debug_string(dims: tuple[int, ...]) -> str:
+    """DimsAdapter::DebugString: `DimsAdapter(num_dims=2,shape=[3,4],vol=12)`."""
+    return (f"DimsAdapter(num_dims={len(dims)},shape=[{','.join(str(d) for d in dims)}],"
+            f"vol={volume(dims)})")
+
+
+def check_reshape_volume(operand: Operand, dims: tuple[int, ...]) -> None:
+    """PrepareTensorForShape in validation mode: static element counts must agree, and
+    weights need a fully static target."""
+    if volume(dims) > 0 and is_static(operand.dims) and is_static(dims) \
+            and volume(operand.dims) != volume(dims):
+        fail(f"Incompatible shapes: {adapter_debug_string(operand.dims)} vs. "
+             f"{adapter_debug_string(dims)}")
+    if operand.is_weights and not is_static(dims):
+        fail(f"Shape is not fully defined: {adapter_debug_string(dims)}")
 
 
 # ---------------------------------------------------------------- shared converter checks (§3.0)

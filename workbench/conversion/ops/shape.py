@@ -11,9 +11,10 @@ from workbench.conversion.operands import (
     WEIGHTS,
     Ctx,
     Operand,
+    check_reshape_volume,
     check_roles,
     convert_axis,
-    dims_debug_string,
+    expect_shape_tensor,
     fail,
     is_static,
     scalar_int,
@@ -30,31 +31,28 @@ def _values(operand: Operand) -> list[int]:
 
 def _reshape(ctx: Ctx) -> None:
     tensor, shape = ctx.inputs[0], ctx.inputs[1]
-    if not shape.is_weights:
+    if shape.is_tensor:
         if ctx.ib:
             fail('The input "shape" for Reshape must be a constant in implicit batch mode.')
-        if shape.dtype != "int32":
-            fail("Expected a shape tensor with INT32 type")
-        if shape.nb_dims != 1:
+        expect_shape_tensor(shape)
+        if shape.nb_dims == 0:
             fail("Reshape with dynamic input requires 1D input tensor")
         return
-    target = _values(shape)
+    target = tuple(_values(shape))
+    if not target and ctx.ib:
+        fail("Reshape to shape=[] is not supported")
     if ctx.ib:
-        if not target:
-            fail("Reshape to shape=[] is not supported")
         if _changes_batch(tensor.shape, target):
             fail("Reshape on batch dimension is not supported")
-    elif is_static(tensor.shape) and -1 not in target and volume(tensor.shape) != volume(
-            tuple(target)):
-        fail(f"Incompatible shapes: {dims_debug_string(tensor.dims)} vs. "
-             f"{dims_debug_string(tuple(target))}")
+        target = target[1:]
+    check_reshape_volume(tensor, target)
 
 
-def _changes_batch(shape: tuple[int, ...], target: list[int]) -> bool:
+def _changes_batch(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     """In implicit batch mode a Reshape may keep the batch dim only provably."""
-    if shape[0] >= 0 and target[0] >= 0:
+    if shape[0] != -1 and target[0] != -1:
         return shape[0] != target[0]
-    rest, new_rest = shape[1:], tuple(target[1:])
+    rest, new_rest = shape[1:], target[1:]
     return not (is_static(rest) and is_static(new_rest) and volume(rest) == volume(new_rest))
 
 
