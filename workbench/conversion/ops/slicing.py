@@ -25,19 +25,18 @@ def _ints(ctx: Ctx, index: int) -> list[int]:
 def _slice(ctx: Ctx) -> None:
     shape = ctx.inputs[0].shape
     begin, size = _ints(ctx, 1), _ints(ctx, 2)
+    if any(b < 0 for b in begin):
+        fail('"begin" in Slice is out of range')
+    if any(n < -1 for n in size):
+        fail('"size" in Slice is out of range')
     if len(begin) != len(shape) or len(size) != len(shape):
-        fail(f"Length of begin and size arguments must equal rank of input for Slice, at "
-             f"{ctx.name}")
-    for i, (b, s, d) in enumerate(zip(begin, size, shape, strict=True)):
-        if b < 0 or (d >= 0 and b > d):
-            fail(f'"begin" in Slice is out of range, at {ctx.name}')
-        if s < -1:
-            fail(f'"size" in Slice is out of range, at {ctx.name}')
-        if d >= 0 and s != -1 and b + s > d:
-            fail(f'"begin" + "size" for dimension {i} in Slice is out of range, at {ctx.name}')
-    if ctx.ib and (begin[0] != 0 or size[0] not in (-1, shape[0]) or shape[0] < 0 and size[0]
-                   != -1):
+        fail("Length of begin and size arguments must equal rank of input for Slice")
+    if ctx.ib and (begin[0] != 0 or size[0] not in (-1, shape[0])):
         fail(f"{BATCH_MSG} in implicit batch mode")
+    for i, (b, n, d) in enumerate(zip(begin, size, shape, strict=True)):
+        if n != -1 and b + n > d > 0:
+            fail(f'"begin" + "size" for dimension {i} in Slice is out of range')
+    # TF's own ValidateStridedSliceOp runs next; its shape errors are not reproduced.
 
 
 def _strided_slice(ctx: Ctx) -> None:
