@@ -1,0 +1,122 @@
+"""Properties of the segmenter on random DAGs (hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from random_graphs import allow_ops, large_random_graph, random_dags
+
+from workbench.conversion import segmenter
+from workbench.conversion.candidates import SegmenterOptions
+from workbench.conversion.engine_io import build_edges
+from workbench.conversion.segmenter import segment_graph
+
+OPTIONS = st.builds(
+    SegmenterOptions,
+    use_implicit_batch=st.booleans(),
+    exclude_nodes=st.sets(st.sampled_from(["n00", "n01", "n05", "n10"])).map(frozenset),
+    denylist=st.sampled_from([frozenset(), frozenset({"MatMul"})]),
+)
+THRESHOLDS = [-1, 1, 2, 3, 4, 6]
+FAST = settings(max_examples=100, deadline=None)
+
+
+def quotient_is_acyclic(graph, segments) -> bool:
+    """Contract every segment to one vertex; Kahn's algorithm over data and control edges."""
+    table = build_edges(graph)
+    group = list(range(len(graph.nodes)))
+    for i, segment in enumerate(segments):
+        for v in segment.ids:
+            group[v] = len(graph.nodes) + i
+    edges = {(group[s], group[d]) for s, d in zip(table.src, table.dst, strict=True)}
+    edges = {(s, d) for s, d in edges if s != d}
+    indegree: dict[int, int] = {}
+    for _, d in edges:
+        indegree[d] = indegree.get(d, 0) + 1
+    vertices = set(group)
+    ready = [v for v in vertices if indegree.get(v, 0) == 0]
+    seen = 0
+    while ready:
+        v = ready.pop()
+        seen += 1
+        for s, d in edges:
+            if s == v:
+                indegree[d] -= 1
+                if indegree[d] == 0:
+                    ready.append(d)
+    return seen == len(vertices)
+
+
+@FAST
+@given(random_dags(), OPTIONS)
+def test_segments_are_disjoint_acyclic_and_made_of_candidates(graph, options):
+    segmentation = segment_graph(graph, options, allow_ops())
+    seen: set[str] = set()
+    for segment in segmentation.segments:
+        assert seen.isdisjoint(segment.nodes)
+        seen.update(segment.nodes)
+        assert all(segmentation.candidates.is_candidate[v] for v in segment.ids)
+        assert list(segment.nodes) == sorted(segment.nodes)
+    assert [s.root for s in segmentation.segments] == sorted(s.root for s in segmentation.segments)
+    assert quotient_is_acyclic(graph, segmentation.segments)
+
+
+@FAST
+@given(random_dags(), OPTIONS, st.sampled_from(THRESHOLDS), st.integers(-1, 4))
+def test_engines_respect_threshold_and_limit(graph, options, threshold, max_engines):
+    partition = segment_graph(graph, options, allow_ops()).result(threshold, max_engines)
+    if threshold == -1:
+        assert partition.engines == []
+    for engine in partition.engines:
+        assert engine.effective_size >= max(threshold, 1)
+        assert engine.native_node_count >= len(engine.nodes)
+        assert engine.inputs  # engines without data inputs stay native
+    if max_engines > 0:
+        assert len(partition.engines) <= max_engines
+    names = [e.name for e in partition.engines]
+    assert names == sorted(names) and len(set(names)) == len(names)
+    inside = {n for e in partition.engines for n in e.nodes}
+    outside = {u.name for u in partition.unconverted}
+    assert inside.isdisjoint(outside)
+    assert inside | outside == {n.name for n in graph.real_nodes}
+
+
+@FAST
+@given(random_dags(), OPTIONS)
+def test_deterministic_and_sweep_equals_fresh_results(graph, options):
+    first = segment_graph(graph, options, allow_ops())
+    swept = first.sweep(THRESHOLDS, max_engines=2)
+    for threshold, partition in zip(THRESHOLDS, swept, strict=True):
+        fresh = segment_graph(graph, options, allow_ops()).result(threshold, max_engines=2)
+        assert partition == fresh
+        assert partition.minimum_segment_size == threshold
+    assert first.segments == segment_graph(graph, options, allow_ops()).segments
+
+
+def full_search(self, n, d, step, position):
+    """TF's cycle check without our pruning: every node counts as already processed."""
+    return unpruned(self, n, d, len(position), position)
+
+
+unpruned = segmenter._Contraction.has_other_path
+
+
+@FAST
+@given(random_dags(max_nodes=30), OPTIONS)
+def test_pruned_cycle_check_matches_full_reverse_search(graph, options):
+    pruned = segment_graph(graph, options, allow_ops()).segments
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(segmenter._Contraction, "has_other_path", full_search)
+        full = segment_graph(graph, options, allow_ops()).segments
+    assert pruned == full
+
+
+def test_large_graph_sweep_is_consistent():
+    graph = large_random_graph(1500, seed=3)
+    segmentation = segment_graph(graph, SegmenterOptions(), allow_ops())
+    partitions = segmentation.sweep(range(1, 65))
+    counts = [len(p.engines) for p in partitions]
+    assert counts[0] == 20 and counts == sorted(counts, reverse=True)
+    assert partitions[10] == segmentation.result(11)
+    assert quotient_is_acyclic(graph, segmentation.segments)
