@@ -128,7 +128,10 @@ def _tensor_of(producer_op: str, dtype: str, shape: tuple[int, ...] | None,
     if any(d == 0 for d in shape[first:]):
         fail(f"Input tensor with shape {shape_debug_string(shape)} is an empty tensor, which "
              "is not supported by TRT")
-    return Operand(TENSOR, dtype, tuple(shape), tuple(shape[first:]))
+    # Grappler's symbolic unknowns (-2, -3, ...) reach the converters as plain -1 (TRT dims
+    # have a single "unknown" value), so converter checks compare against -1.
+    shape = tuple(-1 if d < 0 else d for d in shape)
+    return Operand(TENSOR, dtype, shape, shape[first:])
 
 
 def _weights_of(const: Node, settings: ValidatorSettings) -> Operand:

@@ -87,12 +87,12 @@ def _conv3d(backprop: bool):
             fail("Dilation with Conv3DBackpropInputV2 (conv3d_transpose) is not supported")
         strides = _check_window(ctx, 5, "strides",
                                 "Stride must be 1 for batch and channel dimensions")
+        if backprop and ctx.attr("padding") == "SAME":
+            _check_symmetric_padding(ctx, strides)
         # Conv3D needs a static channel dim in both modes (it sizes the kernel at build time).
         shape = ctx.inputs[tensor_index].shape
         if len(shape) == 5 and shape[_channel_index(ctx, 5)] < 0:
             fail("Channel dimension must be static")
-        if backprop and ctx.attr("padding") == "SAME":
-            _check_symmetric_padding(ctx, strides)
     return check
 
 
@@ -112,19 +112,22 @@ def _check_symmetric_padding(ctx: Ctx, strides: list[int]) -> None:
 def _fused_conv_bias_activation(ctx: Ctx) -> None:
     if len(ctx.inputs[1].shape) != 4:
         fail("FusedConv2DBiasActivation expects kernel of dimension 4")
-    if ctx.attr("data_format", "NHWC") not in ("NHWC", "NCHW"):
-        fail(f"Unsupported data format: {ctx.attr('data_format')}")
-    if ctx.attr("filter_format", "HWIO") not in ("HWIO", "OIHW"):
-        fail(f"Unsupported filter format: {ctx.attr('filter_format')}")
+    data_format = ctx.attr("data_format", "NHWC")
+    if data_format not in ("NHWC", "NCHW"):
+        fail(f"Unsupported data_format:{data_format}")  # sic: no space
+    _check_window(ctx, 4, "dilations", "Dilation rate must be 1 for batch and channel dimensions")
+    _check_window(ctx, 4, "strides", "Stride must be 1 for batch and channel dimensions")
     mode = ctx.attr("activation_mode", "Relu")
     if mode != "None" and mode not in ACTIVATIONS:
         fail(f"Activation mode not supported: {mode}")
-    if len(ctx.inputs) > 3 and ctx.inputs[3].value is not None and ctx.inputs[3].value.size:
+    filter_format = ctx.attr("filter_format", "HWIO")
+    if filter_format not in ("HWIO", "OIHW"):
+        fail(f"Unsupported filter_format:{filter_format}")
+    if np.asarray(ctx.inputs[3].value).size != 0:
         fail("FusedConv2DBiasActivation doesn't yet support side_input")
-    if len(ctx.inputs) > 4:
-        scale = np.asarray(ctx.inputs[4].value)
-        if scale.size != 1 or scale.dtype != np.float32 or float(scale.reshape(-1)[0]) != 1.0:
-            fail("FusedConv2DBiasActivation doesn't yet support conv_input_scale")
+    scale = np.asarray(ctx.inputs[4].value)
+    if scale.size != 1 or scale.dtype != np.float32 or float(scale.reshape(-1)[0]) != 1.0:
+        fail("FusedConv2DBiasActivation doesn't yet support conv_input_scale")
 
 
 def _rules() -> dict[str, Check]:

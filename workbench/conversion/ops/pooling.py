@@ -36,16 +36,14 @@ def _pool2d(ctx: Ctx) -> None:
 
 
 def _pool3d(ctx: Ctx) -> None:
-    strides, ksize = list(ctx.attr("strides") or []), list(ctx.attr("ksize") or [])
-    channel = 1 if str(ctx.attr("data_format", "NDHWC")).startswith("NC") else 4
-    for name, values in (("strides", strides), ("ksize", ksize)):
+    _check_padding(ctx)
+    channel = 4 if ctx.attr("data_format", "NDHWC") == "NDHWC" else 1
+    ksize = list(ctx.attr("ksize") or [])
+    for name, values in (("strides", list(ctx.attr("strides") or [])), ("ksize", ksize)):
         if len(values) != 5:
             fail(f"Pooling {name} field must specify 5 dimensions")
-    if strides[0] != 1 or strides[channel] != 1:
-        fail("stride must be 1 for batch and channel dimensions")
-    if ksize[0] != 1 or ksize[channel] != 1:
-        fail("ksize must be 1 for batch and channel dimensions")
-    _check_padding(ctx)
+        if values[0] != 1 or values[channel] != 1:
+            fail(f"{name.rstrip('s')} must be 1 for batch and channel dimensions")
     _check_volume(_spatial_window(ctx, ksize, 5))
 
 

@@ -73,7 +73,7 @@ def _squeeze(ctx: Ctx) -> None:
     for tf_axis in axes:
         trt_axis = convert_axis(tf_axis, tensor.nb_dims, ctx)
         size = tensor.dims[trt_axis]
-        if size not in (1, -1):  # a symbolic unknown (-2, ...) is rejected too, as in TF-TRT
+        if size not in (1, -1):
             fail(f"Dimension {tf_axis} with size {size} cannot be squeezed because it must be "
                  "size 1")
 
