@@ -11,6 +11,7 @@ from workbench.conversion.operands import (
     WEIGHTS,
     Ctx,
     Operand,
+    check_dtype_attr,
     check_reshape_volume,
     check_roles,
     convert_axis,
@@ -108,26 +109,37 @@ def _variadic_roles(ctx: Ctx, count: int, name: str) -> None:
 
 
 def _pack(ctx: Ctx) -> None:
+    """ConvertPack: N first, then roles, then dtypes (not the usual legacy order)."""
     count = int(ctx.attr("N", len(ctx.inputs)))
     if count != len(ctx.inputs):
-        fail(f"Number of inputs for Pack is inconsistent with N attribute, at {ctx.name}")
+        fail("Number of inputs for Pack is inconsistent with N attribute")
     _variadic_roles(ctx, count, "values")
-    _check_same_shapes(ctx, ctx.inputs)
-    rank = max(o.nb_dims for o in ctx.inputs if o.is_tensor) if any(
-        o.is_tensor for o in ctx.inputs) else ctx.inputs[0].nb_dims
+    check_dtype_attr(ctx.node, LEGACY_DTYPES, legacy=True)
+    if count > 1:
+        _check_same_shapes(ctx, ctx.inputs)
+    # The rank comes from the last input with a static shape (input 0 if none is static).
+    static = [i for i in range(1, count) if is_static(ctx.inputs[i].dims)]
+    rank = ctx.inputs[static[-1] if static else 0].nb_dims
     convert_axis(int(ctx.attr("axis", 0)), rank + 1, ctx)
 
 
 def _unpack(ctx: Ctx) -> None:
     value = ctx.inputs[0]
-    if value.nb_dims < 1:
+    if value.nb_dims == 0:
         fail('Input "value" for Unpack must be rank 2 or greater')
-    tf_axis = int(ctx.attr("axis", 0))
+    _split_helper(ctx, value, int(ctx.attr("axis", 0)), int(ctx.attr("num", 0)), True)
+
+
+def _split_helper(ctx: Ctx, value: Operand, tf_axis: int, num: int, squeeze: bool) -> None:
+    """ConvertSplitHelper, shared by Split and Unpack."""
     trt_axis = convert_axis(tf_axis, value.nb_dims, ctx)
-    num = int(ctx.attr("num", 0))
     size = value.dims[trt_axis]
-    if size != num:
+    if size < 0:
+        fail(f"Dimension {tf_axis} must have statically defined dimensions")
+    if squeeze and size != num:
         fail(f"Dimension {tf_axis} has size {size} which is not equal to num of {num}")
+    if size % num:
+        fail(f"Dimension {tf_axis} of size {size} is not evenly divisible by {num}")
 
 
 def _concat(ctx: Ctx) -> None:
@@ -144,14 +156,8 @@ def _concat(ctx: Ctx) -> None:
 
 
 def _split(ctx: Ctx) -> None:
-    value = ctx.inputs[1]
-    tf_axis = scalar_int(ctx.inputs[0].value)
-    trt_axis = convert_axis(tf_axis, value.nb_dims, ctx)
-    size, num = value.dims[trt_axis], int(ctx.attr("num_split", 1))
-    if size < 0:
-        fail(f"Dimension {tf_axis} must have statically defined dimensions")
-    if size % num:
-        fail(f"Dimension {tf_axis} of size {size} is not evenly divisible by {num}")
+    tf_axis = scalar_int(ctx.inputs[0].value)  # only the first value is read
+    _split_helper(ctx, ctx.inputs[1], tf_axis, int(ctx.attr("num_split", 1)), False)
 
 
 def _tile(ctx: Ctx) -> None:
@@ -217,7 +223,7 @@ RULES: dict[str, Check] = {
     "Transpose": legacy(_transpose, dtypes=LEGACY_DTYPES,
                         roles=(("x", TENSOR), ("perm", WEIGHTS))),
     "Shape": structured(_shape, dtypes=None, roles=(("input", ANY),)),
-    "Pack": legacy(_pack, dtypes=LEGACY_DTYPES),
+    "Pack": _pack,
     "Unpack": legacy(_unpack, dtypes=LEGACY_DTYPES, roles=(("value", TENSOR),)),
     "ConcatV2": legacy(_concat, dtypes=LEGACY_DTYPES),
     "Split": legacy(_split, dtypes=LEGACY_DTYPES, roles=(("axis", WEIGHTS), ("value", TENSOR))),

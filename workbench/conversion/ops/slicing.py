@@ -72,7 +72,7 @@ def _pad(ctx: Ctx) -> None:
     if rank < 4:
         fail("Convertpad requires at least 4D input")
     if paddings.shape != (rank, 2):
-        fail(f"Paddings must have shape [{rank}, 2], at {ctx.name}")
+        fail("Paddings must be a weight with shape [n, 2], where n is the rank of input tensor")
     if ctx.attr("Tpaddings", "int32") != "int32":
         fail("Tpaddings supports only DT_INT32")
     padded = [i for i in range(rank) if paddings[i].any()]
