@@ -76,7 +76,8 @@ class TinyBert(keras.Model):
         self.pooler = keras.layers.Dense(
             BERT_HIDDEN, activation="tanh", kernel_initializer=_init(), name="pooler_transform")
 
-    def call(self, input_word_ids, input_mask, input_type_ids) -> dict:
+    def call(self, input_word_ids: keras.KerasTensor, input_mask: keras.KerasTensor,
+             input_type_ids: keras.KerasTensor) -> dict[str, keras.KerasTensor]:
         words = self.word_embeddings(input_word_ids)
         x = words + self.position_embeddings(words) + self.type_embeddings(input_type_ids)
         x = self.embeddings_norm(x)

@@ -1,7 +1,8 @@
 """`digits_cnn`: a small Conv2D + BatchNorm + ReLU CNN on 8x8x1 digits, for FP16/INT8 accuracy.
 
-Batch norm makes the graph look like the usual vision models (FusedBatchNorm to fold), and the
-held-out split saved next to it lets later work measure accuracy after reduced precision.
+Batch norm gives the graph the normalisation arithmetic of the usual vision models (Keras 3
+lowers it to Rsqrt/Mul/Sub/AddV2 rather than FusedBatchNormV3), and the held-out split saved
+next to it lets later work measure accuracy after reduced precision.
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ def tensor_spec(name: str, spec: Spec) -> tf.TensorSpec:
 
 
 def serving_function(recipe: Recipe, body: Callable[..., dict]) -> tf.types.experimental.Function:
-    """A tf.function over the recipe's inputs (in order, named) returning the named outputs.
+    """A tf.function over the recipe's inputs, in order; `body` gets them as keyword arguments.
 
-    `body` takes the inputs as keyword arguments, so the signature's input keys are the names.
+    The TensorSpec names become the signature's input keys (and the graph's Placeholder names).
     """
     names = list(recipe.inputs)
     specs = [tensor_spec(n, recipe.inputs[n]) for n in names]
