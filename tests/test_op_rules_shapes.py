@@ -93,6 +93,14 @@ CASES = [
     ("ConcatV2", [ph(X4), ph(X4), i32(3, 3)], {"T": "float", "N": 2},
      "Axis for ConcatV2 must be a scalar", "same"),
     ("ConcatV2", [ph(X4), ph(X4), const(np.int32(0))], {"T": "float", "N": 2}, BATCH, None),
+    ("ConcatV2", [ph(X4), ph(X4), const(np.int32(3))], {"T": "float", "N": 3},
+     "Number of inputs for ConcatV2 is inconsistent with N attributes.", "same"),
+    ("ConcatV2", [ph(X4), const(np.ones((2, 8, 8, 3), np.float32)), const(np.int32(3))],
+     {"T": "float", "N": 2}, 'The input "values_1" for ConcatV2 must be a tensor', None),
+    ("ConcatV2", [ph(X4), ph(X4), ph((), "int32")], {"T": "float", "N": 2},
+     "Failed to convert at least one input to a TRT_TensorOrWeights: Scalar input tensor is not "
+     "supported since the first dimension is treated as batch dimension by TRT",
+     'The input "axis" for ConcatV2 must be a constant'),
     ("Split", [const(np.int32(3)), ph(X4)], {"T": "float", "num_split": 3}, None, None),
     ("Split", [const(np.int32(3)), ph(X4)], {"T": "float", "num_split": 2},
      "Dimension 3 of size 3 is not evenly divisible by 2", "same"),
@@ -163,6 +171,18 @@ CASES = [
     ("GatherV2", [const(np.ones((100, 8), np.float32)), ph((-1, 5), "int32"),
                   const(np.int32(0))], {"Tparams": "float", "Tindices": "int64"},
      "Data type int64 is not supported for GatherV2, must be one of [int32]", "same"),
+    ("GatherV2", [ph((-1, 8)), ph((-1, 5), "int32"), const(np.int32(1))],
+     {"Tparams": "float", "Tindices": "int32"},
+     "Params and indices must have a batch size of 1 when params and indices are both tensors "
+     "or both constants.", None),
+    ("GatherV2", [ph((1, 8)), ph((1, 5), "int32"), const(np.int32(1))],
+     {"Tparams": "float", "Tindices": "int32"}, None, None),
+    ("GatherV2", [ph((-1, 8)), ph((-1, 5), "int32"), const(np.int32(0))],
+     {"Tparams": "float", "Tindices": "int32"}, BATCH, None),
+    ("GatherV2", [const(np.ones((100, 8), np.float32)), ph((-1, 5), "int32"),
+                  const(np.int32(0))], {"Tparams": "float", "Tindices": "int32", "batch_dims": 2},
+     "batch_dims must be zero in implicit batch mode",
+     "batch_dims cannot exceed 1 in dynamic shape mode"),
     # --- reductions, ArgMax, TopK
     ("Mean", [ph(X4), i32(1, 2)], {"T": "float", "Tidx": "int32"}, None, None),
     ("Sum", [ph(X4), i32(0)], {"T": "float", "Tidx": "int32"}, BATCH, None),
@@ -223,6 +243,8 @@ CASES = [
     # --- Cast, pass-through ops, variables
     ("Cast", [ph(X4, "half")], {"SrcT": "half", "DstT": "float"}, None, None),
     ("Cast", [ph(X4, "int32")], {"SrcT": "int32", "DstT": "float"},
+     "Cast op is not supported - Allowed input dtypes: [float, half]. Received: int32", "same"),
+    ("Cast", [ph(X4, "int32")], {"SrcT": "half", "DstT": "float"},  # SrcT is not read
      "Cast op is not supported - Allowed input dtypes: [float, half]. Received: int32", "same"),
     ("Cast", [ph(X4)], {"SrcT": "float", "DstT": "int32"},
      "Cast op is not supported - Allowed output dtypes: [float, half]. Received: int32", "same"),

@@ -113,8 +113,8 @@ def _cast(ctx: Ctx) -> None:
     if "reject_all_fp_cast_ops" in ctx.settings.experimental_features:
         fail("Cast op is not supported - TF_TRT_EXPERIMENTAL_FEATURES=reject_all_fp_cast_ops "
              "has been defined")
-    for attr, side in (("SrcT", "input"), ("DstT", "output")):
-        dtype = ctx.attr(attr)
+    # The input dtype is the converted input's, not SrcT; the output dtype is DstT.
+    for side, dtype in (("input", ctx.inputs[0].dtype), ("output", ctx.attr("DstT"))):
         if dtype not in FLOAT_HALF:
             fail(f"Cast op is not supported - Allowed {side} dtypes: [float, half]. "
                  f"Received: {dtype}")

@@ -143,16 +143,19 @@ def _split_helper(ctx: Ctx, value: Operand, tf_axis: int, num: int, squeeze: boo
 
 
 def _concat(ctx: Ctx) -> None:
+    """ConvertConcat: N first, then roles (values, axis), then dtypes."""
     count = int(ctx.attr("N", len(ctx.inputs) - 1))
-    values = ctx.inputs[:count]
-    _variadic_roles(ctx, count, "values")
-    axis = ctx.inputs[count]
-    if not axis.is_weights:
-        fail('The input "axis" for ConcatV2 must be a constant')
-    if np.asarray(axis.value).size != 1:
+    if count != len(ctx.inputs) - 1:
+        fail("Number of inputs for ConcatV2 is inconsistent with N attributes.")
+    role = TENSOR if ctx.ib else ANY
+    roles = tuple((f"values_{i}", role) for i in range(count)) + (("axis", WEIGHTS),)
+    check_roles(ctx, roles, structured=False)
+    check_dtype_attr(ctx.node, LEGACY_DTYPES, legacy=True)
+    axis = np.asarray(ctx.inputs[count].value).reshape(-1)
+    if axis.size != 1:
         fail("Axis for ConcatV2 must be a scalar")
-    trt_axis = convert_axis(scalar_int(axis.value), values[0].nb_dims, ctx)
-    _check_same_shapes(ctx, list(values), masked=trt_axis)
+    trt_axis = convert_axis(int(axis[0]), ctx.inputs[0].nb_dims, ctx)
+    _check_same_shapes(ctx, list(ctx.inputs[:count]), masked=trt_axis)
 
 
 def _split(ctx: Ctx) -> None:
@@ -225,7 +228,7 @@ RULES: dict[str, Check] = {
     "Shape": structured(_shape, dtypes=None, roles=(("input", ANY),)),
     "Pack": _pack,
     "Unpack": legacy(_unpack, dtypes=LEGACY_DTYPES, roles=(("value", TENSOR),)),
-    "ConcatV2": legacy(_concat, dtypes=LEGACY_DTYPES),
+    "ConcatV2": _concat,
     "Split": legacy(_split, dtypes=LEGACY_DTYPES, roles=(("axis", WEIGHTS), ("value", TENSOR))),
     # tile.cc: structured, declaration order [float, half, int32].
     "Tile": structured(_tile, dtypes=FLOAT_HALF_INT32,

@@ -6,11 +6,12 @@ import numpy as np
 
 from workbench.conversion.operands import (
     ANY,
+    MAX_DIMS,
     TENSOR,
     WEIGHTS,
     Ctx,
+    Operand,
     check_dtype_attr,
-    convert_axis,
     fail,
 )
 from workbench.conversion.ops.rule import Check, legacy
@@ -82,26 +83,40 @@ def _pad(ctx: Ctx) -> None:
         fail("Padding layer does not support padding on batch dimension")
 
 
+def _batch_size(operand: Operand) -> int:
+    """TRT_TensorOrWeights::batch_size(): dim 0 of a tensor, -1 for weights."""
+    return operand.shape[0] if operand.is_tensor and operand.shape else -1
+
+
 def _gather(ctx: Ctx) -> None:
     check_dtype_attr(ctx.node, ("int32",), "Tindices", legacy=True)
     params, indices, axis = ctx.inputs
     if np.asarray(axis.value).size != 1:
         fail("Axis for GatherV2 must be a scalar")
     tf_axis = int(np.asarray(axis.value).reshape(-1)[0])
+    # Weights params have no implicit batch dim, so their axis is converted like EB.
+    ib_tensor = ctx.ib and params.is_tensor
+    tf_nb_dims = params.nb_dims + (1 if ib_tensor else 0)
+    if tf_axis < -tf_nb_dims or tf_axis >= tf_nb_dims:
+        fail(f"Axis value of {tf_axis} is out of bounds, must be in range "
+             f"[{-tf_nb_dims}, {tf_nb_dims}), at {ctx.name}")
+    trt_axis = tf_axis % tf_nb_dims
+    if ib_tensor and trt_axis == 0:
+        fail("TensorRT does not allow manipulation of the batch dimension")
+    if ctx.ib and params.is_weights and trt_axis != 0:
+        fail("The input axis must be zero when params is a weight.")
+    if ctx.ib and params.is_tensor == indices.is_tensor and (
+            _batch_size(indices) != 1 or _batch_size(params) != 1):
+        fail("Params and indices must have a batch size of 1 when params and indices are both "
+             "tensors or both constants.")
+    rank = sum(o.nb_dims + (1 if ctx.ib and o.is_tensor else 0) for o in (params, indices)) - 1
+    if rank > MAX_DIMS + (1 if ctx.ib else 0):
+        fail(f"Result of gather has dimension greater than {MAX_DIMS + 1}")
     batch_dims = int(ctx.attr("batch_dims", 0))
     if ctx.ib and batch_dims:
         fail("batch_dims must be zero in implicit batch mode")
     if not ctx.ib and batch_dims > 1:
-        fail("batch_dims cannot exceed 1.")
-    if params.is_weights and ctx.ib:
-        if tf_axis != 0:
-            fail("The input axis must be zero when params is a weight.")
-    else:
-        convert_axis(tf_axis, params.nb_dims, ctx)
-    if ctx.ib and params.is_tensor == indices.is_tensor and (
-            params.shape[:1] != (1,) or indices.shape[:1] != (1,)):
-        fail("Indices must have a batch size of 1 when params and indices are both tensors or "
-             "both constants.")
+        fail("batch_dims cannot exceed 1 in dynamic shape mode")
 
 
 RULES: dict[str, Check] = {
