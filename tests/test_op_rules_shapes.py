@@ -205,12 +205,15 @@ CASES = [
      "Data type int32 is not supported for Softmax, must be one of [float, half]", "same"),
     ("SelectV2", [ph(X4, "bool"), ph(X4), ph(X4)], F, ib_only("SelectV2"), None),
     ("SelectV2", [const(np.ones(3, bool)), ph(X4), ph(X4)], F, ib_only("SelectV2"),
-     "The boolean parameter 'cond' of the 'SelectV2' operation at the node 'n' cannot be "
+     "The boolean parameter 'in0' of the 'SelectV2' operation at the node 'n' cannot be "
      "passed as a weight in TRT version 8.4."),
     ("SelectV2", [ph(X4), ph(X4), ph(X4)], F, ib_only("SelectV2"),
-     "The 'cond' parameter of SelectV2 operation in n is expected to be of type kBOOL type, "
+     "The 'in0' parameter of SelectV2 operation in n is expected to be of type kBOOL type, "
      "got kFLOAT."),
     ("Fill", [ph((2,), "int32"), const(np.float32(0))], F, ib_only("Fill"), None),
+    ("Fill", [ph((2,), "float"), const(np.float32(0))], F, ib_only("Fill"),
+     "The 'in0' parameter of Fill operation in n is expected to be of type kINT32 type, got "
+     "kFLOAT."),
     ("Range", [const(np.int32(0)), const(np.int32(5)), const(np.int32(0))], {"Tidx": "int32"},
      ib_only("Range"), "The delta parameter of Range operation cannot be equal to 0"),
     ("ZerosLike", [ph(X4)], F, ib_only("ZerosLike"), None),

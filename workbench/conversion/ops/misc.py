@@ -27,6 +27,7 @@ from workbench.conversion.ops.rule import (
     legacy,
     structured,
 )
+from workbench.conversion.ops.selection import TRT_NAMES, input_name
 from workbench.graph.nodes import Node
 
 if TYPE_CHECKING:
@@ -48,9 +49,11 @@ def _explicit_batch_only(ctx: Ctx) -> None:
 
 def _fill(ctx: Ctx) -> None:
     reject_implicit_batch(ctx)
-    if ctx.inputs[0].dtype != "int32":
-        fail(f"The dims parameter of Fill operation in {ctx.name} is expected to be of type "
-             f"kINT32 type, at {ctx.name}")
+    dtype = ctx.inputs[0].dtype
+    if dtype != "int32":
+        # Worded like check_type() in convert_nodes.cc (fill_ops.cc not re-read).
+        fail(f"The '{input_name(ctx, 0)}' parameter of Fill operation in {ctx.name} is expected "
+             f"to be of type kINT32 type, got {TRT_NAMES.get(dtype, dtype)}.")
 
 
 def _range(ctx: Ctx) -> None:

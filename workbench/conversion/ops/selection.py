@@ -8,15 +8,22 @@ from workbench.conversion.ops.rule import FLOAT_HALF_INT32, Check, structured
 TRT_NAMES = {"float": "kFLOAT", "half": "kHALF", "int32": "kINT32", "bool": "kBOOL"}
 
 
+def input_name(ctx: Ctx, index: int) -> str:
+    """The NodeDef's input string (`node` or `node:port`), which TF-TRT's type messages quote."""
+    ref = ctx.node.inputs[index]
+    return ref.node if ref.port == 0 else f"{ref.node}:{ref.port}"
+
+
 def _select(ctx: Ctx) -> None:
     reject_implicit_batch(ctx)
     cond, then, other = ctx.inputs
     if cond.is_weights:
-        fail(f"The boolean parameter 'cond' of the '{ctx.op}' operation at the node "
-             f"'{ctx.name}' cannot be passed as a weight in TRT version 8.4.")
+        fail(f"The boolean parameter '{input_name(ctx, 0)}' of the '{ctx.op}' operation at the "
+             f"node '{ctx.name}' cannot be passed as a weight in TRT version 8.4.")
     if cond.dtype != "bool":
-        fail(f"The 'cond' parameter of {ctx.op} operation in {ctx.name} is expected to be of "
-             f"type kBOOL type, got {TRT_NAMES.get(cond.dtype, cond.dtype)}.")
+        # check_type(): "The '<input>' parameter of <Op> operation in <node> is expected ..."
+        fail(f"The '{input_name(ctx, 0)}' parameter of {ctx.op} operation in {ctx.name} is "
+             f"expected to be of type kBOOL type, got {TRT_NAMES.get(cond.dtype, cond.dtype)}.")
     if (then.dtype == "int32") != (other.dtype == "int32"):
         fail(f"Both 'then' and 'else' parameters of {ctx.op} operation in {ctx.name} are "
              "expected to be of the same type (kINT32 or not).")
