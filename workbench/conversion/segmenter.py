@@ -140,6 +140,12 @@ class _Contraction:
         # Insertion-ordered dicts: edge-id order like TF's vectors, with O(1) removal.
         self.out_edges = [dict.fromkeys(edges) for edges in table.out_edges]
         self.in_edges = [dict.fromkeys(edges) for edges in table.in_edges]
+        # (dst, control) -> edge, per source: a copy of an existing edge is never added.
+        # Duplicates change neither reachability nor the first-occurrence order of out-edges,
+        # and new edges always come last in id order, so relative edge order is unchanged.
+        self._out_keys: list[dict[tuple[int, bool], int]] = [{} for _ in table.out_edges]
+        for e in range(len(table.src)):
+            self._out_keys[table.src[e]].setdefault((table.dst[e], table.control[e]), e)
         self._marks = [0] * len(table.out_edges)
         self._stamp = 0
 
@@ -167,8 +173,12 @@ class _Contraction:
         return False
 
     def add(self, src: int, dst: int, control: bool) -> None:
+        keys = self._out_keys[src]
+        if (dst, control) in keys:
+            return
         # Our graphs have no freed edge ids, so new edges take the next id.
         edge = len(self.src)
+        keys[(dst, control)] = edge
         self.src.append(src)
         self.dst.append(dst)
         self.control.append(control)
@@ -186,12 +196,14 @@ class _Contraction:
             self.add(n, dst[e], control[e] or dst[e] == SINK_ID)
         for e in self.in_edges[d]:
             del self.out_edges[src[e]][e]
+            self._out_keys[src[e]].pop((d, control[e]), None)
             self.alive[e] = False
         for e in self.out_edges[d]:
             del self.in_edges[dst[e]][e]
             self.alive[e] = False
         self.in_edges[d] = {}
         self.out_edges[d] = {}
+        self._out_keys[d] = {}
 
 
 def cluster(
