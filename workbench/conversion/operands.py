@@ -61,7 +61,7 @@ class Operand:
 class Ctx:
     """What a converter sees in validation-only mode."""
 
-    def __init__(self, graph: Graph, node: Node, inputs: list[Operand],
+    def __init__(self, graph: Graph | None, node: Node, inputs: list[Operand],
                  settings: ValidatorSettings):
         self.graph, self.node, self.inputs, self.settings = graph, node, inputs, settings
 
@@ -89,6 +89,17 @@ def fail(message: str) -> NoReturn:
     raise Reject(message)
 
 
+# DebugString(nvinfer1::DataType), used where TF-TRT prints a TRT type.
+TRT_TYPE_NAMES = {"float": "kFLOAT", "half": "kHALF", "int32": "kINT32", "bool": "kBOOL",
+                  "int8": "kINT8"}
+
+
+def input_name(ctx: Ctx, index: int) -> str:
+    """The NodeDef's input string (`node` or `node:port`), which some messages quote."""
+    ref = ctx.node.inputs[index]
+    return ref.node if ref.port == 0 else f"{ref.node}:{ref.port}"
+
+
 # ---------------------------------------------------------------- input conversion (§2.3 step 2)
 
 def convert_input(graph: Graph, ref: TensorRef, settings: ValidatorSettings) -> Operand:
@@ -102,7 +113,7 @@ def convert_input(graph: Graph, ref: TensorRef, settings: ValidatorSettings) -> 
     if op in ("Const", "VariableV2"):
         if ref.port != 0:
             fail(f"{op} node should only have one output.")
-        return _weights_of(source, settings)
+        return const_weights(source)
     if op == "ReadVariableOp":
         return _read_variable_weights(source, settings)
     spec = graph.output_spec(TensorRef(source.name, ref.port))
@@ -134,7 +145,7 @@ def _tensor_of(producer_op: str, dtype: str, shape: tuple[int, ...] | None,
     return Operand(TENSOR, dtype, shape, shape[first:])
 
 
-def _weights_of(const: Node, settings: ValidatorSettings) -> Operand:
+def const_weights(const: Node) -> Operand:
     """The Const (or VariableV2) converter: integer weights become int32."""
     if const.op == "VariableV2":
         check_dtype_attr(const, ("float", "half"), "dtype", legacy=True)

@@ -11,12 +11,15 @@ from workbench.conversion.operands import (
     ANY,
     RESOURCE,
     TENSOR,
+    TRT_TYPE_NAMES,
     WEIGHTS,
     Ctx,
     Operand,
     check_dtype_attr,
+    const_weights,
     expect_shape_tensor,
     fail,
+    input_name,
     reject_implicit_batch,
 )
 from workbench.conversion.ops.rule import (
@@ -27,7 +30,6 @@ from workbench.conversion.ops.rule import (
     legacy,
     structured,
 )
-from workbench.conversion.ops.selection import TRT_NAMES, input_name
 from workbench.graph.nodes import Node
 
 if TYPE_CHECKING:
@@ -53,12 +55,12 @@ def _fill(ctx: Ctx) -> None:
     if dtype != "int32":
         # Worded like check_type() in convert_nodes.cc (fill_ops.cc not re-read).
         fail(f"The '{input_name(ctx, 0)}' parameter of Fill operation in {ctx.name} is expected "
-             f"to be of type kINT32 type, got {TRT_NAMES.get(dtype, dtype)}.")
+             f"to be of type kINT32 type, got {TRT_TYPE_NAMES.get(dtype, dtype)}.")
 
 
 def _range(ctx: Ctx) -> None:
     reject_implicit_batch(ctx)
-    start, limit, delta = ctx.inputs
+    delta = ctx.inputs[2]
     if any(o.is_tensor for o in ctx.inputs) and any(o.dtype != "int32" for o in ctx.inputs):
         fail(f"All parameters of Range operation in {ctx.name} are expected to be of type "
              "kINT32 when at least one of them is a tensor")
@@ -99,17 +101,13 @@ READ_VARIABLE = structured(_read_variable, dtype_attr="dtype", roles=(("resource
 
 def read_variable_weights(node: Node, settings: ValidatorSettings) -> Operand:
     """A ReadVariableOp feeding another node: its converter run with a fake resource input."""
-    from workbench.conversion.operands import Ctx as _Ctx
-
-    READ_VARIABLE(_Ctx(None, node, [Operand(RESOURCE, "resource")], settings))  # type: ignore
+    READ_VARIABLE(Ctx(None, node, [Operand(RESOURCE, "resource")], settings))
     shape = tuple(node.attr("_shape") or ())
     return Operand(WEIGHTS, node.attr("dtype"), shape, shape)
 
 
 def _const(ctx: Ctx) -> None:
-    from workbench.conversion.operands import _weights_of
-
-    _weights_of(ctx.node, ctx.settings)
+    const_weights(ctx.node)
 
 
 def _cast(ctx: Ctx) -> None:

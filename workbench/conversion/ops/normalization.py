@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from workbench.conversion.operands import TENSOR, WEIGHTS, Ctx, fail
+from workbench.conversion.operands import TENSOR, TRT_TYPE_NAMES, WEIGHTS, Ctx, fail
 from workbench.conversion.ops.rule import Check, legacy
 
 ROLES = (("x", TENSOR), ("scale", WEIGHTS), ("offset", WEIGHTS), ("mean", WEIGHTS),
          ("variance", WEIGHTS))
-TRT_DTYPE_NAMES = {"float": "kFLOAT", "half": "kHALF", "int32": "kINT32", "bool": "kBOOL"}
 
 
 def _fused_batch_norm(ctx: Ctx) -> None:
@@ -22,7 +21,7 @@ def _fused_batch_norm(ctx: Ctx) -> None:
     kind = params[0].dtype
     if kind not in ("float", "half"):
         fail(f"Only float32 or float16 weight data type is supported, got "
-             f"{TRT_DTYPE_NAMES.get(kind, kind)}")
+             f"{TRT_TYPE_NAMES.get(kind, kind)}")
     if any(p.dtype != kind for p in params):
         fail("Inconsistent parameter type for batchnorm is not supported")
     counts = [p.value.size if p.value is not None else 1 for p in params]

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from workbench.conversion.operands import ANY, Ctx, fail, reject_implicit_batch
+from workbench.conversion.operands import (
+    ANY,
+    TRT_TYPE_NAMES,
+    Ctx,
+    fail,
+    input_name,
+    reject_implicit_batch,
+)
 from workbench.conversion.ops.rule import FLOAT_HALF_INT32, Check, structured
-
-TRT_NAMES = {"float": "kFLOAT", "half": "kHALF", "int32": "kINT32", "bool": "kBOOL"}
-
-
-def input_name(ctx: Ctx, index: int) -> str:
-    """The NodeDef's input string (`node` or `node:port`), which TF-TRT's type messages quote."""
-    ref = ctx.node.inputs[index]
-    return ref.node if ref.port == 0 else f"{ref.node}:{ref.port}"
 
 
 def _select(ctx: Ctx) -> None:
@@ -22,8 +21,9 @@ def _select(ctx: Ctx) -> None:
              f"node '{ctx.name}' cannot be passed as a weight in TRT version 8.4.")
     if cond.dtype != "bool":
         # check_type(): "The '<input>' parameter of <Op> operation in <node> is expected ..."
+        got = TRT_TYPE_NAMES.get(cond.dtype, cond.dtype)
         fail(f"The '{input_name(ctx, 0)}' parameter of {ctx.op} operation in {ctx.name} is "
-             f"expected to be of type kBOOL type, got {TRT_NAMES.get(cond.dtype, cond.dtype)}.")
+             f"expected to be of type kBOOL type, got {got}.")
     if (then.dtype == "int32") != (other.dtype == "int32"):
         fail(f"Both 'then' and 'else' parameters of {ctx.op} operation in {ctx.name} are "
              "expected to be of the same type (kINT32 or not).")
