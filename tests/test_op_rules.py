@@ -169,3 +169,43 @@ def test_resource_placeholder_is_a_fake_handle():
     graph = Graph([res, node])
     assert validate_node(graph, graph["n"], EB) is None
     assert validate_node(graph, graph["n"], IB) == "Implicit batch mode not supported, at n"
+
+
+def test_identity_walk_keeps_the_original_edge_port():
+    # TF-TRT walks to the Identity's source but converts it at the edge's own port (0 here),
+    # so the properties of split:0 are used even though the Identity reads split:1.
+    split = Node(0, "split", "Split", output_specs=[TensorSpec("float", (-1, 4)),
+                                                    TensorSpec("int64", (-1, 4))])
+    ident = Node(0, "id", "Identity", inputs=[TensorRef("split", 1)],
+                 output_specs=[TensorSpec("int64", (-1, 4))])
+    relu = Node(0, "n", "Relu", inputs=[TensorRef("id")], raw_attrs={"T": "float"})
+    graph = Graph([split, ident, relu])
+    assert validate_node(graph, graph["n"], IB) is None
+    direct = Node(0, "m", "Relu", inputs=[TensorRef("split", 1)], raw_attrs={"T": "float"})
+    graph = Graph([split, direct])
+    assert validate_node(graph, graph["m"], IB) == (
+        INPUT_FAIL + "Unsupported tensorflow data type int64")
+
+
+def test_variable_inputs_are_weights():
+    var = Node(0, "v", "VariableV2", raw_attrs={"dtype": "float", "shape": (3, 3, 3, 4)})
+    x = _input_node("x", ph(X4))
+    conv = Node(0, "n", "Conv2D", inputs=[TensorRef("x"), TensorRef("v")],
+                raw_attrs={"T": "float", "padding": "SAME", "strides": [1, 1, 1, 1],
+                           "dilations": [1, 1, 1, 1], "data_format": "NHWC"})
+    graph = Graph([var, x, conv])
+    assert validate_node(graph, graph["n"], IB) is None
+    read = Node(0, "r", "ReadVariableOp", inputs=[TensorRef("h")],
+                raw_attrs={"dtype": "float", "_shape": (3, 3, 3, 4)})
+    handle = Node(0, "h", "VarHandleOp", raw_attrs={"dtype": "float"},
+                  output_specs=[TensorSpec("resource", ())])
+    conv2 = Node(0, "n", "Conv2D", inputs=[TensorRef("x"), TensorRef("r")],
+                 raw_attrs=dict(conv.raw_attrs))
+    graph = Graph([handle, read, _input_node("x", ph(X4)), conv2])
+    assert validate_node(graph, graph["n"], EB) is None
+    # In implicit batch the ReadVariableOp converter refuses, and that is an input failure.
+    assert validate_node(graph, graph["n"], IB) == (
+        INPUT_FAIL + "Implicit batch mode not supported, at r")
+    # VarHandleOp's dtype attr is the variable's dtype, so TF-TRT falls through to properties.
+    assert validate_node(graph, graph["r"], EB) == (
+        INPUT_FAIL + "Unsupported tensorflow data type resource")
