@@ -9,6 +9,7 @@ and does the op's converter accept the node in validation-only mode. The segment
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from workbench.conversion.operands import Ctx, Reject, convert_input
 from workbench.conversion.ops import QUANTIZATION_OPS, REGISTRY
@@ -27,6 +28,7 @@ class ValidatorSettings:
     experimental_features: frozenset[str] = frozenset()  # e.g. "reject_all_fp_cast_ops"
 
 
+@lru_cache(maxsize=64)  # settings are frozen and hashable; the segmenter asks once per node
 def supported_op_types(settings: ValidatorSettings) -> frozenset[str]:
     """Op types with a converter (the registry, spec §3), for these settings."""
     ops = set(REGISTRY) | set(settings.fake_ops)
