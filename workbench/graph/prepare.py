@@ -122,11 +122,48 @@ def run_grappler(graph_def: Any, fetches: list[str]) -> Any:
 
 
 def infer_shapes(graph_def: Any, fetches: list[str]) -> dict[str, list]:
-    """Grappler's static shape inference: node name -> output `TensorSpec`s."""
+    """Grappler's static shape inference: node name -> output `TensorSpec`s.
+
+    TF-TRT ran it with `assume_valid_feeds=true`, so a Placeholder keeps its declared shape;
+    Python's wrapper only offers `false`, which forgets it. Inferring on a copy where each
+    Placeholder feeds its consumers through an `EnsureShape` of its declared shape gives the
+    same shapes, symbolic batch dims included.
+    """
+    from tensorflow.core.framework import graph_pb2
     from tensorflow.python.grappler import item as grappler_item
 
-    item = grappler_item.Item(_meta_graph(graph_def, fetches))
-    return specs_from_op_properties(item.GetOpProperties())
+    pinned = graph_pb2.GraphDef()
+    pinned.CopyFrom(graph_def)
+    stand_ins = _pin_placeholder_shapes(pinned)
+    item = grappler_item.Item(_meta_graph(pinned, fetches))
+    specs = specs_from_op_properties(item.GetOpProperties())
+    for placeholder, stand_in in stand_ins.items():
+        if stand_in in specs:
+            specs[placeholder] = specs.pop(stand_in)
+    return specs
+
+
+def _pin_placeholder_shapes(graph_def: Any) -> dict[str, str]:
+    """Routes every Placeholder with a known rank through `EnsureShape`; returns name map."""
+    stand_ins = {}
+    for node in list(graph_def.node):
+        if node.op != "Placeholder" or "shape" not in node.attr:
+            continue
+        if node.attr["shape"].shape.unknown_rank:
+            continue
+        pin = graph_def.node.add(name=f"{node.name}/_workbench_pinned_shape", op="EnsureShape")
+        pin.input.append(node.name)
+        pin.attr["T"].type = node.attr["dtype"].type
+        pin.attr["shape"].shape.CopyFrom(node.attr["shape"].shape)
+        stand_ins[node.name] = pin.name
+    for node in graph_def.node:
+        if node.name in stand_ins.values():
+            continue
+        for i, text in enumerate(node.input):
+            source, _, port = text.partition(":")
+            if source in stand_ins and port in ("", "0"):
+                node.input[i] = stand_ins[source]
+    return stand_ins
 
 
 def split_casts_to_fp32(graph_def: Any) -> int:
