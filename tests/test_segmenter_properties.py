@@ -95,16 +95,23 @@ def test_deterministic_and_sweep_equals_fresh_results(graph, options):
 
 
 def full_search(self, n, d, step, position):
-    """TF's cycle check without our pruning: every node counts as already processed."""
-    return unpruned(self, n, d, len(position), position)
-
-
-unpruned = segmenter._Contraction.has_other_path
+    """TF's CanContractEdge test as written: reverse DFS from d's other in-neighbours for n."""
+    src = self.src
+    stack = [src[e] for e in self.in_edges[d] if src[e] != n]
+    seen = set()
+    while stack:
+        u = stack.pop()
+        if u == n:
+            return True
+        if u not in seen:
+            seen.add(u)
+            stack.extend(src[e] for e in self.in_edges[u])
+    return False
 
 
 @FAST
 @given(random_dags(max_nodes=30), OPTIONS)
-def test_pruned_cycle_check_matches_full_reverse_search(graph, options):
+def test_pruned_cycle_check_matches_plain_reverse_search(graph, options):
     pruned = segment_graph(graph, options, allow_ops()).segments
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(segmenter._Contraction, "has_other_path", full_search)

@@ -156,6 +156,11 @@ class _Contraction:
         are upstream of or unrelated to n and keep their original in-edges, so n cannot be
         reached through them: they are skipped (same answer as TF's full search).
         """
+        # Another path must leave n through a neighbour other than d (`_SINK` leads nowhere);
+        # weight Consts and plain chains have none, which spares most searches.
+        dst = self.dst
+        if all(dst[e] == d or dst[e] == SINK_ID for e in self.out_edges[n]):
+            return False
         self._stamp += 1
         stamp, marks, src = self._stamp, self._marks, self.src
         stack = [src[e] for e in self.in_edges[d] if src[e] != n]
