@@ -18,6 +18,7 @@ from workbench.conversion.candidates import (
     parse_device,
 )
 from workbench.conversion.segmenter import segment_graph
+from workbench.errors import ConversionParamsError
 
 EXPLICIT = SegmenterOptions(use_implicit_batch=False)
 STATIC_ENGINE = SegmenterOptions(use_implicit_batch=True, allow_dynamic_non_batch_dim=False)
@@ -235,6 +236,23 @@ def test_batch_merge_rules():
     assert merge_batch((-2, None), (-3, None)) is None
     assert merge_batch((None, None), (8, 8)) == (8, 8)
     assert merge_batch((-1, None), (None, None)) == (-1, None)
+
+
+def test_max_batch_size_annotation_wins_over_the_leading_dim():
+    annotated = node("a", "Relu", ["x"])
+    annotated.raw_attrs = {"_tftrt_op_max_batch_size": 4}
+    graph = graph_of(node("x", "Placeholder", shape=(8, 8)), annotated,
+                     node("b", "Relu", ["x"], shape=(8, 8)))
+    candidates = find_candidates(graph, SegmenterOptions(), allow_ops())
+    assert candidates.batch[graph["a"].id] == (4, 4)
+    assert candidates.batch[graph["b"].id] == (8, 8)
+    assert find_candidates(graph, EXPLICIT, allow_ops()).batch[graph["a"].id] == (None, None)
+
+
+def test_explicit_batch_must_allow_dynamic_dims():
+    options = SegmenterOptions(use_implicit_batch=False, allow_dynamic_non_batch_dim=False)
+    with pytest.raises(ConversionParamsError):
+        find_candidates(graph_of(), options, allow_ops())
 
 
 def test_device_parsing():

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from workbench.errors import ConversionParamsError
 from workbench.graph.nodes import SINK, SOURCE, Graph, Node, TensorSpec
 
 Validator = Callable[[Node], "str | None"]  # None = the validator accepts the node
@@ -66,6 +67,9 @@ class Candidates:
 
 def find_candidates(graph: Graph, options: SegmenterOptions, validate: Validator) -> Candidates:
     """Runs TF-TRT's candidate test on every node (spec §2.2) and records the report map."""
+    if not options.use_implicit_batch and not options.allow_dynamic_non_batch_dim:
+        # TF's SegmentGraph refuses this combination with an internal error.
+        raise ConversionParamsError("Explicit batch mode should allow dynamic non-batch dimensions")
     n = len(graph.nodes)
     result = Candidates([False] * n, {}, [NO_BATCH] * n, [ANY_DEVICE] * n)
     counts: dict[str, dict[str, int]] = {}

@@ -341,6 +341,7 @@ class Segmentation:
         self._table = table
         self._topo: list[int] | None = None
         self._io: dict[int, EngineIO | None] = {}
+        self._fixed: dict[int, UnconvertedNode] | None = None
         # Segment indices by effective size, descending; ties keep root-name order (stable).
         self._by_size = sorted(range(len(segments)), key=lambda i: -segments[i].effective_size)
         self._neg_sizes = [-segments[i].effective_size for i in self._by_size]
@@ -445,21 +446,32 @@ class Segmentation:
         if t == -1:
             reason = "minimum_segment_size=-1: TF-TRT does not convert the main graph"
             return [UnconvertedNode(n.name, n.op, reason, False) for n in self.graph.real_nodes]
-        reasons = self.candidates.reasons
+        fixed = self._fixed_unconverted()
         segment_reasons: dict[int, str] = {}
         result = []
         for node in self.graph.real_nodes:
             v = node.id
-            if v in self.boundary_removed:
-                result.append(UnconvertedNode(node.name, node.op, self._boundary_reason(v), False))
-            elif not self.candidates.is_candidate[v]:
-                result.append(UnconvertedNode(node.name, node.op, reasons[node.name], True))
+            if v in fixed:
+                result.append(fixed[v])
             elif fate.get(self._segment_of[v]) != "engine":
                 i = self._segment_of[v]
                 if i not in segment_reasons:
                     segment_reasons[i] = self._segment_reason(i, t, fate, max_engines)
                 result.append(UnconvertedNode(node.name, node.op, segment_reasons[i], False))
         return result
+
+    def _fixed_unconverted(self) -> dict[int, UnconvertedNode]:
+        """Nodes outside engines at every threshold: excluded and boundary-removed ones."""
+        if self._fixed is None:
+            reasons, fixed = self.candidates.reasons, {}
+            for node in self.graph.real_nodes:
+                if node.id in self.boundary_removed:
+                    reason = self._boundary_reason(node.id)
+                    fixed[node.id] = UnconvertedNode(node.name, node.op, reason, False)
+                elif not self.candidates.is_candidate[node.id]:
+                    fixed[node.id] = UnconvertedNode(node.name, node.op, reasons[node.name], True)
+            self._fixed = fixed
+        return self._fixed
 
     def _boundary_reason(self, v: int) -> str:
         root = self.boundary_removed[v]
