@@ -315,7 +315,7 @@ def test_const_feeding_outside_is_removed_at_the_boundary_but_copied_in():
     options = SegmenterOptions(exclude_nodes=frozenset({"input", "out"}))
     segmentation = segment_graph(graph, options, allow_ops())
     (segment,) = segmentation.segments
-    assert segment.nodes == ("b", "bias", "conv", "id", "relu")
+    assert (segment.root, segment.nodes) == ("b", ("b", "bias", "conv", "id", "relu"))
     assert segment.effective_size == 4  # Identity does not count; the Const b does
     (engine,) = segmentation.result(3).engines
     assert engine.name == "TRTEngineOp_000_000"
@@ -326,9 +326,19 @@ def test_const_feeding_outside_is_removed_at_the_boundary_but_copied_in():
     assert engine.input_dtypes == ("float32",) and engine.input_shapes == ((-1, 8),)
     partition = segmentation.result(3)
     removed = {u.name: u for u in partition.unconverted}["w"]
-    assert not removed.in_tftrt_report and "boundary" in removed.reason
+    assert not removed.in_tftrt_report
+    assert removed.reason.startswith("removed from segment b at its boundary: a Const")
     # input, w (still used by peek), peek, out: w stays alive, so it is counted.
     assert partition.not_converted_top_level == 4
+
+
+def test_const_feeding_only_unsupported_nodes_is_a_boundary_node_of_its_own():
+    graph = graph_of(node("x", "Placeholder"), node("k", "Const"),
+                     node("u", "Unsupported", ["x", "k"]))
+    segmentation = segment_graph(graph, SegmenterOptions(), allow_ops())
+    assert segmentation.segments == []
+    (const,) = [u for u in segmentation.result(1).unconverted if u.name == "k"]
+    assert const.reason.startswith("a Const that only feeds nodes TF-TRT does not convert")
 
 
 def test_minimum_segment_size_counts_effective_nodes_only():

@@ -475,10 +475,13 @@ class Segmentation:
 
     def _boundary_reason(self, v: int) -> str:
         root = self.boundary_removed[v]
-        if self.graph.nodes[v].op == "Const":
-            return (f"removed from segment {root} at its boundary: a Const that also feeds "
-                    "nodes outside the segment (engines still get it as weights)")
-        return f"removed from segment {root} at its boundary along with a boundary Const"
+        if self.graph.nodes[v].op != "Const":
+            return f"removed from segment {root} at its boundary along with a boundary Const"
+        consumers = self.graph.consumers[self.graph.nodes[v].name]
+        if all(not self.candidates.is_candidate[c.id] for c, _ in consumers):
+            return "a Const that only feeds nodes TF-TRT does not convert (removed at the boundary)"
+        return (f"removed from segment {root} at its boundary: a Const that also feeds "
+                "nodes outside the segment (engines still get it as weights)")
 
     def _segment_reason(self, i: int, t: int, fate: dict[int, str], max_engines: int) -> str:
         size = self.segments[i].effective_size
