@@ -14,8 +14,9 @@ import argparse
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -43,21 +44,17 @@ def measure(name: str, session: ConversionSession, repeat: int) -> dict[str, flo
     params = ConversionParams().validated()
     nodes = len(prepared.graph.real_nodes)
 
-    def fresh_segmentation() -> None:
-        session._segmentations.clear()
-        session.segmentation(params)
-
-    segment_ms = best_of(repeat, fresh_segmentation)
-    # A parameter change that needs a new clustering (the denylist) and then the result.
+    segment_ms = best_of(repeat, lambda: session.segmentation(params, cached=False))
+    # A parameter change that needs a new clustering (the denylist), then its result.
     changed = replace(params, denylist=("Softmax",))
 
     def resegment() -> None:
-        session._segmentations.clear()
+        session.segmentation(changed, cached=False)
         session.convert(changed)
 
     resegment_ms = best_of(repeat, resegment)
     threshold_ms = best_of(repeat, lambda: session.convert(replace(params, minimum_segment_size=7)))
-    sweep_ms = best_of(repeat, lambda: session.segmentation(params).sweep(THRESHOLDS, 20))
+    sweep_ms = best_of(repeat, lambda: session.sweep(params, THRESHOLDS))
     result = session.convert(params)
     figures = {
         "nodes": nodes,
@@ -97,18 +94,32 @@ def generated_session(nodes: int, seed: int = 0) -> ConversionSession:
     @tf.function(input_signature=[tf.TensorSpec([None, 16], tf.float32, name="x")])
     def generated(x: Any) -> Any:
         tensors = [x]
-        # Each op adds a few graph nodes (ops + consts); aim for `nodes` in total.
-        while len(tf.compat.v1.get_default_graph().get_operations()) < nodes:
+        made = set()  # (op, inputs) already built: Grappler would merge a repeat (CSE)
+        consumed: set[int] = set()
+        while len(tensors) < nodes:
             pick = rng.random()
-            a = tensors[max(0, len(tensors) - 1 - int(rng.integers(0, 8)))]
+            # Prefer a tensor nobody consumes yet, so the graph ends in few leaves (a real
+            # model's shape) rather than a huge final AddN.
+            open_ = [i for i in range(max(0, len(tensors) - 16), len(tensors))
+                     if i not in consumed]
+            a = int(rng.choice(open_)) if open_ else len(tensors) - 1
+            b = int(rng.integers(max(0, len(tensors) - 64), len(tensors)))
             if pick < 0.08:
-                tensors.append(rejected[int(rng.integers(len(rejected)))](a))
+                key = ("rejected", int(rng.integers(len(rejected))), a)
             elif pick < 0.55:
-                tensors.append(unary[int(rng.integers(len(unary)))](a))
+                key = ("unary", int(rng.integers(len(unary))), a)
             else:
-                b = tensors[int(rng.integers(max(0, len(tensors) - 64), len(tensors)))]
-                tensors.append(binary[int(rng.integers(len(binary)))](a, b))
-        return {"y": tf.add_n(tensors[-8:])}
+                key = ("binary", int(rng.integers(len(binary))), a, b)
+            if key in made:
+                continue
+            made.add(key)
+            kind, index, *inputs = key
+            op = {"rejected": rejected, "unary": unary, "binary": binary}[kind][index]
+            tensors.append(op(*(tensors[i] for i in inputs)))
+            consumed.update(inputs)
+        # Every tensor must reach the output, or Grappler's pruning drops it.
+        leaves = [t for i, t in enumerate(tensors) if i not in consumed]
+        return {"y": tf.add_n(leaves) if len(leaves) > 1 else leaves[0]}
 
     function = generated.get_concrete_function()
     loaded = LoadedModel(source=f"generated-{nodes}", kind="function", function=function,

@@ -5,6 +5,7 @@ Everything the reports, the CLI's JSON, the widgets and the charts show is read 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,13 +56,41 @@ class UnconvertedNode:
     in_tftrt_report: bool = True
 
 
+class LazyList(Sequence):
+    """A list built on first use: a sweep over 64 thresholds needs counts, not node lists."""
+
+    def __init__(self, build: Callable[[], Sequence[Any]]):
+        self._build: Callable[[], Sequence[Any]] | None = build
+        self._items: list[Any] = []
+
+    def _resolved(self) -> list[Any]:
+        if self._build is not None:
+            self._items, self._build = list(self._build()), None
+        return self._items
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._resolved()[index]
+
+    def __len__(self) -> int:
+        return len(self._resolved())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._resolved())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return "LazyList(...)" if self._build is not None else repr(self._items)
+
+
 @dataclass
 class ConversionResult:
     """Engines, unconverted nodes and the summary counts for one set of parameters."""
 
     params: dict[str, Any]
     engines: list[EngineInfo]
-    unconverted: list[UnconvertedNode]
+    unconverted: Sequence[UnconvertedNode]
     # TF-TRT's non-conversion report: op type -> reason -> count (includes _SOURCE/_SINK NoOps).
     nonconversion: dict[str, dict[str, int]]
     # Top-level nodes left in the converted graph that are not TRTEngineOps (summary §5).

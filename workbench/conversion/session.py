@@ -15,7 +15,7 @@ from typing import Any
 
 from workbench.conversion.candidates import SegmenterOptions
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.result import ConversionResult
+from workbench.conversion.result import ConversionResult, LazyList
 from workbench.conversion.segmenter import Partition, Segmentation, segment_graph
 from workbench.conversion.validator import ValidatorSettings, validate_node
 from workbench.graph.loading import LoadedModel, load_model
@@ -80,12 +80,15 @@ class ConversionSession:
             experimental_features=_env_set("TF_TRT_EXPERIMENTAL_FEATURES"),
         )
 
-    def segmentation(self, params: ConversionParams) -> Segmentation:
-        """The clustering for these parameters (independent of threshold and engine limit)."""
+    def segmentation(self, params: ConversionParams, cached: bool = True) -> Segmentation:
+        """The clustering for these parameters (independent of threshold and engine limit).
+
+        `cached=False` redoes the candidate test and clustering (benchmarks use it).
+        """
         prepared = self.prepared(params.precision_mode)
         settings = self.validator_settings(params)
         key = (settings, frozenset(params.denylist))
-        if key not in self._segmentations:
+        if key not in self._segmentations or not cached:
             start = time.perf_counter()
             graph = prepared.graph
             options = SegmenterOptions(
@@ -125,7 +128,7 @@ class ConversionSession:
         return ConversionResult(
             params=params.to_json(),
             engines=list(partition.engines),
-            unconverted=list(partition.unconverted),
+            unconverted=LazyList(lambda: partition.unconverted),
             nonconversion=nonconversion,
             not_converted_top_level=partition.not_converted_top_level,
             model=self.loaded.source,

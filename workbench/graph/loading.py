@@ -45,11 +45,11 @@ class LoadedModel:
                                  f"{', '.join(self.input_names)}")
         tensors = [tf.convert_to_tensor(inputs[name]) for name in self.input_names]
         if self.kind == "saved_model":
-            outputs = self.function(**dict(zip(self.input_names, tensors)))
+            outputs = self.function(**dict(zip(self.input_names, tensors, strict=True)))
         else:
             outputs = self.function(*tensors)
         if not isinstance(outputs, dict):
-            outputs = dict(zip(self.output_names, outputs))
+            outputs = dict(zip(self.output_names, outputs, strict=True))
         return {name: value.numpy() for name, value in outputs.items()}
 
 
