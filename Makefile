@@ -19,9 +19,11 @@ $(STAMP): pyproject.toml
 system-deps:
 	@command -v dot >/dev/null || { apt-get update -qq && apt-get install -y -qq graphviz >/dev/null; }
 
+# The main job (until the notebook workbench lands): TF-TRT's summary and report on two samples.
 run: install
-	$(PY) -m sample_models build quickstart_mlp resnet50
+	$(PY) -m sample_models build resnet50 detector
 	$(VENV)/bin/workbench convert sample_models/build/resnet50
+	$(VENV)/bin/workbench convert sample_models/build/detector --detailed
 
 test: install
 	$(PY) -m ruff check workbench sample_models tests benchmarks
