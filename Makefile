@@ -3,6 +3,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: install system-deps run test lint bench clean
@@ -12,12 +13,14 @@ install: $(STAMP) system-deps
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cpu,samples,dev]'
+	$(PY) -m pip install -q -e '.[cpu,samples,lab,dev]'
 	touch $(STAMP)
 
-# Graphviz's `dot` renders the segment graphs.
+# Graphviz's `dot` renders the segment graphs; the browser test drives Debian's Chromium
+# (browser downloads are impossible here, so Playwright uses this one).
 system-deps:
-	@command -v dot >/dev/null || { apt-get update -qq && apt-get install -y -qq graphviz >/dev/null; }
+	@command -v dot >/dev/null && command -v chromium >/dev/null || { \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq graphviz chromium >/dev/null; }
 
 # The main job (until the notebook workbench lands): TF-TRT's summary and report on two samples.
 run: install

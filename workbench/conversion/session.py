@@ -69,24 +69,34 @@ class ConversionSession:
         graph = self.prepared(precision_mode).graph
         return any(node.op in EXPLICIT_QUANTIZATION_OPS for node in graph)
 
-    def validator_settings(self, params: ConversionParams) -> ValidatorSettings:
+    def validator_settings(
+        self, params: ConversionParams, assume_supported: frozenset[str] = frozenset()
+    ) -> ValidatorSettings:
+        """`assume_supported` adds op types to TF-TRT's fake list (a what-if: the op gets a
+        converter that accepts it; its inputs are still checked)."""
         explicit = self.has_explicit_quantization(params.precision_mode)
         return ValidatorSettings(
             precision_mode="INT8" if explicit else params.precision_mode,
             use_implicit_batch=params.use_implicit_batch,
             use_calibration=False if explicit else params.needs_calibration,
             use_explicit_precision=explicit,
-            fake_ops=_env_set("TF_TRT_OP_FAKELIST"),
+            fake_ops=_env_set("TF_TRT_OP_FAKELIST") | assume_supported,
             experimental_features=_env_set("TF_TRT_EXPERIMENTAL_FEATURES"),
         )
 
-    def segmentation(self, params: ConversionParams, cached: bool = True) -> Segmentation:
+    def segmentation(
+        self,
+        params: ConversionParams,
+        cached: bool = True,
+        assume_supported: frozenset[str] = frozenset(),
+    ) -> Segmentation:
         """The clustering for these parameters (independent of threshold and engine limit).
 
-        `cached=False` redoes the candidate test and clustering (benchmarks use it).
+        `cached=False` redoes the candidate test and clustering (benchmarks use it);
+        `assume_supported` is the what-if of `validator_settings`.
         """
         prepared = self.prepared(params.precision_mode)
-        settings = self.validator_settings(params)
+        settings = self.validator_settings(params, assume_supported)
         key = (settings, frozenset(params.denylist))
         if key not in self._segmentations or not cached:
             start = time.perf_counter()
@@ -102,10 +112,12 @@ class ConversionSession:
             self.timings["segment_s"] = time.perf_counter() - start
         return self._segmentations[key]
 
-    def convert(self, params: ConversionParams) -> ConversionResult:
+    def convert(
+        self, params: ConversionParams, assume_supported: frozenset[str] = frozenset()
+    ) -> ConversionResult:
         """The conversion result for `params` (validated first)."""
         params = params.validated()
-        partition = self.segmentation(params).result(
+        partition = self.segmentation(params, assume_supported=assume_supported).result(
             params.minimum_segment_size, params.max_engines
         )
         return self._result(params, partition)
