@@ -7,9 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 import sample_models
-from conftest import run_cli
 from workbench import trt_convert as trt
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.report import ConversionReport

@@ -53,7 +53,8 @@ def test_unknown_signature_key_lists_the_existing_ones(tiny_saved_model: Path) -
 
 
 def test_unknown_tags_list_the_available_sets(tiny_saved_model: Path) -> None:
-    with pytest.raises(ModelLoadError, match="No MetaGraph with tags 'train'.*available tag sets: serve"):
+    expected = "No MetaGraph with tags 'train'.*available tag sets: serve"
+    with pytest.raises(ModelLoadError, match=expected):
         load_model(tiny_saved_model, tags=["train"])
 
 
