@@ -1,0 +1,1 @@
+"""Drawings of conversions: Graphviz segment graphs (`graphs`) and shared colours (`style`)."""
