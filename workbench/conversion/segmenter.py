@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from workbench.conversion.candidates import (
@@ -32,7 +32,7 @@ from workbench.conversion.engine_io import (
     topological_positions,
 )
 from workbench.conversion.result import EngineInfo, UnconvertedNode
-from workbench.graph.nodes import Graph
+from workbench.graph.nodes import Graph, Node
 
 NOOP_OPS = frozenset({"Identity", "Snapshot", "StopGradient"})  # not counted as effective
 DEFAULT_MAX_ENGINES = 20  # TF_TRT_MAX_ALLOWED_ENGINES default
@@ -324,6 +324,24 @@ def _make_segment(graph: Graph, root: str, devices: list[Device], kept: set[int]
     return Segment(root, tuple(nodes[v].name for v in ids), effective, ids, engine_device)
 
 
+def const_consumer_segments(
+    graph: Graph, node: Node, segment_of: Sequence[int], exclude_nodes: Container[str]
+) -> frozenset[int] | None:
+    """The segments of every consumer of a Const that may die with conversion, else None.
+
+    A Const outside the engines dies (is pruned from the converted graph) when every data and
+    control consumer lies in an engine; a fetch/feed Const or one with no consumers never does.
+    `segment_of` maps node ids to a segment index, -1 for none. The converted-graph view
+    (converted.py) shares this rule so both count the same top-level nodes.
+    """
+    if node.op != "Const" or node.name in exclude_nodes:
+        return None
+    consumers = [c.id for c, _ in graph.consumers[node.name]]
+    consumers += [c.id for c in graph.control_consumers[node.name]]
+    segs = frozenset(segment_of[c] for c in consumers)
+    return segs if consumers and -1 not in segs else None
+
+
 # --- thresholds, engine limit, engines (spec §2.9-§2.11) -----------------------------------
 
 class Segmentation:
@@ -413,15 +431,11 @@ class Segmentation:
         Each group: (the Const's own segment or -1, consumer segments, number of Consts).
         Consts with a consumer outside every segment, or that are fetch/feed nodes, never die.
         """
-        graph, segment_of = self.graph, self._segment_of
+        segment_of = self._segment_of
         counts: dict[tuple[int, frozenset[int]], int] = {}
-        for node in graph.real_nodes:
-            if node.op != "Const" or node.name in self.options.exclude_nodes:
-                continue
-            consumers = [c.id for c, _ in graph.consumers[node.name]]
-            consumers += [c.id for c in graph.control_consumers[node.name]]
-            segs = frozenset(segment_of[c] for c in consumers)
-            if consumers and -1 not in segs:
+        for node in self.graph.real_nodes:
+            segs = const_consumer_segments(self.graph, node, segment_of, self.options.exclude_nodes)
+            if segs is not None:
                 key = (segment_of[node.id], segs)
                 counts[key] = counts.get(key, 0) + 1
         return [(own, segs, count) for (own, segs), count in counts.items()]
