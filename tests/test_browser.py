@@ -1,0 +1,151 @@
+"""The notebook workbench in a real browser: JupyterLab + headless Chromium (Playwright).
+
+Opens `notebooks/00_workbench.ipynb`, runs it, moves the `minimum_segment_size` slider to its
+maximum and checks that TF-TRT's summary and the segment-graph SVG follow. Screenshots go to
+`test-output/browser/`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.jupyter_lab import CHROMIUM, chromium_page, jupyter_lab, wait_until
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = Path(os.environ.get("BROWSER_TEST_NOTEBOOK", REPO / "notebooks" / "00_workbench.ipynb"))
+SCREENSHOTS = REPO / "test-output" / "browser"
+
+LOAD_TIMEOUT_S = 120.0  # first run builds/loads ResNet-50 and runs Grappler (~15-30 s)
+UPDATE_TIMEOUT_S = 60.0
+ENGINES = re.compile(r"Total number of TensorRT engines:\s*(\d+)")
+CONVERTED = re.compile(r"% of OPs Converted:")
+
+# One round trip reads everything the test looks at (textContent also sees hidden tabs).
+READ_STATE_JS = """() => {
+  const q = (s) => document.querySelector(s);
+  const handle = q('.wb-min-segment-size .noUi-handle');
+  return {
+    app: !!q('.wb-app'),
+    status: q('.wb-status')?.textContent ?? null,
+    summary: q('.wb-summary')?.textContent ?? null,
+    svg: q('.wb-graph svg')?.outerHTML ?? null,
+    value: q('.wb-min-segment-size .widget-readout')?.textContent?.trim() ?? null,
+    max: handle?.getAttribute('aria-valuemax') ?? null,
+    errors: [...document.querySelectorAll(
+      '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+      .map((e) => e.textContent).filter((t) => t.includes('Traceback')),
+  };
+}"""
+
+OPEN_NOTEBOOK_JS = """async () => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+  app.shell.collapseLeft();
+  app.shell.collapseRight();
+  return panel.sessionContext.session?.kernel?.name ?? null;
+}"""
+
+
+def page_text(page: Any, limit: int = 4000) -> str:
+    """The visible page text for failure messages (the end is where outputs appear)."""
+    try:
+        text = page.inner_text("body")
+    except Exception as error:  # the page may be gone; the message must still be built
+        return f"(page text unavailable: {error})"
+    return "page text (tail):\n" + text[-limit:]
+
+
+def state(page: Any) -> dict[str, Any]:
+    return page.evaluate(READ_STATE_JS)
+
+
+def wait_for_state(page: Any, step: str, ready: Any, timeout_s: float) -> dict[str, Any]:
+    """Waits until `ready(state)` holds; fails fast on a Python traceback in the notebook."""
+
+    def check() -> dict[str, Any] | None:
+        current = state(page)
+        if current["errors"]:
+            raise AssertionError(f"{step}: the notebook raised\n" + "\n".join(current["errors"]))
+        return current if ready(current) else None
+
+    return wait_until(step, check, timeout_s, lambda: page_text(page))
+
+
+def is_idle(current: dict[str, Any]) -> bool:
+    return bool(current["app"] and current["status"] and "ready" in current["status"].lower())
+
+
+def engines(summary: str) -> int:
+    match = ENGINES.search(summary)
+    assert match, f"no engine count in the summary:\n{summary}"
+    return int(match.group(1))
+
+
+def screenshot(page: Any, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / name
+    page.screenshot(path=str(path), full_page=False)
+    print(f"screenshot: {path}")
+    return path
+
+
+def open_and_run(page: Any, lab: Any) -> dict[str, Any]:
+    page.goto(lab.url(f"lab/tree/{NOTEBOOK.name}"), wait_until="domcontentloaded")
+    wait_until(
+        "JupyterLab showing the notebook",
+        lambda: page.evaluate("() => !!window.jupyterapp?.shell?.currentWidget?.sessionContext"),
+        60,
+        lambda: page_text(page),
+    )
+    kernel = page.evaluate(OPEN_NOTEBOOK_JS)
+    assert kernel, f"no kernel started for the notebook\n{page_text(page)}"
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    return wait_for_state(
+        page,
+        "the workbench reporting `ready` after running the notebook",
+        lambda s: is_idle(s) and s["summary"] and s["svg"],
+        LOAD_TIMEOUT_S,
+    )
+
+
+def move_slider_to_max(page: Any) -> None:
+    """Drags by keyboard, as a user would: focus the handle, press End (noUiSlider's key)."""
+    handle = page.locator(".wb-min-segment-size .noUi-handle")
+    handle.scroll_into_view_if_needed()
+    handle.focus()
+    page.keyboard.press("End")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium)")
+def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
+    assert NOTEBOOK.exists(), f"missing notebook {NOTEBOOK}"
+    with jupyter_lab([NOTEBOOK], tmp_path) as lab, chromium_page(tmp_path / "chromium") as page:
+        before = open_and_run(page, lab)
+        assert CONVERTED.search(before["summary"]), before["summary"]
+        screenshot(page, "01_before_slider.png")
+
+        move_slider_to_max(page)
+        after = wait_for_state(
+            page,
+            f"the summary changing after moving minimum_segment_size to {before['max']}",
+            lambda s: is_idle(s) and s["summary"] != before["summary"],
+            UPDATE_TIMEOUT_S,
+        )
+        screenshot(page, "02_after_slider.png")
+        page.get_by_role("tab", name="Segment graph").click()
+        screenshot(page, "03_segment_graph.png")
+
+    assert after["value"] != before["value"]
+    assert float(after["value"]) == float(before["max"])
+    # A larger threshold can only drop segments (the clustering does not depend on it).
+    assert engines(after["summary"]) < engines(before["summary"])
+    assert CONVERTED.search(after["summary"]), after["summary"]
+    assert after["svg"] and after["svg"] != before["svg"]
