@@ -1,0 +1,1 @@
+"""The notebook workbench: widgets, the experiment store and the static HTML report."""
