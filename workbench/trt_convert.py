@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from workbench.conversion.converted import converted_top_level, tftrt_dot
 from workbench.conversion.params import (
     DEFAULT_MAX_WORKSPACE_SIZE_BYTES,
     PROFILE_STRATEGIES,
@@ -155,6 +156,7 @@ class TrtGraphConverterV2:
         self._result = self._session.convert(self._params)
         _log_nonconversion_report(self._result)
         self._converted_func = self._session.optimized.frozen_function
+        _export_graphviz(self._session, self._result)
         return self._converted_func
 
     def build(self, input_fn: Callable) -> None:
@@ -211,3 +213,22 @@ def _log_nonconversion_report(result: ConversionResult) -> None:
             logger.warning(error)
         else:
             logger.warning("TF-TRT Non-Conversion Report saved at: `%s`", csv_path)
+
+
+def _export_graphviz(session: ConversionSession, result: ConversionResult) -> None:
+    """TF_TRT_EXPORT_GRAPH_VIZ_PATH: TF-TRT wrote the converted graph as .dot, logging (not
+    raising) any failure, and printed how to render it."""
+    path = os.environ.get("TF_TRT_EXPORT_GRAPH_VIZ_PATH")
+    if path is None:
+        return
+    graph = session.prepared(str(result.params["precision_mode"])).graph
+    try:
+        with open(path, "w") as f:
+            f.write(tftrt_dot(converted_top_level(graph, result)))
+    except Exception as e:  # TF-TRT logged every export failure and went on
+        logger.error("An Exception occured during the export of the graph visualization: %s", e)
+        return
+    print(f"Graph Visualization Exported to: `{path}`.\n"
+          "You can use the `graphviz` utility to convert it to PNG format:\n"
+          "  - `sudo apt install -y graphviz`\n"
+          "  - `dot -Tpng <input_filename>.dot -o <output_filename>.png`")

@@ -120,3 +120,31 @@ def _engine_node(
         engine.name, ENGINE_OP, (*sources, *controls), dtype, engine.device,
         engine.native_node_count,
     )
+
+
+def tftrt_dot(converted: ConvertedGraph) -> str:
+    """The `.dot` text TF-TRT's utils.draw_graphdef_as_graphviz wrote for a converted graph:
+    boxes filled by compute dtype (colour scheme `set312`, first seen first), engines labelled
+    `<name> [<node count>]`, a dtype legend cluster, invisible legend-to-root edges."""
+    colors: dict[str, int] = {}  # str(dtype) -> colour index, first seen first
+    lines = ["digraph tftrt_converted_graph {",
+             '  graph [fontsize=10 fontname="Verdana"];',
+             "  node [style=filled height=0.55 colorscheme=set312 shape=box];",
+             "", "  subgraph tensorflow_graph {", "    node [width=1.35];"]
+    roots = []
+    for node in converted.nodes:
+        color = colors.setdefault(str(node.dtype), len(colors) + 1)
+        device = node.device.split("/")[-1] or "device:Unspecified"
+        title = f"{node.name} [{node.node_count}]" if node.op == ENGINE_OP else node.op
+        lines.append(f'    "{node.name}" [label=<<b>{title}</b>  <br/><i>{device}</i>> '
+                     f"fillcolor={color}];")
+        lines += [f'  "{src}" -> "{node.name}";' for src in node.inputs]
+        if not node.inputs:
+            roots.append(node.name)
+    lines += ["  }", "", "  subgraph cluster_legend {", '    label="Compute Dtype Legend";',
+              '    margin="30";', "    node [width=2];"]
+    lines += [f"    {dtype} [fillcolor={i} label=<<b>{dtype}</b>>];" for dtype, i in colors.items()]
+    lines += ["  }", "", '  edge[style="invisible", dir="none"];']
+    lines += [f'  "{dtype}" -> "{root}"' for dtype in colors for root in roots]
+    lines.append("}")
+    return "\n".join(lines) + "\n"

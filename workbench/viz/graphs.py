@@ -1,0 +1,348 @@
+"""Graphviz drawings of a conversion: the prepared graph by engine, the converted graph, one
+engine opened up, and TF-TRT's own `TF_TRT_EXPORT_GRAPH_VIZ_PATH` export.
+
+Readability rules for big graphs (ResNet-50: hundreds of nodes, BERT: thousands):
+weight Consts fold into their consumer, Identity chains inside one engine (or between two
+unconverted nodes) collapse, and above a node budget the full view collapses engines, biggest
+first, into one node each. Layout is `dot` top to bottom with cheap crossing minimisation.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from html import escape
+
+import graphviz
+
+from workbench.conversion.converted import ENGINE_OP, converted_top_level, tftrt_dot
+from workbench.conversion.result import ConversionResult, EngineInfo, UnconvertedNode
+from workbench.errors import WorkbenchError
+from workbench.graph.nodes import Graph, Node, TensorRef
+from workbench.viz.style import (
+    ENGINE_BORDER,
+    category_color,
+    engine_color,
+    reason_category,
+)
+
+# Drawn nodes above which the full view collapses engines (dot stays around a second).
+FULL_VIEW_NODE_BUDGET = 400
+COLLAPSIBLE_OPS = frozenset({"Identity", "Snapshot", "StopGradient"})
+LEGEND = "legend"
+
+GRAPH_ATTR = {
+    "rankdir": "TB", "fontname": "Helvetica", "fontsize": "11", "nodesep": "0.15",
+    "ranksep": "0.3", "newrank": "true",
+    # Bounded crossing minimisation and network simplex: most of dot's time on big graphs.
+    "mclimit": "0.5", "nslimit": "2", "nslimit1": "2", "remincross": "false",
+}
+NODE_ATTR = {
+    "shape": "box", "style": "rounded,filled", "fontname": "Helvetica", "fontsize": "9",
+    "height": "0.25", "margin": "0.06,0.02", "penwidth": "0.6",
+}
+# Unconverted nodes: square corners and a dark red border, whatever their category colour.
+UNCONVERTED = {"style": "filled", "color": "#9c2f2f", "penwidth": "1"}
+EDGE_ATTR = {"arrowsize": "0.45", "color": "#8a8a8a", "penwidth": "0.7"}
+
+
+# --- public views --------------------------------------------------------------------------
+
+def full_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
+    """View (a): the prepared graph, nodes coloured by engine, unconverted nodes by reason."""
+    plan = _plan(graph, result)
+    dot = _digraph("full_graph", "Prepared graph by engine")
+    drawn_reasons: dict[str, int] = {}
+    for index, engine in enumerate(result.engines):
+        members = plan.members.get(engine.name, [])
+        if engine.name in plan.collapsed:
+            _engine_box(dot, engine, index, note="collapsed")
+            continue
+        with dot.subgraph(name=f"cluster_{engine.name}") as cluster:
+            cluster.attr(label=f"{engine.name}  [{engine.native_node_count} nodes]",
+                         style="rounded,filled", fillcolor=_tint(engine_color(index)),
+                         color=ENGINE_BORDER, fontsize="10", tooltip=_engine_tooltip(engine))
+            for node in members:
+                _op_node(cluster, node, engine_color(index),
+                         f"{node.name}\nin {engine.name}{plan.folded_note(node)}")
+    for node in plan.outside:
+        item = plan.unconverted.get(node.name)
+        reason = item.reason if item else "outside every engine"
+        category = reason_category(reason)
+        drawn_reasons[category] = drawn_reasons.get(category, 0) + 1
+        _op_node(dot, node, category_color(category),
+                 f"{node.name}\nnot converted: {reason}{plan.folded_note(node)}", **UNCONVERTED)
+    _edges(dot, plan.edges)
+    _legend(dot, result.engines, drawn_reasons, plan.caption)
+    return dot
+
+
+def converted_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
+    """View (b): the graph as TF-TRT leaves it, each engine one node with its node count."""
+    converted = converted_top_level(graph, result)
+    reasons = _reasons(result)
+    infos = {engine.name: engine for engine in result.engines}
+    dot = _digraph("converted_graph", "Converted graph (TF-TRT's top level)")
+    drawn_reasons: dict[str, int] = {}
+    consumers = {src for n in converted.nodes for src in n.inputs}
+    folded = {n.name for n in converted.nodes if n.op == "Const" and n.name in consumers}
+    for node in converted.nodes:
+        if node.op == ENGINE_OP:
+            _engine_box(dot, infos[node.name], list(infos).index(node.name))
+            continue
+        if node.name in folded:
+            continue
+        reason = reasons[node.name].reason if node.name in reasons else "outside every engine"
+        category = reason_category(reason)
+        drawn_reasons[category] = drawn_reasons.get(category, 0) + 1
+        dot.node(node.name, _short_label(node.op, node.name), fillcolor=category_color(category),
+                 tooltip=f"{node.op}: {node.name}\nnot converted: {reason}", **UNCONVERTED)
+    _edges(dot, ((s, d, False) for s, d in converted.edges if s not in folded))
+    _legend(dot, result.engines, drawn_reasons,
+            f"{len(converted.nodes)} top-level nodes, {len(result.engines)} engines"
+            + (f" ({len(folded)} weight Consts not drawn)" if folded else ""))
+    return dot
+
+
+def engine_graph(graph: Graph, result: ConversionResult, engine: str) -> graphviz.Digraph:
+    """View (c): one engine opened up, every node of its segment, with its inputs and outputs."""
+    names = [e.name for e in result.engines]
+    if engine not in names:
+        raise WorkbenchError(f"no engine named {engine!r}; this conversion has {names or 'none'}")
+    index = names.index(engine)
+    info = result.engines[index]
+    members = set(info.nodes)
+    dot = _digraph(f"engine_{engine}", f"{engine}: {len(members)} segment nodes")
+    with dot.subgraph(name=f"cluster_{engine}") as cluster:
+        cluster.attr(label=f"{engine}  [{info.native_node_count} nodes]", style="rounded,filled",
+                     fillcolor=_tint(engine_color(index)), color=ENGINE_BORDER,
+                     tooltip=_engine_tooltip(info))
+        for name in info.nodes:
+            node = graph.by_name[name]
+            _op_node(cluster, node, engine_color(index), f"{name}\nin {engine}",
+                     small=node.op == "Const")
+    edges = [(s.node, name, False) for name in info.nodes
+             for s in graph.by_name[name].inputs if s.node in members]
+    for port, ref in enumerate(info.inputs):
+        io = f"input:{port}"
+        dot.node(io, f"input {port}\n{_last(TensorRef.parse(ref).node)}", shape="invhouse",
+                 fillcolor="#ffffff", tooltip=f"engine input {port}: {ref}")
+        edges += [(io, c.name, False) for c, i in _consumers_of(graph, ref) if c.name in members]
+    for port, ref in enumerate(info.outputs):
+        io = f"output:{port}"
+        dot.node(io, f"output {port}", shape="house", fillcolor="#ffffff",
+                 tooltip=f"engine output {port}: {ref}")
+        edges.append((TensorRef.parse(ref).node, io, False))
+    _edges(dot, edges)
+    return dot
+
+
+def to_svg(digraph: graphviz.Digraph, timeout_s: float = 60) -> str:
+    """Renders with Graphviz's `dot`; a missing `dot` or a timeout is a one-line WorkbenchError."""
+    exe = shutil.which("dot")
+    if exe is None:
+        raise WorkbenchError("Graphviz's `dot` is not on PATH: install Graphviz "
+                             "(apt-get install graphviz) and restart the kernel")
+    try:
+        run = subprocess.run([exe, "-Tsvg"], input=digraph.source.encode(), capture_output=True,
+                             timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise WorkbenchError(f"`dot` took more than {timeout_s:g} s to lay out the graph: draw a "
+                             "smaller view (converted or one engine) or raise timeout_s") from exc
+    if run.returncode != 0:
+        message = run.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
+        raise WorkbenchError(f"`dot` failed (exit {run.returncode}): {message[0]}")
+    return run.stdout.decode()
+
+
+def tftrt_graphviz(graph: Graph, result: ConversionResult) -> str:
+    """The `.dot` text TF-TRT's convert() wrote to TF_TRT_EXPORT_GRAPH_VIZ_PATH (same layout:
+    boxes coloured by compute dtype from `set312`, engines as `<name> [<node count>]`, a dtype
+    legend cluster, invisible edges from the legend to the input-less nodes)."""
+    return tftrt_dot(converted_top_level(graph, result))
+
+
+# --- planning the full view ----------------------------------------------------------------
+
+@dataclass
+class _Plan:
+    """What the full view draws: members per engine, outside nodes, edges, collapsed engines."""
+
+    members: dict[str, list[Node]]
+    outside: list[Node]
+    edges: list[tuple[str, str, bool]]
+    collapsed: set[str]
+    unconverted: dict[str, UnconvertedNode]
+    folded: dict[str, int] = field(default_factory=dict)  # consumer -> folded Consts
+    caption: str = ""
+
+    def folded_note(self, node: Node) -> str:
+        count = self.folded.get(node.name, 0)
+        return f"\n+{count} weight Const(s) folded in" if count else ""
+
+
+def _plan(graph: Graph, result: ConversionResult) -> _Plan:
+    engine_of = {name: e.name for e in result.engines for name in e.nodes}
+    rep, folded = _representatives(graph, engine_of)
+    members: dict[str, list[Node]] = {e.name: [] for e in result.engines}
+    outside: list[Node] = []
+    for node in graph.real_nodes:
+        if rep.get(node.name) == node.name:
+            (members[engine_of[node.name]] if node.name in engine_of else outside).append(node)
+    collapsed = _engines_to_collapse(members, len(outside))
+    for name in collapsed:
+        for node in members[name]:
+            rep[node.name] = name
+    edges = _plan_edges(graph, rep)
+    drawn = len(outside) + sum(len(m) for n, m in members.items() if n not in collapsed)
+    caption = (f"{len(graph.real_nodes)} nodes; {drawn + len(collapsed)} drawn "
+               f"(weight Consts folded, Identity chains collapsed"
+               + (f", {len(collapsed)} largest engines collapsed" if collapsed else "") + ")")
+    return _Plan(members, outside, edges, collapsed, _reasons(result), folded, caption)
+
+
+def _representatives(
+    graph: Graph, engine_of: dict[str, str]
+) -> tuple[dict[str, str | None], dict[str, int]]:
+    """Drawn node for every node: itself, the start of its Identity chain, or None (folded)."""
+    rep: dict[str, str | None] = {}
+    folded: dict[str, int] = {}
+    for node in graph.real_nodes:  # node-id order puts producers first in prepared graphs
+        if node.op == "Const" and _has_consumers(graph, node):
+            rep[node.name] = None
+            for consumer in {c.name for c, _ in graph.consumers[node.name]}:
+                folded[consumer] = folded.get(consumer, 0) + 1
+        elif _collapses(graph, node, engine_of):
+            rep[node.name] = rep.get(node.inputs[0].node, node.inputs[0].node)
+        else:
+            rep[node.name] = node.name
+    # A chain may start at a node seen later in id order: resolve to a fixed point.
+    for name, target in rep.items():
+        seen = {name}
+        while target is not None and rep.get(target) not in (target, None) and target not in seen:
+            seen.add(target)
+            target = rep[target]
+        rep[name] = target
+    return rep, folded
+
+
+def _collapses(graph: Graph, node: Node, engine_of: dict[str, str]) -> bool:
+    """Pass-through nodes with consumers disappear when their input is in the same group."""
+    if node.op not in COLLAPSIBLE_OPS or not node.inputs or not graph.consumers[node.name]:
+        return False
+    source = node.inputs[0].node
+    return graph.by_name[source].op != "Const" and engine_of.get(source) == engine_of.get(
+        node.name)
+
+
+def _has_consumers(graph: Graph, node: Node) -> bool:
+    return bool(graph.consumers[node.name] or graph.control_consumers[node.name])
+
+
+def _engines_to_collapse(members: dict[str, list[Node]], outside: int) -> set[str]:
+    """Largest engines first, until the drawing fits FULL_VIEW_NODE_BUDGET."""
+    drawn = outside + sum(len(m) for m in members.values())
+    collapsed: set[str] = set()
+    for name in sorted(members, key=lambda n: -len(members[n])):
+        if drawn <= FULL_VIEW_NODE_BUDGET:
+            break
+        collapsed.add(name)
+        drawn -= len(members[name]) - 1
+    return collapsed
+
+
+def _plan_edges(graph: Graph, rep: dict[str, str | None]) -> list[tuple[str, str, bool]]:
+    edges: dict[tuple[str, str], bool] = {}
+    for node in graph.real_nodes:
+        dst = rep.get(node.name)
+        if dst is None:
+            continue
+        sources = [(r.node, False) for r in node.inputs] + [(c, True) for c in node.control_inputs]
+        for name, control in sources:
+            src = rep.get(name)
+            if src is not None and src != dst:
+                edges[(src, dst)] = edges.get((src, dst), True) and control
+    return [(s, d, control) for (s, d), control in edges.items()]
+
+
+# --- drawing helpers -----------------------------------------------------------------------
+
+def _digraph(name: str, title: str) -> graphviz.Digraph:
+    dot = graphviz.Digraph(name, graph_attr=GRAPH_ATTR, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
+    dot.attr(tooltip=title)
+    return dot
+
+
+def _op_node(dot: graphviz.Digraph, node: Node, color: str, tooltip: str,
+             small: bool = False, **extra: str) -> None:
+    if small:
+        extra.update(fontsize="7", height="0.15")
+    dot.node(node.name, _short_label(node.op, node.name), fillcolor=color,
+             tooltip=f"{node.op}: {tooltip}", **extra)
+
+
+def _engine_box(dot: graphviz.Digraph, engine: EngineInfo, index: int, note: str = "") -> None:
+    suffix = f" ({note})" if note else ""
+    dot.node(engine.name, f"{engine.name}\n[{engine.native_node_count} nodes]{suffix}",
+             shape="box3d", style="filled", fillcolor=engine_color(index), color=ENGINE_BORDER,
+             penwidth="1.2", fontsize="10", tooltip=_engine_tooltip(engine))
+
+
+def _engine_tooltip(engine: EngineInfo) -> str:
+    ops = ", ".join(f"{op} x{n}" for op, n in sorted(engine.native_ops.items(),
+                                                     key=lambda item: -item[1]))
+    return (f"{engine.name}: {engine.native_node_count} nodes, {len(engine.inputs)} inputs, "
+            f"{len(engine.outputs)} outputs\n{ops}")
+
+
+def _edges(dot: graphviz.Digraph, edges: Iterable[tuple[str, str, bool]]) -> None:
+    for src, dst, control in edges:
+        if control:
+            dot.edge(src, dst, style="dashed", color="#bbbbbb")
+        else:
+            dot.edge(src, dst)
+
+
+def _legend(dot: graphviz.Digraph, engines: list[EngineInfo], categories: dict[str, int],
+            caption: str) -> None:
+    """One HTML-table node: engines with their colours, reason categories with counts."""
+    rows = [f'<tr><td colspan="2"><b>{escape(caption)}</b></td></tr>']
+    rows += [f'<tr><td bgcolor="{engine_color(i)}" width="14"></td>'
+             f'<td align="left">{e.name} [{e.native_node_count}]</td></tr>'
+             for i, e in enumerate(engines)]
+    rows += [f'<tr><td bgcolor="{category_color(c)}" width="14"></td>'
+             f'<td align="left">not converted: {escape(c)} ({n})</td></tr>'
+             for c, n in sorted(categories.items(), key=lambda item: -item[1])]
+    table = '<table border="0" cellborder="1" cellspacing="0" cellpadding="3">'
+    dot.node(LEGEND, f"<{table}{''.join(rows)}</table>>", shape="plaintext", style="",
+             tooltip="legend")
+
+
+def _short_label(op: str, name: str) -> str:
+    return f"{op}\n{_last(name, op)}"
+
+
+def _last(name: str, op: str = "") -> str:
+    """The last name component, or its parent when the last only repeats the op type."""
+    parts = name.split("/")
+    last = parts[-1]
+    if len(parts) > 1 and re.sub(r"_\d+$", "", last).lower() in (op.lower(), "convolution"):
+        last = parts[-2]
+    return last if len(last) <= 24 else last[:22] + "…"
+
+
+def _tint(color: str) -> str:
+    """A light version of a hex colour for cluster backgrounds (alpha channel)."""
+    return f"{color}40"
+
+
+def _reasons(result: ConversionResult) -> dict[str, UnconvertedNode]:
+    return {item.name: item for item in result.unconverted}
+
+
+def _consumers_of(graph: Graph, ref: str) -> list[tuple[Node, int]]:
+    tensor = TensorRef.parse(ref)
+    return [(c, i) for c, i in graph.consumers[tensor.node] if c.inputs[i] == tensor]
