@@ -155,7 +155,7 @@ class TrtGraphConverterV2:
         )
         self._result = self._session.convert(self._params)
         _log_nonconversion_report(self._result)
-        self._converted_func = self._session.optimized.frozen_function
+        self._converted_func = self._session.loaded
         _export_graphviz(self._session, self._result)
         return self._converted_func
 

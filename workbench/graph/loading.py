@@ -35,11 +35,16 @@ class LoadedModel:
     output_names: list[str] = field(default_factory=list)
     keepalive: Any = None  # the loaded object, so its variables outlive this call
 
-    def __call__(self, **inputs: Any) -> dict[str, Any]:
-        """Runs the model natively on named inputs (numpy or tensors); returns named numpy."""
+    def __call__(self, *args: Any, **inputs: Any) -> dict[str, Any]:
+        """Runs the model natively, like TF-TRT's converted function: inputs by position (in
+        `input_names` order) or by name, numpy or tensors; returns the named output tensors."""
         import tensorflow as tf
 
-        missing = sorted(set(self.input_names) - set(inputs))
+        if len(args) > len(self.input_names):
+            raise ModelLoadError(f"the model takes {len(self.input_names)} input(s) "
+                                 f"({', '.join(self.input_names)}), got {len(args)}")
+        inputs.update(zip(self.input_names, args, strict=False))
+        missing = [name for name in self.input_names if name not in inputs]
         if missing:
             raise ModelLoadError(f"missing input(s) {', '.join(missing)}; the model takes "
                                  f"{', '.join(self.input_names)}")
@@ -50,7 +55,7 @@ class LoadedModel:
             outputs = self.function(*tensors)
         if not isinstance(outputs, dict):
             outputs = dict(zip(self.output_names, outputs, strict=True))
-        return {name: value.numpy() for name, value in outputs.items()}
+        return dict(outputs)
 
 
 def load_model(
