@@ -1,0 +1,138 @@
+"""minimum_segment_size recommendations: hand-made sweeps and a real model's sweep."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import sample_models
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
+from workbench.conversion.result import ConversionResult, EngineInfo
+from workbench.conversion.session import ConversionSession
+
+
+def engine(index: int, size: int) -> EngineInfo:
+    return EngineInfo(
+        name=f"TRTEngineOp_000_{index:03d}",
+        nodes=tuple(f"e{index}_n{k}" for k in range(size)),
+        native_ops={"Relu": size},
+        native_node_count=size,
+        effective_size=size,
+        input_dtypes=("float32",),
+        output_dtypes=("float32",),
+        input_shapes=((-1, 4),),
+        output_shapes=((-1, 4),),
+    )
+
+
+def result(threshold: int, sizes: list[int], total: int = 40) -> ConversionResult:
+    engines = [engine(i, s) for i, s in enumerate(sizes)]
+    converted = sum(sizes)
+    return ConversionResult(
+        params={"minimum_segment_size": threshold},
+        engines=engines,
+        unconverted=[],
+        nonconversion={},
+        not_converted_top_level=total - converted,
+    )
+
+
+def tftrt_sweep(
+    segment_sizes: list[int], thresholds: range, max_engines: int = 20
+) -> list[ConversionResult]:
+    """What TF-TRT keeps per threshold: segments at least that large, the largest
+    `max_engines` of them, in their original order (spec §2.9, §2.10)."""
+    sweep = []
+    for t in thresholds:
+        eligible = [i for i, s in enumerate(segment_sizes) if s >= t]
+        eligible.sort(key=lambda i: -segment_sizes[i])
+        kept = sorted(eligible[:max_engines])
+        sweep.append(result(t, [segment_sizes[i] for i in kept]))
+    return sweep
+
+
+def test_three_segments_follow_torch_tensorrt_rules() -> None:
+    sweep = tftrt_sweep([2, 5, 9], range(1, 13))
+    rec = recommend_minimum_segment_size(sweep, current=3)
+    # At 3 the engines are 5 and 9 nodes: mean 7. One engine from 6 to 9; 6 is nearest to 3.
+    assert rec == Recommendation(6, 7, 3, rec.notes)
+    assert set(rec.notes) == {"fewest_engines", "moderate", "current"}
+    assert "1 engine, 22.50% of nodes converted [9/40]" in rec.notes["fewest_engines"]
+    assert "(7.00)" in rec.notes["moderate"] and "1 engine," in rec.notes["moderate"]
+    assert "2 engines, 35.00% of nodes converted [14/40]" in rec.notes["current"]
+    assert "any value from 3 to 5 gives the same engines" in rec.notes["current"]
+
+
+def test_fewest_engines_plateau_takes_the_current_value_when_it_is_on_it() -> None:
+    sweep = tftrt_sweep([30], range(1, 11))
+    rec = recommend_minimum_segment_size(sweep, current=4)
+    assert rec.fewest_engines == 4
+    # The mean engine size (30) is outside the sweep: the outcome is predicted from the engines.
+    assert rec.moderate == 30
+    assert "1 engine holding 30 nodes" in rec.notes["moderate"]
+
+
+def test_fewest_engines_prefers_more_converted_nodes_then_the_smaller_value() -> None:
+    sweep = [result(2, [4, 6]), result(4, [10]), result(6, [7]), result(8, [10]), result(9, [])]
+    assert recommend_minimum_segment_size(sweep, current=6).fewest_engines == 4
+    assert recommend_minimum_segment_size(sweep, current=9).fewest_engines == 8
+
+
+def test_moderate_is_the_ceiling_of_the_mean_rounded_to_two_places() -> None:
+    sweep = tftrt_sweep([3, 3, 4], range(1, 6))
+    assert recommend_minimum_segment_size(sweep, current=3).moderate == math.ceil(10 / 3)
+    # 1000 nodes over 3 engines: mean 333.33 -> 334.
+    assert recommend_minimum_segment_size(tftrt_sweep([333, 333, 334], range(1, 4)), 1).moderate \
+        == 334
+
+
+def test_engine_limit_is_respected_in_the_sweep() -> None:
+    # Max 2 engines: thresholds 1..3 keep the two 3-node segments, so they give 2 engines.
+    sweep = tftrt_sweep([1, 3, 1, 3, 2], range(1, 5), max_engines=2)
+    rec = recommend_minimum_segment_size(sweep, current=1)
+    assert [len(r.engines) for r in sweep] == [2, 2, 2, 0]
+    assert rec.fewest_engines == 1 and rec.moderate == 3
+
+
+def test_without_engines_everything_stays_at_the_current_value() -> None:
+    sweep = tftrt_sweep([0, 1], range(2, 6))
+    rec = recommend_minimum_segment_size(sweep, current=3)
+    assert (rec.fewest_engines, rec.moderate, rec.current) == (3, 3, 3)
+    assert "no minimum_segment_size in the sweep creates an engine" in rec.notes["current"]
+    assert recommend_minimum_segment_size([], current=5).moderate == 5
+
+
+def test_disabled_main_graph_still_gets_recommendations() -> None:
+    sweep = tftrt_sweep([2, 6], range(1, 8))
+    rec = recommend_minimum_segment_size([result(-1, []), *sweep], current=-1)
+    assert rec.current == -1 and rec.fewest_engines == 3
+    assert rec.moderate == 4  # mean of the engines at the smallest threshold (2 and 6)
+    assert "leaves the main graph unconverted" in rec.notes["current"]
+
+
+def test_current_value_outside_the_sweep() -> None:
+    rec = recommend_minimum_segment_size(tftrt_sweep([5, 8], range(1, 5)), current=7)
+    assert "not in the sweep" in rec.notes["current"]
+    assert rec.moderate == 7  # from the smallest threshold's engines: (5 + 8) / 2 -> 7
+
+
+@pytest.mark.slow
+def test_tiny_bert_sweep() -> None:
+    session = ConversionSession.open(sample_models.build("tiny_bert"))
+    sweep = session.sweep(ConversionParams(), range(1, 65))
+    rec = recommend_minimum_segment_size(sweep, current=3)
+    at = {r.params["minimum_segment_size"]: r for r in sweep}
+    sizes = sorted(e.effective_size for e in at[3].engines)
+    # Implicit batch cuts the encoder into small pieces: 7 engines, two of them 3 nodes.
+    assert sizes == [3, 3, 11, 11, 11, 11, 15]
+    assert rec.moderate == math.ceil(sum(sizes) / len(sizes)) == 10
+    # The 15-node engine alone survives from 12 to 15; 12 is the value nearest to 3.
+    assert [len(at[t].engines) for t in (11, 12, 15, 16)] == [5, 1, 1, 0]
+    assert rec.fewest_engines == 12 and rec.current == 3
+    moderate = at[10]
+    assert f"{len(moderate.engines)} engines, {moderate.percent_converted:.2f}%" in (
+        rec.notes["moderate"]
+    )
+    assert f"{at[3].percent_converted:.2f}%" in rec.notes["current"]
