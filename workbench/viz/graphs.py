@@ -100,7 +100,7 @@ def converted_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
         drawn_reasons[category] = drawn_reasons.get(category, 0) + 1
         dot.node(node.name, _short_label(node.op, node.name), fillcolor=category_color(category),
                  tooltip=f"{node.op}: {node.name}\nnot converted: {reason}", **UNCONVERTED)
-    _edges(dot, ((s, d, False) for s, d in converted.edges if s not in folded))
+    _edges(dot, ((s, d, False) for s, d in converted.edges if folded.isdisjoint((s, d))))
     _legend(dot, result.engines, drawn_reasons,
             f"{len(converted.nodes)} top-level nodes, {len(result.engines)} engines"
             + (f" ({len(folded)} weight Consts not drawn)" if folded else ""))
@@ -276,11 +276,11 @@ def _digraph(name: str, title: str) -> graphviz.Digraph:
     return dot
 
 
-def _op_node(dot: graphviz.Digraph, node: Node, color: str, tooltip: str,
+def _op_node(dot: graphviz.Digraph, node: Node, fill: str, tooltip: str,
              small: bool = False, **extra: str) -> None:
     if small:
         extra.update(fontsize="7", height="0.15")
-    dot.node(node.name, _short_label(node.op, node.name), fillcolor=color,
+    dot.node(node.name, _short_label(node.op, node.name), fillcolor=fill,
              tooltip=f"{node.op}: {tooltip}", **extra)
 
 
