@@ -1,0 +1,128 @@
+"""The app's controls: one widget per TF-TRT knob, read back as `ConversionParams`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import ipywidgets as widgets
+
+from workbench.conversion.params import (
+    DEFAULT_MAX_WORKSPACE_SIZE_BYTES,
+    PRECISION_MODES,
+    PROFILE_STRATEGIES,
+    ConversionParams,
+)
+
+WORKSPACE_CHOICES = [
+    ("TF-TRT default (no limit)", DEFAULT_MAX_WORKSPACE_SIZE_BYTES),
+    ("256 MiB", 1 << 28),
+    ("1 GiB", 1 << 30),
+    ("4 GiB", 1 << 32),
+    ("16 GiB", 1 << 34),
+]
+_WIDE = widgets.Layout(width="290px")
+_STYLE = {"description_width": "150px"}
+
+
+class Controls:
+    """Widgets for every conversion parameter; `on_change` fires with the new params."""
+
+    def __init__(self, params: ConversionParams, max_threshold: int = 64):
+        p = params.validated()
+        self.minimum_segment_size = widgets.IntSlider(
+            value=max(p.minimum_segment_size, 1), min=1, max=max_threshold,
+            description="minimum_segment_size", continuous_update=False,
+            layout=_WIDE, style=_STYLE,
+        )
+        self.minimum_segment_size.add_class("wb-min-segment-size")
+        self.precision = widgets.ToggleButtons(
+            options=list(PRECISION_MODES), value=p.precision_mode,
+            description="precision_mode", style={**_STYLE, "button_width": "44px"},
+        )
+        self.dynamic_shape = widgets.Checkbox(
+            value=p.use_dynamic_shape, description="use_dynamic_shape", indent=False
+        )
+        self.profile_strategy = widgets.Dropdown(
+            options=list(PROFILE_STRATEGIES), value=p.dynamic_shape_profile_strategy or "Range",
+            description="profile strategy", disabled=not p.use_dynamic_shape,
+            layout=_WIDE, style=_STYLE,
+        )
+        self.denylist = widgets.TagsInput(
+            value=list(p.denylist), allowed_tags=list(p.denylist), allow_duplicates=False,
+            layout=widgets.Layout(width="290px"),
+        )
+        self.max_engines = widgets.BoundedIntText(
+            value=p.max_engines, min=0, max=10_000, description="max engines",
+            tooltip="TF_TRT_MAX_ALLOWED_ENGINES; 0 = no limit", layout=_WIDE, style=_STYLE,
+        )
+        self.max_cached_engines = widgets.BoundedIntText(
+            value=p.maximum_cached_engines, min=1, max=1000,
+            description="maximum_cached_engines", layout=_WIDE, style=_STYLE,
+        )
+        self.allow_build_at_runtime = widgets.Checkbox(
+            value=p.allow_build_at_runtime, description="allow_build_at_runtime", indent=False
+        )
+        self.workspace = widgets.Dropdown(
+            options=WORKSPACE_CHOICES, value=_workspace_choice(p.max_workspace_size_bytes),
+            description="workspace", layout=_WIDE, style=_STYLE,
+        )
+        self.use_calibration = p.use_calibration
+        self.dynamic_shape.observe(self._toggle_strategy, names="value")
+
+    @property
+    def all(self) -> list[widgets.Widget]:
+        return [self.minimum_segment_size, self.precision, self.dynamic_shape,
+                self.profile_strategy, self.denylist, self.max_engines,
+                self.max_cached_engines, self.allow_build_at_runtime, self.workspace]
+
+    def box(self) -> widgets.VBox:
+        section = widgets.HTML
+        return widgets.VBox(
+            [
+                section("<b>Segmentation</b>"), self.minimum_segment_size, self.max_engines,
+                section("<b>Precision</b>"), self.precision,
+                section("<b>Shapes</b>"), self.dynamic_shape, self.profile_strategy,
+                section("<b>Never convert these op types</b> (TF_TRT_OP_DENYLIST)"),
+                self.denylist,
+                section("<b>Engines</b> <span class='wb-note'>(used when engines are built)"
+                        "</span>"),
+                self.max_cached_engines, self.allow_build_at_runtime, self.workspace,
+            ],
+            layout=widgets.Layout(width="310px", padding="0 8px 0 0"),
+        )
+
+    def set_op_types(self, op_types: Iterable[str]) -> None:
+        """The denylist offers the op types present in the model."""
+        self.denylist.allowed_tags = sorted(set(op_types))
+
+    def params(self) -> ConversionParams:
+        return ConversionParams(
+            precision_mode=self.precision.value,
+            minimum_segment_size=self.minimum_segment_size.value,
+            use_dynamic_shape=self.dynamic_shape.value,
+            dynamic_shape_profile_strategy=self.profile_strategy.value,
+            denylist=tuple(self.denylist.value),
+            max_engines=self.max_engines.value,
+            maximum_cached_engines=self.max_cached_engines.value,
+            max_workspace_size_bytes=self.workspace.value,
+            use_calibration=self.use_calibration,
+            allow_build_at_runtime=self.allow_build_at_runtime.value,
+        ).validated()
+
+    def observe(self, callback: Callable[[], None]) -> None:
+        for widget in self.all:
+            widget.observe(lambda _change: callback(), names="value")
+
+    def set_disabled(self, disabled: bool) -> None:
+        for widget in self.all:
+            widget.disabled = disabled
+        if not disabled:
+            self.profile_strategy.disabled = not self.dynamic_shape.value
+
+    def _toggle_strategy(self, change: dict) -> None:
+        self.profile_strategy.disabled = not change["new"]
+
+
+def _workspace_choice(value: int) -> int:
+    choices = [v for _, v in WORKSPACE_CHOICES]
+    return value if value in choices else DEFAULT_MAX_WORKSPACE_SIZE_BYTES

@@ -1,0 +1,41 @@
+"""HTML for the app's tables and text blocks (one stylesheet, escaped content)."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+STYLE = """
+<style>
+.wb-table { border-collapse: collapse; font-size: 12px; margin: 4px 0 12px 0; }
+.wb-table th { background: #f0f3f7; text-align: left; padding: 4px 8px;
+               border-bottom: 1px solid #c9d1db; }
+.wb-table td { padding: 3px 8px; border-bottom: 1px solid #eceff3; vertical-align: top; }
+.wb-table tr:hover td { background: #f7f9fc; }
+.wb-pre { font-family: var(--jp-code-font-family, monospace); font-size: 11px;
+          white-space: pre; overflow-x: auto; background: #fafbfc; padding: 8px;
+          border: 1px solid #eceff3; }
+.wb-headline { font-size: 15px; padding: 4px 0; }
+.wb-headline b { font-size: 18px; }
+.wb-note { color: #5f6b7a; font-size: 12px; }
+.wb-error { color: #b3261e; font-weight: 600; }
+</style>
+"""
+
+
+def table_html(frame: pd.DataFrame, empty: str = "Nothing to show.") -> str:
+    """A DataFrame as a styled, escaped HTML table."""
+    if frame.empty:
+        return f'<div class="wb-note">{html.escape(empty)}</div>'
+    return frame.to_html(index=False, classes="wb-table", border=0, escape=True)
+
+
+def pre_html(text: str) -> str:
+    """Monospace text, escaped (TF-TRT's summary and report keep their layout)."""
+    return f'<div class="wb-pre">{html.escape(text)}</div>'
+
+
+def note_html(text: str, error: bool = False) -> str:
+    css = "wb-error" if error else "wb-note"
+    return f'<div class="{css}">{html.escape(text)}</div>'
