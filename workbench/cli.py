@@ -9,8 +9,13 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.conversion.params import ConversionParams
+    from workbench.conversion.session import ConversionSession
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -59,6 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--detailed", action="store_true",
                          help="show the reasons per op (like TF_TRT_SHOW_DETAILED_REPORT=1)")
     convert.set_defaults(run=_run_convert)
+    report = commands.add_parser(
+        "report", help="write the workbench's view of a conversion as one offline HTML page"
+    )
+    _add_model_arguments(report)
+    _add_conversion_arguments(report)
+    report.add_argument("-o", "--output", default="report.html",
+                        help="the HTML file to write (default: report.html)")
+    report.set_defaults(run=_run_report)
     return parser
 
 
@@ -85,18 +98,10 @@ def _add_conversion_arguments(parser: argparse.ArgumentParser) -> None:
                              "$TF_TRT_MAX_ALLOWED_ENGINES or 20; <= 0: no limit)")
 
 
-def _run_convert(args: argparse.Namespace) -> int:
+def _conversion_params(args: argparse.Namespace) -> ConversionParams:
     from workbench.conversion.params import params_from_environment
-    from workbench.conversion.report import (
-        ConversionReport,
-        detailed_report_setting,
-        nonconversion_report,
-        write_nonconversion_csv,
-    )
-    from workbench.conversion.session import ConversionSession
-    from workbench.conversion.summary import summary_lines
 
-    params = params_from_environment(
+    return params_from_environment(
         precision_mode=args.precision,
         minimum_segment_size=args.minimum_segment_size,
         use_dynamic_shape=args.use_dynamic_shape,
@@ -104,10 +109,27 @@ def _run_convert(args: argparse.Namespace) -> int:
         denylist=_split(args.denylist),
         max_engines=args.max_engines,
     )
-    session = ConversionSession.open(
+
+
+def _open_session(args: argparse.Namespace) -> ConversionSession:
+    from workbench.conversion.session import ConversionSession
+
+    return ConversionSession.open(
         args.model, args.signature_key, _split(args.tags), _split(args.outputs)
     )
-    result = session.convert(params)
+
+
+def _run_convert(args: argparse.Namespace) -> int:
+    from workbench.conversion.report import (
+        ConversionReport,
+        detailed_report_setting,
+        nonconversion_report,
+        write_nonconversion_csv,
+    )
+    from workbench.conversion.summary import summary_lines
+
+    params = _conversion_params(args)
+    result = _open_session(args).convert(params)
     if args.json:
         print(ConversionReport(result).to_json())
         return 0
@@ -120,6 +142,17 @@ def _run_convert(args: argparse.Namespace) -> int:
             error = write_nonconversion_csv(result.nonconversion, csv_path)
             print(error or f"TF-TRT Non-Conversion Report saved at: `{csv_path}`",
                   file=sys.stderr)
+    return 0
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from workbench.ui.html_report import check_report_path, write_html_report
+
+    # Bad parameters or output paths fail before the slow model load.
+    params = _conversion_params(args)
+    check_report_path(args.output)
+    path = write_html_report(_open_session(args), params, args.output)
+    print(f"wrote {path}")
     return 0
 
 

@@ -1,0 +1,351 @@
+"""The workbench's view as one static, offline HTML page (`workbench report MODEL -o FILE`).
+
+Everything is inside the file: CSS, the SVG drawings and plotly.js (inlined once, before the
+charts that need it), so the page opens anywhere, with no network and no kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
+from workbench.conversion.report import ConversionReport, nonconversion_report
+from workbench.conversion.result import ConversionResult
+from workbench.conversion.session import ConversionSession
+from workbench.conversion.summary import summary_lines
+from workbench.conversion.whatif import blocking_op_types
+from workbench.errors import WorkbenchError
+
+SWEEP_THRESHOLDS = range(1, 65)
+CHART_HEIGHT = "440px"
+PARAM_LABELS = (
+    ("precision_mode", "Precision"),
+    ("minimum_segment_size", "minimum_segment_size"),
+    ("use_dynamic_shape", "use_dynamic_shape"),
+    ("dynamic_shape_profile_strategy", "Profile strategy"),
+    ("denylist", "Denylist"),
+    ("max_engines", "Max engines"),
+)
+RECOMMENDATION_LABELS = (
+    ("fewest_engines", "Fewest engines"),
+    ("moderate", "Moderate"),
+    ("current", "Current"),
+)
+# dot's SVG starts with an XML declaration and a DOCTYPE, which are invalid inside HTML.
+_SVG_PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)
+
+CSS = """
+:root { --ink: #1f2933; --muted: #616e7c; --line: #d9e2ec; --panel: #f5f7fa;
+        --accent: #76b900; --warn: #c05621; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Helvetica, Arial,
+       sans-serif; color: var(--ink); background: #fff; }
+header { padding: 28px 40px 20px; border-bottom: 4px solid var(--accent); background: #111827;
+         color: #f9fafb; }
+header h1 { margin: 0 0 4px; font-size: 26px; font-weight: 600; }
+header p { margin: 2px 0; color: #cbd2d9; }
+header code { color: #f9fafb; }
+main { padding: 8px 40px 48px; max-width: 1400px; }
+section { margin-top: 32px; }
+h2 { font-size: 19px; margin: 0 0 10px; padding-bottom: 4px; border-bottom: 1px solid
+     var(--line); }
+h3 { font-size: 16px; margin: 18px 0 8px; }
+p.note { color: var(--muted); margin: 4px 0 10px; }
+.cards { display: flex; gap: 16px; flex-wrap: wrap; }
+.card { flex: 1 1 180px; padding: 14px 18px; border: 1px solid var(--line); border-radius: 8px;
+        background: var(--panel); }
+.card .value { font-size: 30px; font-weight: 650; }
+.card .label { color: var(--muted); font-size: 13px; text-transform: uppercase;
+               letter-spacing: .04em; }
+table { border-collapse: collapse; font-size: 14px; margin: 6px 0; }
+th, td { text-align: left; padding: 5px 12px; border-bottom: 1px solid var(--line);
+         vertical-align: top; }
+th { background: var(--panel); font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.params td:first-child { color: var(--muted); }
+pre { font: 12.5px/1.4 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
+      background: var(--panel); border: 1px solid var(--line); border-radius: 6px;
+      padding: 12px 14px; overflow-x: auto; }
+.graph { border: 1px solid var(--line); border-radius: 6px; overflow: auto; max-height: 900px;
+         padding: 8px; background: #fff; }
+.graph svg { max-width: 100%; height: auto; }
+.chart { border: 1px solid var(--line); border-radius: 6px; padding: 4px; margin: 8px 0 16px; }
+ul.recs li { margin: 4px 0; }
+details summary { cursor: pointer; color: var(--muted); margin: 6px 0; }
+.empty { color: var(--muted); font-style: italic; }
+"""
+
+
+@dataclass
+class ReportData:
+    """Everything the page shows, computed once from the session."""
+
+    params: ConversionParams
+    result: ConversionResult
+    report: ConversionReport
+    sweep: list[ConversionResult]
+    recommendation: Recommendation
+    blocking: pd.DataFrame
+
+
+def collect(session: ConversionSession, params: ConversionParams) -> ReportData:
+    params = params.validated()
+    result = session.convert(params)
+    sweep = session.sweep(params, SWEEP_THRESHOLDS)
+    return ReportData(
+        params=params,
+        result=result,
+        report=ConversionReport(result),
+        sweep=sweep,
+        recommendation=recommend_minimum_segment_size(sweep, params.minimum_segment_size),
+        blocking=blocking_op_types(session, params),
+    )
+
+
+def html_report(session: ConversionSession, params: ConversionParams) -> str:
+    """The whole report page for converting `session`'s model with `params`."""
+    data = collect(session, params)
+    graph = session.prepared(data.params.precision_mode).graph
+    sections = [
+        _section("Parameters", _params_table(data.params)),
+        _section("Result", _headline(data.result)),
+        _section("TF-TRT summary()", _summary(data)),
+        _section("TF-TRT non-conversion report", _nonconversion(data)),
+        _section("Charts", _charts(data)),
+        _section("Converted graph", _graph_view("converted", graph, data.result)),
+        _section("Full graph by engine", _graph_view("full", graph, data.result)),
+        _section("Nodes outside engines", _unconverted(data.report)),
+    ]
+    return _page(_title(data.result), _header(data), sections)
+
+
+def write_html_report(
+    session: ConversionSession, params: ConversionParams, path: str | os.PathLike
+) -> Path:
+    """Writes the report to `path` (whole or not at all) and returns the path."""
+    target = check_report_path(path)
+    text = html_report(session, params)
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, target)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise WorkbenchError(f"cannot write the report to {target}: {exc.strerror}") from None
+    return target
+
+
+def check_report_path(path: str | os.PathLike) -> Path:
+    """Refuses a target in a missing directory: better said before minutes of work than after."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise WorkbenchError(f"cannot write the report to {target}: no directory {target.parent}")
+    return target
+
+
+# --- page pieces ---------------------------------------------------------------------------
+
+def _title(result: ConversionResult) -> str:
+    return f"TF-TRT Workbench report: {Path(str(result.model)).name or result.model}"
+
+
+def _page(title: str, header: str, sections: Iterable[str]) -> str:
+    from plotly.offline import get_plotlyjs
+
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title>",
+        f"<style>{CSS}</style>",
+        f'<script type="text/javascript">{get_plotlyjs()}</script>',
+        "</head><body>",
+        header,
+        "<main>",
+        *sections,
+        "</main></body></html>",
+    ])
+
+
+def _header(data: ReportData) -> str:
+    result = data.result
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"<header><h1>{escape(_title(result))}</h1>"
+        f"<p>Model <code>{escape(str(result.model))}</code>, signature "
+        f"<code>{escape(result.signature_key)}</code></p>"
+        f"<p>Segmented as TF-TRT 2.16/2.17 would, without a GPU. Generated {generated}.</p>"
+        "</header>"
+    )
+
+
+def _section(title: str, content: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    return f'<section id="{slug}"><h2>{escape(title)}</h2>{content}</section>'
+
+
+def _params_table(params: ConversionParams) -> str:
+    values = params.to_json()
+    rows = [(label, _param_text(values[key])) for key, label in PARAM_LABELS]
+    return _table(["Parameter", "Value"], rows, css="params")
+
+
+def _param_text(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(value) or "(none)"
+    return "(none)" if value is None else str(value)
+
+
+def _headline(result: ConversionResult) -> str:
+    # The same numbers as summary()'s footer and the report's totals.
+    rejected = sum(sum(reasons.values()) for reasons in result.nonconversion.values())
+    cards = [
+        (str(len(result.engines)), "TensorRT engines"),
+        (f"{result.percent_converted:.2f}%", "of ops converted"),
+        (f"{result.converted_nodes} / {result.total_nodes}", "ops converted / total"),
+        (f"{rejected} in {len(result.nonconversion)} types", "non-converted ops reported"),
+    ]
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><div class="value">{escape(value)}</div>'
+        f'<div class="label">{escape(label)}</div></div>'
+        for value, label in cards
+    ) + "</div>"
+
+
+def _summary(data: ReportData) -> str:
+    engines = data.report.engines
+    table = _table(
+        ["Engine", "# Nodes", "Effective size", "# Inputs", "# Outputs", "Input shapes",
+         "Output shapes"],
+        [
+            (row.name, row.nodes, row.effective_size, row.inputs, row.outputs,
+             _shapes(row.input_shapes), _shapes(row.output_shapes))
+            for row in engines.itertuples()
+        ],
+        numeric={1, 2, 3, 4},
+    )
+    text = "\n".join(summary_lines(data.result))
+    return (
+        (table if len(engines) else '<p class="empty">No engines.</p>')
+        + '<p class="note">As <code>converter.summary()</code> prints it:</p>'
+        + f"<pre>{escape(text)}</pre>"
+    )
+
+
+def _shapes(shapes: Sequence[Any]) -> str:
+    return ", ".join(str(shape) for shape in shapes)
+
+
+def _nonconversion(data: ReportData) -> str:
+    frame = data.report.nonconversion
+    if not len(frame):
+        return '<p class="empty">TF-TRT reports no non-converted ops.</p>'
+    totals = frame.groupby("op", sort=False)["count"].sum()
+    first_of_op = ~frame["op"].duplicated()  # op and total once, on the op's first reason
+    table = _table(
+        ["Op", "Total", "Reason", "Count"],
+        [
+            (row.op, totals[row.op], row.reason, row.count) if first
+            else ("", "", row.reason, row.count)
+            for row, first in zip(frame.itertuples(), first_of_op, strict=True)
+        ],
+        numeric={1, 3},
+    )
+    text = nonconversion_report(data.result.nonconversion, detailed=True).strip("\n")
+    return (
+        table
+        + "<details><summary>The report as TF-TRT logs it "
+        "(TF_TRT_SHOW_DETAILED_REPORT=1)</summary>"
+        + f"<pre>{escape(text)}</pre></details>"
+    )
+
+
+def _charts(data: ReportData) -> str:
+    from workbench.viz.charts import blocking_ops_chart, engine_sizes_chart, sweep_chart
+
+    parts = [
+        "<h3>minimum_segment_size sweep</h3>",
+        _chart("sweep", sweep_chart(data.sweep, data.recommendation)),
+        _recommendations(data.recommendation),
+        "<h3>Engine sizes</h3>",
+    ]
+    if data.result.engines:
+        parts.append(_chart("engine-sizes", engine_sizes_chart(data.result)))
+    else:
+        parts.append('<p class="empty">No engines at these parameters.</p>')
+    parts.append("<h3>Op types that block conversion</h3>")
+    if len(data.blocking):
+        parts += [
+            '<p class="note">Nodes converted if TF-TRT supported each rejected op type '
+            "(the model segmented again with that op on TF_TRT_OP_FAKELIST).</p>",
+            _chart("blocking-ops", blocking_ops_chart(data.blocking)),
+        ]
+    else:
+        parts.append('<p class="empty">No rejected op types.</p>')
+    return "".join(parts)
+
+
+def _chart(name: str, figure: Any) -> str:
+    html = figure.to_html(
+        full_html=False, include_plotlyjs=False, div_id=f"chart-{name}",
+        default_height=CHART_HEIGHT, config={"displaylogo": False, "responsive": True},
+    )
+    return f'<div class="chart">{html}</div>'
+
+
+def _recommendations(recommendation: Recommendation) -> str:
+    items = "".join(
+        f"<li><b>{escape(label)}: {getattr(recommendation, key)}</b>. "
+        f"{escape(recommendation.notes.get(key, ''))}</li>"
+        for key, label in RECOMMENDATION_LABELS
+    )
+    return f'<p class="note">Recommended values:</p><ul class="recs">{items}</ul>'
+
+
+def _graph_view(kind: str, graph: Any, result: ConversionResult) -> str:
+    from workbench.viz.graphs import converted_graph, full_graph, to_svg
+
+    draw = converted_graph if kind == "converted" else full_graph
+    svg = _SVG_PROLOGUE.sub("", to_svg(draw(graph, result)), count=1)
+    return f'<div class="graph" id="graph-{kind}">{svg}</div>'
+
+
+def _unconverted(report: ConversionReport) -> str:
+    frame = report.unconverted
+    if not len(frame):
+        return '<p class="empty">Every node is inside an engine.</p>'
+    rows = [
+        (row.name, row.op, row.reason, "yes" if row.in_tftrt_report else "no (workbench)")
+        for row in frame.itertuples()
+    ]
+    table = _table(["Node", "Op", "Reason", "In TF-TRT's report"], rows)
+    return (
+        f"<details><summary>{len(rows)} nodes outside every engine, and why</summary>"
+        f"{table}</details>"
+    )
+
+
+def _table(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: set[int] = frozenset(),
+    css: str = "",
+) -> str:
+    def cell(tag: str, index: int, value: Any) -> str:
+        cls = ' class="num"' if index in numeric else ""
+        return f"<{tag}{cls}>{escape(str(value))}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows
+    )
+    css_attr = f' class="{css}"' if css else ""
+    return f"<table{css_attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
