@@ -234,7 +234,7 @@ def test_views_render_to_svg_fast(name: str) -> None:
 
 
 def test_full_view_collapses_engines_above_the_node_budget(monkeypatch) -> None:
-    monkeypatch.setattr(graphs, "FULL_VIEW_NODE_BUDGET", 8)  # 10 drawn without collapsing
+    monkeypatch.setattr(graphs, "NODE_BUDGET", 8)  # 10 drawn without collapsing
     source = graphs.full_graph(GRAPH, RESULT).source
     assert "cluster_TRTEngineOp_000_000" not in source  # the larger engine collapsed first
     assert "TRTEngineOp_000_000\n[6 nodes] (collapsed)" in source
@@ -275,3 +275,18 @@ def _drawn(source: str) -> set[str]:
 def _edge_set(source: str) -> set[tuple[str, str]]:
     pairs = re.findall(r'^\t+"?([^"\s]+)"? -> "?([^"\s]+)"?', source, flags=re.M)
     return set(pairs)
+
+
+def test_views_collapse_connected_unconverted_regions_after_engines(monkeypatch) -> None:
+    monkeypatch.setattr(graphs, "NODE_BUDGET", 5)  # both engines collapsed still draw 7
+    source = graphs.full_graph(GRAPH, RESULT).source
+    region = "unconverted_region_0"
+    assert _drawn(source) == {"x", "y", "TRTEngineOp_000_000", "TRTEngineOp_000_001", region,
+                              graphs.LEGEND}
+    assert _edge_set(source) == {("x", "TRTEngineOp_000_000"), ("TRTEngineOp_000_000", region),
+                                 (region, "TRTEngineOp_000_001"), ("TRTEngineOp_000_001", "y")}
+    assert "not converted\n[3 nodes]" in source
+    legend = _node_line(source, graphs.LEGEND)
+    assert "op not supported (1)" in legend and "segment too small (1)" in legend
+    converted = graphs.converted_graph(GRAPH, RESULT).source
+    assert region in _drawn(converted) and "net/erfc" not in _drawn(converted)

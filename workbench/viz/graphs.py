@@ -29,8 +29,9 @@ from workbench.viz.style import (
     reason_category,
 )
 
-# Drawn nodes above which the full view collapses engines (dot stays around a second).
-FULL_VIEW_NODE_BUDGET = 400
+# Drawn nodes above which views collapse engines, then unconverted regions: dot lays out 400
+# nodes in about a second, 2,000 take over a minute.
+NODE_BUDGET = 400
 COLLAPSIBLE_OPS = frozenset({"Identity", "Snapshot", "StopGradient"})
 LEGEND = "legend"
 
@@ -57,7 +58,7 @@ def full_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
     dot = _digraph("full_graph", "Prepared graph by engine")
     drawn_reasons: dict[str, int] = {}
     for index, engine in enumerate(result.engines):
-        members = plan.members.get(engine.name, [])
+        members = plan.members[engine.name]
         if engine.name in plan.collapsed:
             _engine_box(dot, engine, index, note="collapsed")
             continue
@@ -68,15 +69,12 @@ def full_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
             for node in members:
                 _op_node(cluster, node, engine_color(index),
                          f"{node.name}\nin {engine.name}{plan.folded_note(node)}")
-    for node in plan.outside:
-        item = plan.unconverted.get(node.name)
-        reason = item.reason if item else "outside every engine"
-        category = reason_category(reason)
-        drawn_reasons[category] = drawn_reasons.get(category, 0) + 1
-        _op_node(dot, node, category_color(category),
-                 f"{node.name}\nnot converted: {reason}{plan.folded_note(node)}", **UNCONVERTED)
-    _edges(dot, plan.edges)
-    _legend(dot, result.engines, drawn_reasons, plan.caption)
+    outside = [_Outside(node.name, node.op, _reason(plan.unconverted, node.name),
+                        plan.folded_note(node)) for node in plan.outside]
+    excess = plan.drawn - NODE_BUDGET
+    _edges(dot, _draw_outside(dot, outside, plan.edges, excess, drawn_reasons))
+    caption = plan.caption + (", big unconverted regions collapsed" if excess > 0 else "")
+    _legend(dot, result.engines, drawn_reasons, caption + ")")
     return dot
 
 
@@ -89,21 +87,20 @@ def converted_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
     drawn_reasons: dict[str, int] = {}
     consumers = {src for n in converted.nodes for src in n.inputs}
     folded = {n.name for n in converted.nodes if n.op == "Const" and n.name in consumers}
+    outside = []
     for node in converted.nodes:
         if node.op == ENGINE_OP:
             _engine_box(dot, infos[node.name], list(infos).index(node.name))
-            continue
-        if node.name in folded:
-            continue
-        reason = reasons[node.name].reason if node.name in reasons else "outside every engine"
-        category = reason_category(reason)
-        drawn_reasons[category] = drawn_reasons.get(category, 0) + 1
-        dot.node(node.name, _short_label(node.op, node.name), fillcolor=category_color(category),
-                 tooltip=f"{node.op}: {node.name}\nnot converted: {reason}", **UNCONVERTED)
-    _edges(dot, ((s, d, False) for s, d in converted.edges if folded.isdisjoint((s, d))))
+        elif node.name not in folded:
+            outside.append(_Outside(node.name, node.op, _reason(reasons, node.name)))
+    edges = [(s, d, False) for s, d in converted.edges if folded.isdisjoint((s, d))]
+    excess = len(outside) + len(infos) - NODE_BUDGET
+    _edges(dot, _draw_outside(dot, outside, edges, excess, drawn_reasons))
+    notes = [f"{len(folded)} weight Consts not drawn"] if folded else []
+    notes += ["big unconverted regions collapsed"] if excess > 0 else []
     _legend(dot, result.engines, drawn_reasons,
             f"{len(converted.nodes)} top-level nodes, {len(result.engines)} engines"
-            + (f" ({len(folded)} weight Consts not drawn)" if folded else ""))
+            + (f" ({', '.join(notes)})" if notes else ""))
     return dot
 
 
@@ -165,6 +162,94 @@ def tftrt_graphviz(graph: Graph, result: ConversionResult) -> str:
     return tftrt_dot(converted_top_level(graph, result))
 
 
+# --- unconverted nodes, one by one or as regions ---------------------------------------------
+
+@dataclass(frozen=True)
+class _Outside:
+    """An unconverted node to draw: name, op, full reason, extra tooltip text."""
+
+    name: str
+    op: str
+    reason: str
+    note: str = ""
+
+    @property
+    def category(self) -> str:
+        return reason_category(self.reason)
+
+
+def _draw_outside(
+    dot: graphviz.Digraph, outside: list[_Outside], edges: list[tuple[str, str, bool]],
+    excess: int, counts: dict[str, int],
+) -> list[tuple[str, str, bool]]:
+    """Draws unconverted nodes (counting categories into `counts`); when the drawing is
+    `excess` nodes over budget, connected regions of them become one node each, largest first.
+    Returns the edges rewired to the drawn nodes."""
+    regions = _regions([o.name for o in outside], edges, excess)
+    grouped: dict[str, list[_Outside]] = {}
+    for item in outside:
+        counts[item.category] = counts.get(item.category, 0) + 1
+        if item.name in regions:
+            grouped.setdefault(regions[item.name], []).append(item)
+        else:
+            dot.node(item.name, _short_label(item.op, item.name),
+                     fillcolor=category_color(item.category), **UNCONVERTED,
+                     tooltip=f"{item.op}: {item.name}\nnot converted: {item.reason}{item.note}")
+    for region, items in grouped.items():
+        _region_node(dot, region, items)
+    rewired: dict[tuple[str, str], bool] = {}
+    for src, dst, control in edges:
+        src, dst = regions.get(src, src), regions.get(dst, dst)
+        if src != dst:
+            rewired[(src, dst)] = rewired.get((src, dst), True) and control
+    return [(s, d, control) for (s, d), control in rewired.items()]
+
+
+def _regions(names: list[str], edges: list[tuple[str, str, bool]], excess: int) -> dict[str, str]:
+    """node -> region id for the largest connected regions of `names` that cut `excess`."""
+    if excess <= 0:
+        return {}
+    parent = {name: name for name in names}
+
+    def find(v: str) -> str:
+        while parent[v] != v:
+            parent[v] = parent[parent[v]]
+            v = parent[v]
+        return v
+
+    for src, dst, _ in edges:
+        if src in parent and dst in parent:
+            parent[find(src)] = find(dst)
+    components: dict[str, list[str]] = {}
+    for name in names:
+        components.setdefault(find(name), []).append(name)
+    regions: dict[str, str] = {}
+    for index, members in enumerate(sorted(components.values(), key=len, reverse=True)):
+        if excess <= 0 or len(members) < 2:
+            break
+        regions.update(dict.fromkeys(members, f"unconverted_region_{index}"))
+        excess -= len(members) - 1
+    return regions
+
+
+def _region_node(dot: graphviz.Digraph, region: str, items: list[_Outside]) -> None:
+    by_category: dict[str, int] = {}
+    for item in items:
+        by_category[item.category] = by_category.get(item.category, 0) + 1
+    main = max(by_category, key=by_category.__getitem__)
+    lines = [f"{n} {c}" for c, n in sorted(by_category.items(), key=lambda kv: -kv[1])]
+    sample = ", ".join(item.name for item in items[:5])
+    dot.node(region, f"not converted\n[{len(items)} nodes]", shape="folder",
+             fillcolor=category_color(main), **{**UNCONVERTED, "style": "filled"},
+             tooltip=f"{len(items)} connected nodes not converted: {'; '.join(lines)}\n"
+                     f"e.g. {sample}")
+
+
+def _reason(unconverted: dict[str, UnconvertedNode], name: str) -> str:
+    item = unconverted.get(name)
+    return item.reason if item else "outside every engine"
+
+
 # --- planning the full view ----------------------------------------------------------------
 
 @dataclass
@@ -177,6 +262,7 @@ class _Plan:
     collapsed: set[str]
     unconverted: dict[str, UnconvertedNode]
     folded: dict[str, int] = field(default_factory=dict)  # consumer -> folded Consts
+    drawn: int = 0  # nodes drawn before unconverted regions collapse
     caption: str = ""
 
     def folded_note(self, node: Node) -> str:
@@ -193,15 +279,17 @@ def _plan(graph: Graph, result: ConversionResult) -> _Plan:
         if rep.get(node.name) == node.name:
             (members[engine_of[node.name]] if node.name in engine_of else outside).append(node)
     collapsed = _engines_to_collapse(members, len(outside))
-    for name in collapsed:
-        for node in members[name]:
-            rep[node.name] = name
+    # Everything drawn as a collapsed engine's member (Identity chains too) moves to its box.
+    moved = {node.name: name for name in collapsed for node in members[name]}
+    for key, target in rep.items():
+        if target in moved:
+            rep[key] = moved[target]
     edges = _plan_edges(graph, rep)
-    drawn = len(outside) + sum(len(m) for n, m in members.items() if n not in collapsed)
-    caption = (f"{len(graph.real_nodes)} nodes; {drawn + len(collapsed)} drawn "
-               f"(weight Consts folded, Identity chains collapsed"
-               + (f", {len(collapsed)} largest engines collapsed" if collapsed else "") + ")")
-    return _Plan(members, outside, edges, collapsed, _reasons(result), folded, caption)
+    drawn = len(outside) + len(collapsed) + sum(
+        len(m) for n, m in members.items() if n not in collapsed)
+    caption = (f"{len(graph.real_nodes)} nodes (weight Consts folded, Identity chains collapsed"
+               + (f", {len(collapsed)} largest engines collapsed" if collapsed else ""))
+    return _Plan(members, outside, edges, collapsed, _reasons(result), folded, drawn, caption)
 
 
 def _representatives(
@@ -243,11 +331,11 @@ def _has_consumers(graph: Graph, node: Node) -> bool:
 
 
 def _engines_to_collapse(members: dict[str, list[Node]], outside: int) -> set[str]:
-    """Largest engines first, until the drawing fits FULL_VIEW_NODE_BUDGET."""
+    """Largest engines first, until the drawing fits NODE_BUDGET."""
     drawn = outside + sum(len(m) for m in members.values())
     collapsed: set[str] = set()
     for name in sorted(members, key=lambda n: -len(members[n])):
-        if drawn <= FULL_VIEW_NODE_BUDGET:
+        if drawn <= NODE_BUDGET:
             break
         collapsed.add(name)
         drawn -= len(members[name]) - 1
