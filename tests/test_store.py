@@ -128,6 +128,21 @@ def test_updating_metrics_rewrites_only_that_run(tmp_path: Path) -> None:
     assert len(store.runs()) == 2
 
 
+def test_numpy_metrics_are_stored_as_numbers_and_junk_writes_nothing(tmp_path: Path) -> None:
+    import numpy as np
+
+    store = ExperimentStore(tmp_path)
+    run = _run("np")
+    run.metrics = {"latency_ms": np.float32(1.25), "batch": np.int64(8)}
+    store.add(run)
+    assert store.runs()[0].metrics == {"latency_ms": 1.25, "batch": 8}
+    bad = _run("bad")
+    bad.metrics = {"model": object()}
+    with pytest.raises(TypeError, match="cannot store"):
+        store.add(bad)
+    assert len(list(tmp_path.iterdir())) == 1  # neither a run file nor a temp file
+
+
 def test_remove_deletes_one_run(tmp_path: Path) -> None:
     store = ExperimentStore(tmp_path)
     a, b = store.add(_run("a")), store.add(_run("b"))

@@ -96,7 +96,7 @@ class Run:
 
     def normalised(self) -> Run:
         """The run as it reads back from disk (tuples become lists, ...)."""
-        return Run.from_dict(json.loads(json.dumps(self.to_dict())))
+        return Run.from_dict(json.loads(json.dumps(self.to_dict(), default=_json_scalar)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -147,7 +147,7 @@ class ExperimentStore:
         """Writes `run` durably and atomically; adding a run again replaces its own file."""
         target = self.path_for(run.run_id)
         self.root.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(run.to_dict(), indent=1).encode("utf-8")
+        data = json.dumps(run.to_dict(), indent=1, default=_json_scalar).encode("utf-8")
         temp = self.root / f".{target.name}.{os.getpid()}{TEMP_SUFFIX}"
         try:
             with open(temp, "wb") as handle:
@@ -217,6 +217,13 @@ def _row(run: Run, metrics: list[str]) -> dict[str, Any]:
     row.update({key: run.counts.get(key) for key in COUNT_COLUMNS})
     row.update({key: run.metrics.get(key) for key in metrics})
     return row
+
+
+def _json_scalar(value: Any) -> Any:
+    """numpy scalars in metrics (np.float32 latency, ...) are stored as plain numbers."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"cannot store a {type(value).__name__} in a run file")
 
 
 def _first_line(exc: BaseException) -> str:
