@@ -196,7 +196,9 @@ def test_converted_graph_draws_each_engine_as_one_node_with_its_count() -> None:
 def test_engine_graph_contains_exactly_its_engine() -> None:
     dot = graphs.engine_graph(GRAPH, RESULT, "TRTEngineOp_000_000")
     drawn = _drawn(dot.source)
-    assert drawn - {"input:0", "output:0"} == set(RESULT.engines[0].nodes)
+    assert drawn - {"engine_input_0", "engine_output_0"} == set(RESULT.engines[0].nodes)
+    edges = _edge_set(dot.source)
+    assert {("engine_input_0", "net/conv"), ("net/relu", "engine_output_0")} <= edges
     assert "input 0" in dot.source and "output 0" in dot.source
     with pytest.raises(WorkbenchError, match="no engine named"):
         graphs.engine_graph(GRAPH, RESULT, "TRTEngineOp_000_009")
@@ -208,6 +210,8 @@ def test_reason_categories() -> None:
                            "node.") == "input/output"
     assert reason_category("Unsupported tensorflow data type uint8") == "dtype"
     assert reason_category("2 effective nodes < minimum_segment_size 3") == "segment too small"
+    assert reason_category("Cannot Convert Bilinear Resize when align_corners=False") == \
+        "op settings"
 
 
 # --- rendering -------------------------------------------------------------------------------
@@ -290,3 +294,11 @@ def test_views_collapse_connected_unconverted_regions_after_engines(monkeypatch)
     assert "op not supported (1)" in legend and "segment too small (1)" in legend
     converted = graphs.converted_graph(GRAPH, RESULT).source
     assert region in _drawn(converted) and "net/erfc" not in _drawn(converted)
+
+
+def test_labels_are_short_and_say_more_than_the_op() -> None:
+    assert graphs._short_label("Conv2D", "model/conv1_conv/convolution") == "Conv2D\nconv1_conv"
+    assert graphs._short_label("Relu", "model/block1/relu_3") == "Relu\nblock1"
+    assert graphs._short_label("Mul", "StatefulPartitionedCall/Mul") == "Mul\nMul"
+    assert graphs._short_label("AddV2", "a/residual_add") == "AddV2\nresidual_add"
+    assert graphs._short_label("Cast", "x/" + "n" * 40).endswith("…")

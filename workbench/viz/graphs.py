@@ -34,6 +34,7 @@ from workbench.viz.style import (
 NODE_BUDGET = 400
 COLLAPSIBLE_OPS = frozenset({"Identity", "Snapshot", "StopGradient"})
 LEGEND = "legend"
+WRAPPER_SCOPE = re.compile(r"^(Stateful)?PartitionedCall(_\d+)?$")
 
 GRAPH_ATTR = {
     "rankdir": "TB", "fontname": "Helvetica", "fontsize": "11", "nodesep": "0.15",
@@ -124,12 +125,12 @@ def engine_graph(graph: Graph, result: ConversionResult, engine: str) -> graphvi
     edges = [(s.node, name, False) for name in info.nodes
              for s in graph.by_name[name].inputs if s.node in members]
     for port, ref in enumerate(info.inputs):
-        io = f"input:{port}"
+        io = f"engine_input_{port}"
         dot.node(io, f"input {port}\n{_last(TensorRef.parse(ref).node)}", shape="invhouse",
                  fillcolor="#ffffff", tooltip=f"engine input {port}: {ref}")
         edges += [(io, c.name, False) for c, i in _consumers_of(graph, ref) if c.name in members]
     for port, ref in enumerate(info.outputs):
-        io = f"output:{port}"
+        io = f"engine_output_{port}"
         dot.node(io, f"output {port}", shape="house", fillcolor="#ffffff",
                  tooltip=f"engine output {port}: {ref}")
         edges.append((TensorRef.parse(ref).node, io, False))
@@ -414,10 +415,12 @@ def _short_label(op: str, name: str) -> str:
 
 
 def _last(name: str, op: str = "") -> str:
-    """The last name component, or its parent when the last only repeats the op type."""
+    """The last name component, or its parent when the last only repeats the op type (the
+    layer name says more than `Conv2D/convolution`), unless the parent is a call wrapper."""
     parts = name.split("/")
     last = parts[-1]
-    if len(parts) > 1 and re.sub(r"_\d+$", "", last).lower() in (op.lower(), "convolution"):
+    generic = re.sub(r"_\d+$", "", last).lower() in (op.lower(), "convolution")
+    if generic and len(parts) > 1 and not WRAPPER_SCOPE.match(parts[-2]):
         last = parts[-2]
     return last if len(last) <= 24 else last[:22] + "…"
 

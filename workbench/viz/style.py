@@ -21,12 +21,14 @@ REASON_CATEGORIES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("op not supported", ("is not supported", "not supported in implicit batch"), "#f4a6a6"),
     ("dtype", ("data type", "dtype", "type ", "Type "), "#f9d49b"),
     ("shape / batch", ("shape", "dimension", "batch", "rank", "Rank", "dims"), "#fbe3a6"),
+    ("op settings", ("Cannot ", "only support", "must be", "Unsupported", "not supported"),
+     "#f6c1a0"),
     ("segment too small", ("minimum_segment_size",), "#e8e2f2"),
     ("engine limit", ("TF_TRT_MAX_ALLOWED_ENGINES",), "#cfe2f3"),
     ("segment boundary", ("boundary", "no inputs", "no effective nodes"), "#ead1dc"),
     ("device", ("placed on GPU",), "#d5d5f0"),
 )
-OTHER_CATEGORY = ("other reason", "#f2c4a0")
+OTHER_CATEGORY = ("other reason", "#d7c5b6")
 
 
 def engine_color(index: int) -> str:
