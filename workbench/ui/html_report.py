@@ -75,7 +75,9 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.params td:first-child { color: var(--muted); }
 pre { font: 12.5px/1.4 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
       background: var(--panel); border: 1px solid var(--line); border-radius: 6px;
-      padding: 12px 14px; overflow-x: auto; }
+      padding: 12px 14px; overflow: auto; max-height: 640px; }
+.scroll { max-height: 640px; overflow: auto; border-bottom: 1px solid var(--line); }
+.scroll th { position: sticky; top: 0; }
 .graph { border: 1px solid var(--line); border-radius: 6px; overflow: auto; max-height: 900px;
          padding: 8px; background: #fff; }
 .graph svg { max-width: 100%; height: auto; }
@@ -263,7 +265,7 @@ def _nonconversion(data: ReportData) -> str:
     )
     text = nonconversion_report(data.result.nonconversion, detailed=True).strip("\n")
     return (
-        table
+        f'<div class="scroll">{table}</div>'
         + "<details><summary>The report as TF-TRT logs it "
         "(TF_TRT_SHOW_DETAILED_REPORT=1)</summary>"
         + f"<pre>{escape(text)}</pre></details>"
