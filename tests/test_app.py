@@ -1,0 +1,117 @@
+"""The notebook workbench driven from Python: change a control, check tables, charts, graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import sample_models
+from workbench.conversion.params import ConversionParams
+from workbench.ui import Workbench
+from workbench.ui.store import ExperimentStore
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Workbench:
+    """The detector sample: small, with rejected ops; runs load synchronously."""
+    return Workbench(sample_models.build("detector"), store=tmp_path / "runs", background=False)
+
+
+def engines_line(app: Workbench) -> str:
+    return next(line for line in app.summary.value.splitlines()
+                if "Total number of TensorRT engines" in line)
+
+
+def test_loads_and_shows_every_tab(app: Workbench) -> None:
+    assert app.error is None and app.result is not None
+    assert "[*] Total number of TensorRT engines: 2" in app.summary.value
+    assert "CombinedNonMaxSuppression" in app.nonconversion.value
+    assert "Cannot Convert Bilinear Resize when align_corners=False" in app.nonconversion.value
+    assert app.graph.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg
+    assert app.tabs.titles == ("Summary", "Non-conversion report", "Segment graph", "Charts",
+                               "Runs")
+    assert set(app.figures) >= {"sweep", "engine_sizes"}
+    assert not any(w.disabled for w in app.controls.all if w is not app.controls.profile_strategy)
+    assert "Conv2D" in app.controls.denylist.allowed_tags
+
+
+def test_slider_updates_summary_chart_and_graph(app: Workbench) -> None:
+    svg_before, sweep_before = app.svg, app.figures["sweep"]
+    app.controls.minimum_segment_size.value = 12
+    assert "[*] Total number of TensorRT engines: 1" in engines_line(app)
+    assert app.result.params["minimum_segment_size"] == 12
+    assert app.svg != svg_before and "TRTEngineOp_000_001" not in app.svg
+    assert app.figures["sweep"] is not sweep_before
+    assert app.timings["summary_and_charts_ms"] > 0
+
+
+def test_precision_dynamic_shape_denylist_and_engine_limit(app: Workbench) -> None:
+    controls = app.controls
+    controls.precision.value = "FP16"
+    assert app.result.params["precision_mode"] == "FP16"
+    controls.dynamic_shape.value = True
+    assert not controls.profile_strategy.disabled
+    assert "CombinedNonMaxSuppression" not in app.result.nonconversion
+    controls.profile_strategy.value = "Optimal"
+    assert app.result.params["dynamic_shape_profile_strategy"] == "Optimal"
+    controls.denylist.value = ["Conv2D"]
+    assert "Denylisted with the env var TF_TRT_OP_DENYLIST" in app.nonconversion.value
+    controls.max_engines.value = 1
+    assert len(app.result.engines) == 1
+
+
+def test_graph_views(app: Workbench) -> None:
+    converted = app.svg
+    app.graph_view.value = "Full"
+    assert app.svg != converted
+    app.graph_view.value = "One engine"
+    app.engine_choice.value = "TRTEngineOp_000_000"
+    assert "TRTEngineOp_000_001" not in app.svg
+
+
+def test_runs_survive_a_new_app_and_compare(app: Workbench, tmp_path: Path) -> None:
+    app.keep_run("default")
+    app.controls.minimum_segment_size.value = 12
+    app.keep_run("large segments only")
+    again = Workbench(sample_models.build("detector"), store=tmp_path / "runs",
+                      background=False)
+    table = again.store.table()
+    assert list(table["name"]) == ["default", "large segments only"]
+    assert list(table["engines"]) == [2, 1]
+    assert "large segments only" in again.runs_table.value and "runs" in again.figures
+
+
+def test_corrupt_store_is_reported_and_readable_runs_kept(tmp_path: Path) -> None:
+    store = ExperimentStore(tmp_path / "runs")
+    app = Workbench(sample_models.build("detector"), store=store, background=False)
+    app.keep_run("good")
+    (tmp_path / "runs" / "run-broken.json").write_text('{"format": 1, "run_id": ')
+    app.keep_run("after the damage")
+    assert "run-broken.json" in app.runs_problems.value
+    assert "good" in app.runs_table.value and "after the damage" in app.runs_table.value
+    assert (tmp_path / "runs" / "run-broken.json").exists()  # left for the user to inspect
+
+
+def test_bad_model_path_shows_the_error_in_the_app(tmp_path: Path) -> None:
+    app = Workbench(tmp_path / "no-such-model", store=tmp_path / "runs", background=False)
+    assert app.result is None and "No such path" in app.error
+    assert "Could not load the model" in app.summary.value
+    assert all(w.disabled for w in app.controls.all)
+
+
+def test_loading_in_the_background_can_be_cancelled(tmp_path: Path) -> None:
+    app = Workbench(sample_models.build("resnet50"), store=tmp_path / "runs")
+    app._runner.cancel()
+    app.wait(120)
+    assert app.session is None and "cancelled" in app.status.value
+
+
+def test_background_loading_then_ready(tmp_path: Path) -> None:
+    app = Workbench(sample_models.build("quickstart_mlp"), store=tmp_path / "runs",
+                    params=ConversionParams(minimum_segment_size=2))
+    app.wait(120)
+    assert app.result is not None and "ready" in app.status.value
+    assert app.controls.minimum_segment_size.value == 2

@@ -1,0 +1,334 @@
+"""The notebook workbench: TF-TRT's knobs as widgets, the conversion's results as tabs.
+
+Moving a control reconverts at once (the clustering is cached, so a threshold change costs a
+millisecond). Loading a model and other long steps run in the background with a progress bar and
+a Cancel button. Everything shown is also reachable from Python: `app.result`, `app.report`,
+`app.sweep`, `app.figures`, `app.svg`, `app.store`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as widgets
+from IPython.display import display
+
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.recommend import recommend_minimum_segment_size
+from workbench.conversion.report import ConversionReport, nonconversion_report
+from workbench.conversion.result import ConversionResult
+from workbench.conversion.session import ConversionSession
+from workbench.conversion.summary import summary_lines
+from workbench.conversion.whatif import blocking_op_types
+from workbench.errors import WorkbenchError
+from workbench.ui.controls import Controls
+from workbench.ui.store import ExperimentStore, Run
+from workbench.ui.tables import STYLE, note_html, pre_html, table_html
+from workbench.ui.tasks import Progress, TaskRunner
+from workbench.viz import charts, graphs
+
+TAB_TITLES = ("Summary", "Non-conversion report", "Segment graph", "Charts", "Runs")
+GRAPH_VIEWS = ("Converted", "Full", "One engine")
+
+
+class Workbench:
+    """The TF-TRT workbench for one model (SavedModel dir, Keras model, `.keras` or `.pb`)."""
+
+    def __init__(
+        self,
+        model: Any,
+        params: ConversionParams | None = None,
+        store: ExperimentStore | str | Path = "workbench_runs",
+        signature_key: str | None = None,
+        tags: Sequence[str] | None = None,
+        output_node_names: Sequence[str] | None = None,
+        background: bool = True,
+    ):
+        self.model = model
+        self.store = store if isinstance(store, ExperimentStore) else ExperimentStore(store)
+        self.session: ConversionSession | None = None
+        self.result: ConversionResult | None = None
+        self.sweep: list[ConversionResult] = []
+        self.figures: dict[str, Any] = {}
+        self.svg = ""
+        self.error: str | None = None
+        self.timings: dict[str, float] = {}
+        self._open_args = (signature_key, tags, output_node_names)
+        self._background = background
+        self.controls = Controls(params or ConversionParams())
+        self._build_widgets()
+        self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,
+                                  self._on_cancelled)
+        self.controls.observe(self.refresh)
+        self._start(self._load, self._loaded, "Loading")
+
+    # --- public ---------------------------------------------------------------------------
+
+    @property
+    def params(self) -> ConversionParams:
+        return self.controls.params()
+
+    @property
+    def report(self) -> ConversionReport:
+        if self.result is None:
+            raise WorkbenchError(self.error or "the model is still loading")
+        return ConversionReport(self.result)
+
+    def wait(self, timeout: float | None = None) -> Workbench:
+        """Blocks until the current background step (loading, analysis, drawing) is done."""
+        self._runner.wait(timeout)
+        return self
+
+    def keep_run(self, name: str | None = None) -> Run:
+        """Saves the current conversion as a run in the experiment store."""
+        if self.result is None:
+            raise WorkbenchError("nothing to keep: the model has not been converted")
+        run = self.store.add(Run.from_result(self.result, self.params, name or None))
+        self._show_runs()
+        return run
+
+    def refresh(self) -> None:
+        """Reconverts with the controls' values and updates every view."""
+        if not self._runner.busy:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        if self.session is None:
+            return
+        start = time.perf_counter()
+        try:
+            params = self.params
+            self.result = self.session.convert(params)
+            self.sweep = self.session.sweep(params)
+        except WorkbenchError as exc:
+            self._set_status(str(exc), error=True)
+            return
+        converted = time.perf_counter()
+        self._show_results()
+        shown = time.perf_counter()
+        self._show_graph()
+        self.timings = {"convert_ms": (converted - start) * 1000,
+                        "summary_and_charts_ms": (shown - start) * 1000,
+                        "graph_ms": (time.perf_counter() - shown) * 1000}
+        self._set_status("ready")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # --- layout ---------------------------------------------------------------------------
+
+    def _build_widgets(self) -> None:
+        self.status = widgets.HTML(note_html("starting"))
+        self.status.add_class("wb-status")
+        self.progress = widgets.FloatProgress(value=0, min=0, max=1,
+                                              layout=widgets.Layout(width="200px"))
+        self.cancel_button = widgets.Button(description="Cancel", icon="stop",
+                                            layout=widgets.Layout(width="90px"))
+        self.cancel_button.on_click(lambda _b: self._runner.cancel())
+        self.headline = widgets.HTML()
+        self.summary = widgets.HTML()
+        self.summary.add_class("wb-summary")
+        self.nonconversion = widgets.HTML()
+        self.graph_view = widgets.ToggleButtons(options=GRAPH_VIEWS, value="Converted",
+                                                style={"button_width": "90px"})
+        self.engine_choice = widgets.Dropdown(description="engine", options=[])
+        self.graph = widgets.HTML()
+        self.graph.add_class("wb-graph")
+        self.graph_view.observe(lambda _c: self._show_graph(), names="value")
+        self.engine_choice.observe(lambda _c: self._show_graph(), names="value")
+        self.sweep_out, self.sizes_out, self.blocking_out = (widgets.Output() for _ in range(3))
+        self.blocking_button = widgets.Button(description="Find blocking op types",
+                                              icon="search", layout=widgets.Layout(width="220px"))
+        self.blocking_button.on_click(lambda _b: self.analyse_blocking_ops())
+        self.run_name = widgets.Text(placeholder="run name (optional)")
+        self.keep_button = widgets.Button(description="Keep this run", icon="save",
+                                          button_style="primary")
+        self.keep_button.on_click(lambda _b: self._keep_clicked())
+        self.runs_table, self.runs_problems = widgets.HTML(), widgets.HTML()
+        self.runs_out = widgets.Output()
+        self.tabs = widgets.Tab(children=[
+            self.summary,
+            self.nonconversion,
+            widgets.VBox([widgets.HBox([self.graph_view, self.engine_choice]), self.graph]),
+            widgets.VBox([self.sweep_out, self.sizes_out, self.blocking_button,
+                          self.blocking_out]),
+            widgets.VBox([widgets.HBox([self.run_name, self.keep_button]), self.runs_problems,
+                          self.runs_table, self.runs_out]),
+        ], titles=TAB_TITLES)
+        bar = widgets.HBox([self.status, self.progress, self.cancel_button],
+                           layout=widgets.Layout(align_items="center"))
+        main = widgets.VBox([widgets.HTML(STYLE), bar, self.headline, self.tabs],
+                            layout=widgets.Layout(flex="1 1 auto", min_width="0"))
+        self.widget = widgets.HBox([self.controls.box(), main])
+        self.widget.add_class("wb-app")
+
+    # --- background steps -----------------------------------------------------------------
+
+    def _start(self, body: Any, done: Any, label: str) -> None:
+        self._done_handler: Any = done
+        self.controls.set_disabled(True)
+        self.progress.layout.visibility = self.cancel_button.layout.visibility = "visible"
+        self._set_status(f"{label}...")
+        self._runner.start(body, background=self._background)
+
+    def _load(self) -> Generator[Progress, None, ConversionSession]:
+        yield 0.05, f"Loading {self.model if isinstance(self.model, (str, Path)) else 'model'}"
+        session = ConversionSession.open(self.model, *self._open_args)
+        yield 0.25, "Freezing variables and running Grappler (TF-TRT's graph preparation)"
+        _ = session.optimized  # runs Grappler now, inside this progress step
+        yield 0.75, "Inferring static shapes"
+        session.prepared(self.controls.precision.value)
+        yield 0.9, "Segmenting"
+        return session
+
+    def _loaded(self, session: ConversionSession) -> None:
+        self.session = session
+        self.controls.set_op_types(n.op for n in session.prepared().graph.real_nodes)
+        self._show_runs()
+
+    def analyse_blocking_ops(self) -> None:
+        """What-if: nodes each rejected op type keeps out of engines (background step)."""
+        if self.session is None:
+            return
+        session, params = self.session, self.params
+
+        def body() -> Generator[Progress, None, Any]:
+            yield 0.1, "Re-segmenting once per rejected op type"
+            return blocking_op_types(session, params)
+
+        self._start(body, self._show_blocking, "Analysing")
+
+    def _on_progress(self, fraction: float, message: str) -> None:
+        self.progress.value = fraction
+        self._set_status(message)
+
+    def _on_done(self, value: Any) -> None:
+        self._done_handler(value)
+        self._finish()
+        self._refresh()
+
+    def _on_error(self, exc: BaseException) -> None:
+        self._finish()
+        message = str(exc) if isinstance(exc, WorkbenchError) else \
+            f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        self.error = message
+        self._set_status(message, error=True)
+        if self.session is None:  # loading failed: say so where the results would be
+            for view in (self.summary, self.nonconversion, self.graph):
+                view.value = note_html(f"Could not load the model: {message}", error=True)
+        else:
+            self.controls.set_disabled(False)
+
+    def _on_cancelled(self) -> None:
+        self._finish()
+        self._set_status("cancelled" + ("" if self.session else ": no model loaded"))
+        if self.session is not None:
+            self.controls.set_disabled(False)
+
+    def _finish(self) -> None:
+        self.progress.layout.visibility = self.cancel_button.layout.visibility = "hidden"
+        self.controls.set_disabled(False)
+        if self.session is None:
+            self.controls.set_disabled(True)
+
+    def _set_status(self, text: str, error: bool = False) -> None:
+        self.status.value = note_html(text, error=error)
+
+    # --- views ----------------------------------------------------------------------------
+
+    def _show_results(self) -> None:
+        result, report = self.result, self.report
+        assert result is not None
+        self.headline.value = _headline(result)
+        summary = "\n".join(summary_lines(result))
+        self.summary.value = (f"{_headline(result)}{pre_html(summary)}"
+                              "<b>Engines</b>" + table_html(report.engines))
+        tftrt_report = nonconversion_report(result.nonconversion, detailed=True) \
+            if result.nonconversion else "minimum_segment_size is -1: nothing was segmented."
+        self.nonconversion.value = (
+            "<b>Rejected by TF-TRT's candidate test</b>"
+            + table_html(_reasons_table(report), "Every node was a candidate.")
+            + "<b>Candidates left outside engines</b> "
+            + "<span class='wb-note'>(TF-TRT did not report these)</span>"
+            + table_html(_left_out_table(report), "None.")
+            + "<details><summary>TF-TRT's report text</summary>"
+            + pre_html(tftrt_report) + "</details>"
+        )
+        names = [e.name for e in result.engines]
+        self.engine_choice.options = names
+        recommendation = recommend_minimum_segment_size(
+            self.sweep, self.controls.minimum_segment_size.value)
+        self.figures["sweep"] = charts.sweep_chart(self.sweep, recommendation)
+        self.figures["engine_sizes"] = charts.engine_sizes_chart(result)
+        _show_figure(self.sweep_out, self.figures["sweep"])
+        _show_figure(self.sizes_out, self.figures["engine_sizes"])
+
+    def _show_graph(self) -> None:
+        if self.session is None or self.result is None:
+            return
+        graph = self.session.prepared(self.params.precision_mode).graph
+        view = self.graph_view.value
+        if view == "One engine" and self.engine_choice.value:
+            digraph = graphs.engine_graph(graph, self.result, self.engine_choice.value)
+        elif view == "Full":
+            digraph = graphs.full_graph(graph, self.result)
+        else:
+            digraph = graphs.converted_graph(graph, self.result)
+        try:
+            self.svg = graphs.to_svg(digraph)
+        except WorkbenchError as exc:
+            self.graph.value = note_html(str(exc), error=True)
+            return
+        self.graph.value = f'<div style="overflow:auto; max-height:800px">{self.svg}</div>'
+
+    def _show_blocking(self, frame: Any) -> None:
+        self.figures["blocking_ops"] = charts.blocking_ops_chart(frame)
+        _show_figure(self.blocking_out, self.figures["blocking_ops"])
+
+    def _keep_clicked(self) -> None:
+        try:
+            run = self.keep_run(self.run_name.value.strip())
+        except (WorkbenchError, OSError) as exc:
+            self._set_status(f"could not keep the run: {exc}", error=True)
+            return
+        self._set_status(f"kept run {run.name}")
+
+    def _show_runs(self) -> None:
+        runs = self.store.table()
+        self.runs_problems.value = "".join(note_html(p, error=True) for p in self.store.problems)
+        self.runs_table.value = table_html(runs, "No runs kept yet: press 'Keep this run'.")
+        if not runs.empty:
+            self.figures["runs"] = charts.runs_chart(runs)
+            _show_figure(self.runs_out, self.figures["runs"])
+
+
+def _headline(result: ConversionResult) -> str:
+    engines = len(result.engines)
+    return (
+        f'<div class="wb-headline"><b>{engines}</b> TensorRT engine{"s" * (engines != 1)} · '
+        f"<b>{result.percent_converted:.2f}%</b> of nodes converted "
+        f"[{result.converted_nodes}/{result.total_nodes}] · "
+        f"<b>{len(result.nonconversion)}</b> op types rejected</div>"
+    )
+
+
+def _reasons_table(report: ConversionReport) -> Any:
+    frame = report.nonconversion
+    return frame[["op", "count", "reason"]] if not frame.empty else frame
+
+
+def _left_out_table(report: ConversionReport) -> Any:
+    frame = report.unconverted
+    if frame.empty:
+        return frame
+    left_out = frame[~frame["in_tftrt_report"]]
+    return left_out[["name", "op", "reason"]]
+
+
+def _show_figure(output: widgets.Output, figure: Any) -> None:
+    output.clear_output(wait=True)
+    with output:
+        display(figure)
