@@ -302,3 +302,14 @@ def test_labels_are_short_and_say_more_than_the_op() -> None:
     assert graphs._short_label("Mul", "StatefulPartitionedCall/Mul") == "Mul\nMul"
     assert graphs._short_label("AddV2", "a/residual_add") == "AddV2\nresidual_add"
     assert graphs._short_label("Cast", "x/" + "n" * 40).endswith("…")
+
+
+def test_without_engines_every_node_stays_top_level() -> None:
+    unconverted = [UnconvertedNode(n.name, n.op, "minimum_segment_size=-1: TF-TRT does not "
+                                   "convert the main graph", False) for n in GRAPH.real_nodes]
+    result = ConversionResult({"precision_mode": "FP32"}, [], unconverted, {},
+                              len(GRAPH.real_nodes))
+    converted = converted_top_level(GRAPH, result)
+    assert [n.name for n in converted.nodes] == [n.name for n in GRAPH.real_nodes]
+    assert "cluster_" not in graphs.full_graph(GRAPH, result).source
+    assert "TRTEngineOp" not in graphs.tftrt_graphviz(GRAPH, result)
