@@ -75,7 +75,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.params td:first-child { color: var(--muted); }
 pre { font: 12.5px/1.4 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
       background: var(--panel); border: 1px solid var(--line); border-radius: 6px;
-      padding: 12px 14px; overflow: auto; max-height: 640px; }
+      padding: 12px 14px; overflow: auto; max-height: 900px; }
 .scroll { max-height: 640px; overflow: auto; border-bottom: 1px solid var(--line); }
 .scroll th { position: sticky; top: 0; }
 .graph { border: 1px solid var(--line); border-radius: 6px; overflow: auto; max-height: 900px;
