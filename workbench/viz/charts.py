@@ -69,8 +69,9 @@ def sweep_chart(sweep: Sequence[ConversionResult], recommendation: Recommendatio
     fig.add_trace(_converted_trace(points, x), secondary_y=False)
     fig.add_trace(_engines_trace(points, x), secondary_y=True)
     top = max([len(r.engines) for r in points], default=0)
-    for key in ("fewest_engines", "moderate", "current"):
+    for key in RECOMMENDATION_STYLES:
         _add_recommendation(fig, recommendation, key, x)
+    _label_recommendations(fig, recommendation, x)
     title = "Conversion against minimum_segment_size"
     _layout(fig, _with_model(title, points), height=440, hovermode="x unified")
     fig.update_xaxes(title_text="minimum_segment_size (effective nodes)")
@@ -80,9 +81,7 @@ def sweep_chart(sweep: Sequence[ConversionResult], recommendation: Recommendatio
         tickmode="linear", tick0=0, dtick=max(1, math.ceil(top / 5)),
         secondary_y=True, showgrid=False,
     )
-    if x:
-        fig.update_xaxes(range=[min(x) - 0.5, max(x) + 0.5])
-    else:
+    if not x:
         _note(fig, "The sweep is empty: no minimum_segment_size to show.")
     return fig
 
@@ -157,6 +156,8 @@ def blocking_ops_chart(blocking: pd.DataFrame) -> go.Figure:
                      categoryarray=ops[::-1])
     if not ops:
         _note(fig, "No op type blocks conversion: every rejected node is an input or output.")
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
     return fig
 
 
@@ -229,8 +230,8 @@ def _engines_trace(points: list[ConversionResult], x: list[int]) -> go.Scatter:
 def _add_recommendation(
     fig: go.Figure, recommendation: Recommendation, key: str, x: list[int]
 ) -> None:
-    """A vertical line with the note as hover text; values beyond the sweep start hidden
-    (click the legend) so they do not squash the swept range."""
+    """A vertical line with the note as hover text. A value beyond the sweep starts hidden
+    (a click on its legend entry shows it) so that it does not squash the swept range."""
     label, color, dash = RECOMMENDATION_STYLES[key]
     value = getattr(recommendation, key)
     inside = bool(x) and min(x) <= value <= max(x)
@@ -244,11 +245,20 @@ def _add_recommendation(
         hovertemplate=f"<b>{label} = {value}</b><br>{note}<extra></extra>",
         meta={"recommendation": key, "value": value},
     ), secondary_y=False)
-    if inside:
-        offset = list(RECOMMENDATION_STYLES).index(key)
+
+
+def _label_recommendations(fig: go.Figure, recommendation: Recommendation, x: list[int]) -> None:
+    """One label per distinct value inside the sweep ("fewest engines = current (3)")."""
+    by_value: dict[int, list[str]] = {}
+    for key in RECOMMENDATION_STYLES:
+        by_value.setdefault(getattr(recommendation, key), []).append(key)
+    shown = [(v, keys) for v, keys in by_value.items() if x and min(x) <= v <= max(x)]
+    for offset, (value, keys) in enumerate(sorted(shown)):
+        text = " = ".join(RECOMMENDATION_STYLES[k][0] for k in keys)
         fig.add_annotation(
-            x=value, y=1.0, yref="paper", yshift=-14 * offset, text=f"{label} ({value})",
-            showarrow=False, xanchor="left", xshift=3, font={"color": color, "size": 11},
+            x=value, y=1.0, yref="paper", yshift=-14 * offset, text=f"{text} ({value})",
+            showarrow=False, xanchor="left", xshift=3,
+            font={"color": RECOMMENDATION_STYLES[keys[0]][1], "size": 11},
         )
 
 
