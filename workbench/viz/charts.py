@@ -77,7 +77,7 @@ def sweep_chart(sweep: Sequence[ConversionResult], recommendation: Recommendatio
     fig.update_xaxes(title_text="minimum_segment_size (effective nodes)")
     fig.update_yaxes(title_text="nodes converted (%)", range=[0, 105], secondary_y=False)
     fig.update_yaxes(
-        title_text="TensorRT engines (count)", range=[0, max(1, top) * 1.05],
+        title_text="TensorRT engines (count)", range=[0, max(1, top) * 1.15],
         tickmode="linear", tick0=0, dtick=max(1, math.ceil(top / 5)),
         secondary_y=True, showgrid=False,
     )
