@@ -128,6 +128,7 @@ def blocking_ops_chart(blocking: pd.DataFrame) -> go.Figure:
     table = blocking.reset_index(drop=True)
     ops = list(table["op"]) if "op" in table else []
     reasons = list(table["top_reason"]) if "top_reason" in table else [""] * len(ops)
+    reasons = [r if isinstance(r, str) else "" for r in reasons]
     categories = [reason_category(r) if r else "reason not given" for r in reasons]
     rejected = list(table["rejected"]) if ops else []
     gained = list(table["gained"]) if ops else []
