@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
+from IPython import get_ipython
 from IPython.display import display
 
 from workbench.conversion.params import ConversionParams
@@ -329,6 +330,9 @@ def _left_out_table(report: ConversionReport) -> Any:
 
 
 def _show_figure(output: widgets.Output, figure: Any) -> None:
+    # Outside a kernel (scripts, benchmarks) display() would print the figure's repr.
+    if getattr(get_ipython(), "kernel", None) is None:
+        return
     output.clear_output(wait=True)
     with output:
         display(figure)
