@@ -189,3 +189,31 @@ def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
     assert engines(after["summary"]) < engines(before["summary"])
     assert CONVERTED.search(after["summary"]), after["summary"]
     assert after["svg"] and after["svg"] != before["svg"]
+
+
+def processes_with(text: str) -> list[int]:
+    """Pids whose command line mentions `text` (Linux /proc; the kernels' connection file)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # the process ended while we looked
+            continue
+    return pids
+
+
+@pytest.mark.slow
+def test_lab_server_stops_with_its_kernels(tmp_path: Path) -> None:
+    with jupyter_lab([], tmp_path) as lab:
+        kernel_id = lab.api("POST", "api/kernels")["id"]
+        connection_file = f"kernel-{kernel_id}.json"
+        wait_until("the kernel process starting", lambda: processes_with(connection_file), 30)
+    wait_until(
+        "the kernel process ending after the server stopped",
+        lambda: not processes_with(connection_file),
+        10,
+        lambda: f"still running: {processes_with(connection_file)}",
+    )
+    with pytest.raises(OSError):
+        lab.api("GET", "api/status")
