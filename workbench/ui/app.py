@@ -139,7 +139,7 @@ class Workbench:
         self.graph = widgets.HTML()
         self.graph.add_class("wb-graph")
         self.graph_view.observe(lambda _c: self._show_graph(), names="value")
-        self.engine_choice.observe(lambda _c: self._show_graph(), names="value")
+        self.engine_choice.observe(self._engine_chosen, names="value")
         self.sweep_out, self.sizes_out, self.blocking_out = (widgets.Output() for _ in range(3))
         self.blocking_button = widgets.Button(description="Find blocking op types",
                                               icon="search", layout=widgets.Layout(width="220px"))
@@ -258,8 +258,9 @@ class Workbench:
             + "<details><summary>TF-TRT's report text</summary>"
             + pre_html(tftrt_report) + "</details>"
         )
-        names = [e.name for e in result.engines]
-        self.engine_choice.options = names
+        names = tuple(e.name for e in result.engines)
+        if names != tuple(self.engine_choice.options):
+            self.engine_choice.options = names
         recommendation = recommend_minimum_segment_size(
             self.sweep, self.controls.minimum_segment_size.value)
         self.figures["sweep"] = charts.sweep_chart(self.sweep, recommendation)
@@ -284,6 +285,10 @@ class Workbench:
             self.graph.value = note_html(str(exc), error=True)
             return
         self.graph.value = f'<div style="overflow:auto; max-height:800px">{self.svg}</div>'
+
+    def _engine_chosen(self, _change: Any) -> None:
+        if self.graph_view.value == "One engine":
+            self._show_graph()
 
     def _show_blocking(self, frame: Any) -> None:
         self.figures["blocking_ops"] = charts.blocking_ops_chart(frame)
