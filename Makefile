@@ -4,9 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# JupyterLab refuses to run as root unless told; our machines and containers run as root.
+LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install system-deps run test lint bench clean
+.PHONY: install system-deps run report test bench clean
 
 install: $(STAMP) system-deps
 
@@ -22,11 +24,15 @@ system-deps:
 	@command -v dot >/dev/null && command -v chromium >/dev/null || { \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq graphviz chromium >/dev/null; }
 
-# The main job (until the notebook workbench lands): TF-TRT's summary and report on two samples.
+# The main job: JupyterLab on the workbench notebook (open the URL it prints).
 run: install
-	$(PY) -m sample_models build resnet50 detector
-	$(VENV)/bin/workbench convert sample_models/build/resnet50
-	$(VENV)/bin/workbench convert sample_models/build/detector --detailed
+	$(PY) -m sample_models build resnet50
+	cd notebooks && ../$(VENV)/bin/jupyter lab 00_workbench.ipynb --ip=127.0.0.1 $(LAB_ROOT)
+
+# The same view without Jupyter: a static HTML report.
+report: install
+	$(PY) -m sample_models build resnet50
+	$(VENV)/bin/workbench report sample_models/build/resnet50 -o report.html
 
 test: install
 	$(PY) -m ruff check workbench sample_models tests benchmarks
@@ -34,6 +40,7 @@ test: install
 
 bench: install
 	$(PY) benchmarks/segmentation.py
+	$(PY) benchmarks/ui.py
 
 clean:
 	rm -rf $(VENV) sample_models/build
