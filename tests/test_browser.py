@@ -25,6 +25,7 @@ LOAD_TIMEOUT_S = 150.0  # a first run may build the sample model; a cached one l
 UPDATE_TIMEOUT_S = 30.0  # a threshold change reconverts in milliseconds
 ENGINES = re.compile(r"Total number of TensorRT engines:\s*(\d+)")
 CONVERTED = re.compile(r"% of OPs Converted:")
+ENGINE_NAME = re.compile(r"TRTEngineOp_\d+_\d+")
 
 # One round trip reads everything the test looks at (textContent also sees hidden tabs).
 READ_STATE_JS = """() => {
@@ -34,7 +35,7 @@ READ_STATE_JS = """() => {
     app: !!q('.wb-app'),
     status: q('.wb-status')?.textContent ?? null,
     summary: q('.wb-summary')?.textContent ?? null,
-    svg: q('.wb-graph svg')?.outerHTML ?? null,
+    svg: [...document.querySelectorAll('.wb-graph svg')].map((e) => e.outerHTML).join(' '),
     value: q('.wb-min-segment-size .widget-readout')?.textContent?.trim() ?? null,
     max: handle?.getAttribute('aria-valuemax') ?? null,
     errors: [...document.querySelectorAll(
@@ -83,6 +84,13 @@ def engines(summary: str) -> int:
     match = ENGINES.search(summary)
     assert match, f"no engine count in the summary:\n{summary}"
     return int(match.group(1))
+
+
+def assert_graph_shows_engines(current: dict[str, Any]) -> None:
+    """Every engine the summary lists is drawn in the segment graph."""
+    names = set(ENGINE_NAME.findall(current["summary"]))
+    missing = sorted(name for name in names if name not in current["svg"])
+    assert not missing, f"engines in the summary but not in the graph SVG: {missing}"
 
 
 def screenshot(page: Any, name: str) -> Path:
@@ -136,22 +144,28 @@ def move_slider_to_max(page: Any, before: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def wait_for_new_summary(page: Any, before: dict[str, Any]) -> dict[str, Any]:
+def wait_for_new_views(page: Any, before: dict[str, Any]) -> dict[str, Any]:
+    """Waits until both the summary and the graph SVG differ from `before` (the app draws the
+    graph after the summary, so reading them at the first change would race)."""
+
     def unchanged() -> str:
         current = state(page)
+        views = [v for v in ("summary", "svg") if current[v] == before[v]]
         return (
             f"minimum_segment_size moved from {before['value']} to {current['value']} (slider "
-            f"max {float(before['max']):g}) but the summary still reads:\n{current['summary']}\n"
+            f"max {float(before['max']):g}) but these views did not change: {views}; the "
+            f"summary reads:\n{current['summary']}\n"
             "(if every engine is larger than the slider's maximum, nothing can change)\n"
             + page_text(page, 1500)
         )
 
     def changed() -> dict[str, Any] | None:
         current = state(page)
-        return current if is_idle(current) and current["summary"] != before["summary"] else None
+        new = current["summary"] != before["summary"] and current["svg"] != before["svg"]
+        return current if is_idle(current) and new else None
 
-    return wait_until("the summary changing after the slider moved", changed, UPDATE_TIMEOUT_S,
-                      unchanged)
+    return wait_until("the summary and the graph changing after the slider moved", changed,
+                      UPDATE_TIMEOUT_S, unchanged)
 
 
 @contextmanager
@@ -179,7 +193,7 @@ def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
         screenshot(page, "01_before_slider.png")
 
         move_slider_to_max(page, before)
-        after = wait_for_new_summary(page, before)
+        after = wait_for_new_views(page, before)
         screenshot(page, "02_after_slider.png")
         page.get_by_role("tab", name="Segment graph").click()
         page.locator(".wb-graph svg").first.wait_for(state="visible", timeout=10_000)
@@ -187,8 +201,10 @@ def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
 
     # A larger threshold can only drop segments (the clustering does not depend on it).
     assert engines(after["summary"]) < engines(before["summary"])
+    assert engines(before["summary"]) == len(set(ENGINE_NAME.findall(before["summary"])))
+    assert_graph_shows_engines(before)
+    assert_graph_shows_engines(after)
     assert CONVERTED.search(after["summary"]), after["summary"]
-    assert after["svg"] and after["svg"] != before["svg"]
 
 
 def processes_with(text: str) -> list[int]:
