@@ -60,6 +60,12 @@ def page_text(page: Any, limit: int = 4000) -> str:
     return "page text (tail):\n" + text[-limit:]
 
 
+def summary_facts(summary: str) -> str:
+    """The `[*] ...` lines of TF-TRT's summary (engine count, % converted)."""
+    lines = [line.strip() for line in summary.splitlines() if line.strip().startswith("[*]")]
+    return "\n".join(lines) or summary[:1500]
+
+
 def state(page: Any) -> dict[str, Any]:
     return page.evaluate(READ_STATE_JS)
 
@@ -154,7 +160,7 @@ def wait_for_new_views(page: Any, before: dict[str, Any]) -> dict[str, Any]:
         return (
             f"minimum_segment_size moved from {before['value']} to {current['value']} (slider "
             f"max {float(before['max']):g}) but these views did not change: {views}; the "
-            f"summary reads:\n{current['summary']}\n"
+            f"summary says:\n{summary_facts(current['summary'])}\n"
             "(if every engine is larger than the slider's maximum, nothing can change)\n"
             + page_text(page, 1500)
         )
