@@ -2,7 +2,9 @@
 
 Opens `notebooks/00_workbench.ipynb`, runs it, moves the `minimum_segment_size` slider to its
 maximum and checks that TF-TRT's summary and the segment-graph SVG follow. Screenshots go to
-`test-output/browser/`.
+`test-output/browser/`. `BROWSER_TEST_NOTEBOOK=path` points the same checks at another notebook
+(any that shows the DOM contract: `wb-app`, `wb-status`, `wb-min-segment-size`, `wb-summary`,
+`wb-graph`).
 """
 
 from __future__ import annotations
