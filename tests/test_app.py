@@ -28,6 +28,7 @@ def engines_line(app: Workbench) -> str:
 def test_loads_and_shows_every_tab(app: Workbench) -> None:
     assert app.error is None and app.result is not None
     assert "[*] Total number of TensorRT engines: 2" in app.summary.value
+    assert "Op histogram per engine" in app.summary.value and "<td>Conv2D</td>" in app.summary.value
     assert "CombinedNonMaxSuppression" in app.nonconversion.value
     assert "Cannot Convert Bilinear Resize when align_corners=False" in app.nonconversion.value
     assert app.graph.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg

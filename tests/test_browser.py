@@ -139,11 +139,14 @@ def open_and_run(page: Any, lab: Any) -> dict[str, Any]:
 
 
 def move_slider_to_max(page: Any, before: dict[str, Any]) -> dict[str, Any]:
-    """Moves by keyboard, as a user can: focus the handle, press End (noUiSlider's key)."""
-    handle = page.locator(".wb-min-segment-size .noUi-handle")
-    handle.scroll_into_view_if_needed()
-    handle.focus()
-    page.keyboard.press("End")
+    """Types the maximum into the slider's value box, as a user can. (noUiSlider's End key
+    keeps the range the view was created with; the app widens it once the model is loaded.)"""
+    readout = page.locator(".wb-min-segment-size .widget-readout")
+    readout.scroll_into_view_if_needed()
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(str(int(float(before["max"]))))
+    page.keyboard.press("Enter")
     return wait_for_state(
         page,
         f"the minimum_segment_size slider reaching its maximum {before['max']}",

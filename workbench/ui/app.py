@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
+import pandas as pd
 from IPython import get_ipython
 from IPython.display import display
 
@@ -103,7 +104,8 @@ class Workbench:
         try:
             params = self.params
             self.result = self.session.convert(params)
-            self.sweep = self.session.sweep(params)
+            self.sweep = self.session.sweep(
+                params, range(1, self.controls.minimum_segment_size.max + 1))
         except WorkbenchError as exc:
             self._set_status(str(exc), error=True)
             return
@@ -134,7 +136,7 @@ class Workbench:
         self.summary.add_class("wb-summary")
         self.nonconversion = widgets.HTML()
         self.graph_view = widgets.ToggleButtons(options=GRAPH_VIEWS, value="Converted",
-                                                style={"button_width": "90px"})
+                                                style={"button_width": "105px"})
         self.engine_choice = widgets.Dropdown(description="engine", options=[])
         self.graph = widgets.HTML()
         self.graph.add_class("wb-graph")
@@ -188,6 +190,8 @@ class Workbench:
     def _loaded(self, session: ConversionSession) -> None:
         self.session = session
         self.controls.set_op_types(n.op for n in session.prepared().graph.real_nodes)
+        segments = session.segmentation(self.params).segments
+        self.controls.set_threshold_range(max((s.effective_size for s in segments), default=0))
         self._show_runs()
 
     def analyse_blocking_ops(self) -> None:
@@ -245,8 +249,13 @@ class Workbench:
         assert result is not None
         self.headline.value = _headline(result)
         summary = "\n".join(summary_lines(result))
-        self.summary.value = (f"{_headline(result)}{pre_html(summary)}"
-                              "<b>Engines</b>" + table_html(report.engines))
+        self.summary.value = (
+            "<b>Engines</b>"
+            + table_html(report.engines.drop(columns=["ops"], errors="ignore"))
+            + "<b>Op histogram per engine</b>"
+            + table_html(_op_histogram(result), "No engines.")
+            + "<b>As TF-TRT's <code>summary()</code> prints it</b>" + pre_html(summary)
+        )
         tftrt_report = nonconversion_report(result.nonconversion, detailed=True) \
             if result.nonconversion else "minimum_segment_size is -1: nothing was segmented."
         self.nonconversion.value = (
@@ -319,6 +328,17 @@ def _headline(result: ConversionResult) -> str:
         f"[{result.converted_nodes}/{result.total_nodes}] · "
         f"<b>{len(result.nonconversion)}</b> op types rejected</div>"
     )
+
+
+def _op_histogram(result: ConversionResult) -> pd.DataFrame:
+    """Op type x engine node counts (the native segment's ops, as summary() lists them)."""
+    counts = pd.DataFrame({e.name: e.native_ops for e in result.engines}).fillna(0)
+    if counts.empty:
+        return counts
+    counts = counts.astype(int).sort_index()
+    counts.insert(0, "op", counts.index)
+    counts["total"] = counts[[e.name for e in result.engines]].sum(axis=1)
+    return counts
 
 
 def _reasons_table(report: ConversionReport) -> Any:

@@ -20,8 +20,8 @@ WORKSPACE_CHOICES = [
     ("4 GiB", 1 << 32),
     ("16 GiB", 1 << 34),
 ]
-_WIDE = widgets.Layout(width="290px")
-_STYLE = {"description_width": "150px"}
+_FULL = {"layout": widgets.Layout(width="300px")}
+CONTROLS_WIDTH = "330px"
 
 
 class Controls:
@@ -31,40 +31,36 @@ class Controls:
         p = params.validated()
         self.minimum_segment_size = widgets.IntSlider(
             value=max(p.minimum_segment_size, 1), min=1, max=max_threshold,
-            description="minimum_segment_size", continuous_update=False,
-            layout=_WIDE, style=_STYLE,
+            continuous_update=False, **_FULL,
         )
         self.minimum_segment_size.add_class("wb-min-segment-size")
         self.precision = widgets.ToggleButtons(
             options=list(PRECISION_MODES), value=p.precision_mode,
-            description="precision_mode", style={**_STYLE, "button_width": "44px"},
+            style={"button_width": "62px"},
         )
         self.dynamic_shape = widgets.Checkbox(
             value=p.use_dynamic_shape, description="use_dynamic_shape", indent=False
         )
         self.profile_strategy = widgets.Dropdown(
             options=list(PROFILE_STRATEGIES), value=p.dynamic_shape_profile_strategy or "Range",
-            description="profile strategy", disabled=not p.use_dynamic_shape,
-            layout=_WIDE, style=_STYLE,
+            disabled=not p.use_dynamic_shape, **_FULL,
         )
         self.denylist = widgets.TagsInput(
             value=list(p.denylist), allowed_tags=list(p.denylist), allow_duplicates=False,
-            layout=widgets.Layout(width="290px"),
+            placeholder="type an op type, e.g. Conv2D", **_FULL,
         )
         self.max_engines = widgets.BoundedIntText(
-            value=p.max_engines, min=0, max=10_000, description="max engines",
-            tooltip="TF_TRT_MAX_ALLOWED_ENGINES; 0 = no limit", layout=_WIDE, style=_STYLE,
+            value=p.max_engines, min=0, max=10_000, **_FULL,
         )
         self.max_cached_engines = widgets.BoundedIntText(
-            value=p.maximum_cached_engines, min=1, max=1000,
-            description="maximum_cached_engines", layout=_WIDE, style=_STYLE,
+            value=p.maximum_cached_engines, min=1, max=1000, **_FULL,
         )
         self.allow_build_at_runtime = widgets.Checkbox(
             value=p.allow_build_at_runtime, description="allow_build_at_runtime", indent=False
         )
         self.workspace = widgets.Dropdown(
             options=WORKSPACE_CHOICES, value=_workspace_choice(p.max_workspace_size_bytes),
-            description="workspace", layout=_WIDE, style=_STYLE,
+            **_FULL,
         )
         self.use_calibration = p.use_calibration
         self.dynamic_shape.observe(self._toggle_strategy, names="value")
@@ -76,20 +72,32 @@ class Controls:
                 self.max_cached_engines, self.allow_build_at_runtime, self.workspace]
 
     def box(self) -> widgets.VBox:
-        section = widgets.HTML
+        heading, label = widgets.HTML, _label
         return widgets.VBox(
             [
-                section("<b>Segmentation</b>"), self.minimum_segment_size, self.max_engines,
-                section("<b>Precision</b>"), self.precision,
-                section("<b>Shapes</b>"), self.dynamic_shape, self.profile_strategy,
-                section("<b>Never convert these op types</b> (TF_TRT_OP_DENYLIST)"),
+                heading("<b>Segmentation</b>"),
+                label("minimum_segment_size"), self.minimum_segment_size,
+                label("max engines", "TF_TRT_MAX_ALLOWED_ENGINES; 0 = no limit"),
+                self.max_engines,
+                heading("<b>Precision</b>"), label("precision_mode"), self.precision,
+                heading("<b>Shapes</b>"), self.dynamic_shape,
+                label("dynamic_shape_profile_strategy"), self.profile_strategy,
+                heading("<b>Never convert</b>"),
+                label("op types", "TF_TRT_OP_DENYLIST; types present in the model"),
                 self.denylist,
-                section("<b>Engines</b> <span class='wb-note'>(used when engines are built)"
-                        "</span>"),
-                self.max_cached_engines, self.allow_build_at_runtime, self.workspace,
+                heading("<b>Engines</b> <span class='wb-note'>(recorded with runs; used when "
+                        "engines are built)</span>"),
+                label("maximum_cached_engines"), self.max_cached_engines,
+                self.allow_build_at_runtime,
+                label("max_workspace_size_bytes"), self.workspace,
             ],
-            layout=widgets.Layout(width="310px", padding="0 8px 0 0"),
+            layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}", width=CONTROLS_WIDTH,
+                                  padding="0 12px 0 0"),
         )
+
+    def set_threshold_range(self, largest_segment: int) -> None:
+        """The slider reaches one past the largest segment, so every outcome is reachable."""
+        self.minimum_segment_size.max = max(16, largest_segment + 1)
 
     def set_op_types(self, op_types: Iterable[str]) -> None:
         """The denylist offers the op types present in the model."""
@@ -126,3 +134,8 @@ class Controls:
 def _workspace_choice(value: int) -> int:
     choices = [v for _, v in WORKSPACE_CHOICES]
     return value if value in choices else DEFAULT_MAX_WORKSPACE_SIZE_BYTES
+
+
+def _label(name: str, hint: str = "") -> widgets.HTML:
+    note = f" <span class='wb-note'>({hint})</span>" if hint else ""
+    return widgets.HTML(f"<code>{name}</code>{note}", layout=widgets.Layout(margin="4px 0 0 0"))

@@ -14,8 +14,11 @@ STYLE = """
 .wb-table td { padding: 3px 8px; border-bottom: 1px solid #eceff3; vertical-align: top; }
 .wb-table tr:hover td { background: #f7f9fc; }
 .wb-pre { font-family: var(--jp-code-font-family, monospace); font-size: 11px;
-          white-space: pre; overflow-x: auto; background: #fafbfc; padding: 8px;
-          border: 1px solid #eceff3; }
+          line-height: 1.35; white-space: pre; overflow-x: auto; background: #fafbfc;
+          padding: 8px; border: 1px solid #eceff3; }
+.wb-scroll { overflow-x: auto; max-width: 100%; }
+.wb-app .widget-html-content { line-height: 1.35; }
+.wb-app .lm-TabBar-tab { flex: 0 0 auto !important; min-width: 110px; max-width: none !important; }
 .wb-headline { font-size: 15px; padding: 4px 0; }
 .wb-headline b { font-size: 18px; }
 .wb-note { color: #5f6b7a; font-size: 12px; }
@@ -28,7 +31,8 @@ def table_html(frame: pd.DataFrame, empty: str = "Nothing to show.") -> str:
     """A DataFrame as a styled, escaped HTML table."""
     if frame.empty:
         return f'<div class="wb-note">{html.escape(empty)}</div>'
-    return frame.to_html(index=False, classes="wb-table", border=0, escape=True)
+    table = frame.to_html(index=False, classes="wb-table", border=0, escape=True, justify="left")
+    return f'<div class="wb-scroll">{table}</div>'
 
 
 def pre_html(text: str) -> str:
