@@ -37,10 +37,7 @@ def model() -> keras.Model:
     x = keras.layers.Dense(64, activation="relu", name="fc")(x)
     logits = keras.layers.Dense(10, name="logits")(x)
     net = keras.Model(images, logits, name="digits_cnn")
-    net.compile(optimizer="adam",
-                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                metrics=["accuracy"])
-    return net
+    return digits.compile_classifier(net)
 
 
 def make(recipe: Recipe, directory: Path) -> None:

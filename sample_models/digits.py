@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,3 +47,13 @@ def save(digits: Digits, directory: Path, image_shape: tuple[int, ...]) -> None:
     np.savez(directory / DATA_FILE,
              x_test=shaped(digits.x_test), y_test=digits.y_test,
              x_calib=shaped(digits.x_train[calib]), y_calib=digits.y_train[calib])
+
+
+def compile_classifier(net: Any) -> Any:
+    """Adam on softmax cross-entropy from logits: both digits models train this way."""
+    import keras
+
+    net.compile(optimizer="adam",
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                metrics=["accuracy"])
+    return net

@@ -27,10 +27,7 @@ def model() -> keras.Model:
         keras.layers.Dropout(0.2, name="dropout"),
         keras.layers.Dense(10, name="dense_1"),
     ], name="quickstart_mlp")
-    net.compile(optimizer="adam",
-                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                metrics=["accuracy"])
-    return net
+    return digits.compile_classifier(net)
 
 
 def make(recipe: Recipe, directory: Path) -> None:

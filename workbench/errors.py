@@ -11,3 +11,9 @@ class ModelLoadError(WorkbenchError):
 
 class ConversionParamsError(WorkbenchError):
     """A conversion parameter has an impossible value."""
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message (TensorFlow's run to pages), or its type."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__

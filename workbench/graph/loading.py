@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import ModelLoadError
+from workbench.errors import ModelLoadError, first_line
 
 DEFAULT_TAGS = ("serve",)
 DEFAULT_SIGNATURE_KEY = "serving_default"
@@ -114,7 +114,7 @@ def read_saved_model_proto(path: Path) -> Any:
             )
     except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as exc:
         raise ModelLoadError(
-            f"{path}/saved_model.pb is corrupt and cannot be parsed ({_first_line(exc)}); "
+            f"{path}/saved_model.pb is corrupt and cannot be parsed ({first_line(exc)}); "
             "re-export the model."
         ) from None
     if not proto.meta_graphs:
@@ -142,7 +142,7 @@ def _from_saved_model(
         loaded = tf.saved_model.load(str(path), tags=list(tags))
         function = loaded.signatures[key]
     except Exception as exc:  # TF raises many types; the user needs one line.
-        raise ModelLoadError(f"TensorFlow could not load {path}: {_first_line(exc)}") from None
+        raise ModelLoadError(f"TensorFlow could not load {path}: {first_line(exc)}") from None
     inputs = sorted(function.structured_input_signature[1])
     outputs = sorted(function.structured_outputs)
     return LoadedModel(str(path), "saved_model", function, key, tags, inputs, outputs, loaded)
@@ -184,7 +184,7 @@ def _from_keras_file(path: Path) -> LoadedModel:
     try:
         model = keras.models.load_model(path, compile=False)
     except Exception as exc:
-        raise ModelLoadError(f"Keras could not load {path}: {_first_line(exc)}") from None
+        raise ModelLoadError(f"Keras could not load {path}: {first_line(exc)}") from None
     return _from_keras(model, source=str(path))
 
 
@@ -233,7 +233,7 @@ def read_graph_def(path: Path) -> Any:
             graph_def.ParseFromString(path.read_bytes())
     except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as exc:
         raise ModelLoadError(
-            f"{path} is not a valid GraphDef ({_first_line(exc)}); give a frozen graph "
+            f"{path} is not a valid GraphDef ({first_line(exc)}); give a frozen graph "
             "written with tf.io.write_graph or SerializeToString()."
         ) from None
     if not graph_def.node:
@@ -277,13 +277,8 @@ def _wrap_graph_def(graph_def: Any, inputs: list[str], outputs: list[str], path:
             [graph.get_tensor_by_name(_tensor_name(n)) for n in outputs],
         )
     except Exception as exc:
-        raise ModelLoadError(f"TensorFlow could not import {path}: {_first_line(exc)}") from None
+        raise ModelLoadError(f"TensorFlow could not import {path}: {first_line(exc)}") from None
 
 
 def _tensor_name(name: str) -> str:
     return name if ":" in name else f"{name}:0"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.errors import ModelLoadError
+from workbench.errors import ModelLoadError, first_line
 from workbench.graph.build import graph_from_graph_def, specs_from_op_properties
 from workbench.graph.loading import LoadedModel
 from workbench.graph.nodes import Graph
@@ -61,7 +61,7 @@ def optimize(loaded: LoadedModel) -> OptimizedGraph:
     try:
         frozen = convert_to_constants.convert_variables_to_constants_v2(loaded.function)
     except Exception as exc:
-        raise ModelLoadError(f"Could not freeze {loaded.source}: {_first_line(exc)}") from None
+        raise ModelLoadError(f"Could not freeze {loaded.source}: {first_line(exc)}") from None
     graph_def = frozen.graph.as_graph_def()
     for node in graph_def.node:
         node.device = ""
@@ -118,7 +118,7 @@ def run_grappler(graph_def: Any, fetches: list[str]) -> Any:
     try:
         return tf_optimizer.OptimizeGraph(config, _meta_graph(graph_def, fetches))
     except Exception as exc:
-        raise ModelLoadError(f"Grappler could not optimize the graph: {_first_line(exc)}") from None
+        raise ModelLoadError(f"Grappler could not optimize the graph: {first_line(exc)}") from None
 
 
 def infer_shapes(graph_def: Any, fetches: list[str]) -> dict[str, list]:
@@ -213,8 +213,3 @@ def _meta_graph(graph_def: Any, fetches: list[str]) -> Any:
 
 def _node_names(tensor_names: list[str]) -> list[str]:
     return [name.split(":")[0] for name in tensor_names]
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]

@@ -21,7 +21,7 @@ import pandas as pd
 
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, first_line
 
 FORMAT = "tftrt-workbench-run/1"
 RUN_PREFIX, RUN_SUFFIX = "run-", ".json"
@@ -169,7 +169,8 @@ class ExperimentStore:
             try:
                 runs.append(Run.from_dict(json.loads(path.read_bytes())))
             except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError too
-                self.problems.append(f"{path}: unreadable run file ({_first_line(exc)})")
+                reason = f"{type(exc).__name__}: {first_line(exc)}"
+                self.problems.append(f"{path}: unreadable run file ({reason})")
         return sorted(runs, key=lambda run: (run.created, run.run_id))
 
     def get(self, run_id: str) -> Run:
@@ -224,11 +225,6 @@ def _json_scalar(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     raise TypeError(f"cannot store a {type(value).__name__} in a run file")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _fsync_directory(path: Path) -> None:
