@@ -9,6 +9,7 @@ TensorFlow nodes the layer came from (empty when the names do not tell).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
 import pandas as pd
@@ -127,3 +128,98 @@ def _with_pct(frame: pd.DataFrame) -> pd.DataFrame:
     totals = frame.groupby("run")["avg_ms"].transform("sum")
     frame["pct"] = (100.0 * frame["avg_ms"] / totals.where(totals > 0)).fillna(0.0)
     return frame
+
+
+# --- Layer names -> TF nodes ---------------------------------------------------------------
+# TensorRT names a fused layer after its parts ("a + b"), wraps point-wise fusions in PWN(...),
+# myelin regions in {ForeignNode[first...last]}, and names format copies after the layer they
+# feed. The ONNX exporters add their own prefixes and suffixes around the TF node names.
+_REFORMAT = re.compile(r"^Reformatting CopyNode for (?:Input|Output) Tensor \d+ to ")
+_FOREIGN = re.compile(r"\{ForeignNode\[(.*?)\]\}")
+_PART_SEPARATORS = re.compile(r" \+ |, |\.\.\.")
+_EXPORTER_PREFIXES = ("transpose_before_", "transpose_after_", "unsqueeze_node_after_",
+                      "copied_squeeze_after_", "squeeze_after_", "reshape_after_",
+                      "reshape_before_")
+_TENSOR_PORT = re.compile(r":\d+$")
+_TF2ONNX_SUFFIX = re.compile(r"__\d+$")  # tf2onnx's helper nodes: "<tf node>__6"
+_KERAS_SUFFIX = re.compile(r"_\d+$")  # Keras 3 uniquifies layer scopes: "conv1_conv_1"
+_CALL_SCOPE = "StatefulPartitionedCall/"
+
+
+def split_layer_name(name: str) -> list[str]:
+    """The parts of a (fused) TensorRT layer name, in order, without TensorRT's wrappers."""
+    text = _REFORMAT.sub("", name.strip())
+    text = _FOREIGN.sub(r"\1", text).replace("PWN(", "")
+    parts: list[str] = []
+    for piece in _PART_SEPARATORS.split(text):
+        piece = _drop_unbalanced_closers(piece.strip())
+        if piece and piece not in parts:
+            parts.append(piece)
+    return parts
+
+
+def _drop_unbalanced_closers(piece: str) -> str:
+    # PWN(a, PWN(b + c)) leaves stray ")" after the wrappers are removed.
+    while piece.endswith(")") and piece.count(")") > piece.count("("):
+        piece = piece[:-1].rstrip()
+    return piece
+
+
+def tf_name_of(part: str) -> str | None:
+    """The TF node a layer-name part names, or None when it is TensorRT's or an exporter's own."""
+    text = _TENSOR_PORT.sub("", part)
+    for prefix in _EXPORTER_PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    text = _TF2ONNX_SUFFIX.sub("", text)
+    if "/" not in text or text.startswith("(Unnamed"):
+        return None
+    return text
+
+
+class NodeLinker:
+    """Finds the TF nodes a layer name refers to, in a graph when one is given.
+
+    Names are compared exactly, then without the `StatefulPartitionedCall/` scope and Keras'
+    `_N` suffixes (case-insensitive), then by scope plus op type (Keras 3 calls a Conv2D node
+    `convolution`, Keras 2 and tf2onnx `Conv2D`).
+    """
+
+    def __init__(self, nodes: Iterable[tuple[str, str]] | None = None):
+        self._exact: dict[str, str] | None = None
+        if nodes is None:
+            return
+        self._exact, self._loose, self._by_op = {}, {}, {}
+        for name, op in nodes:
+            self._exact[name] = name
+            key = _loose_name(name)
+            self._loose.setdefault(key, name)
+            scope = key.rpartition("/")[0]
+            self._by_op.setdefault((scope, op.lower()), []).append(name)
+
+    def tf_nodes(self, layer_name: str) -> list[str]:
+        found: list[str] = []
+        for part in split_layer_name(layer_name):
+            name = self._lookup(part)
+            if name and name not in found:
+                found.append(name)
+        return found
+
+    def _lookup(self, part: str) -> str | None:
+        candidate = tf_name_of(part)
+        if candidate is None or self._exact is None:
+            return candidate
+        if candidate in self._exact:
+            return candidate
+        key = _loose_name(candidate)
+        if key in self._loose:
+            return self._loose[key]
+        scope, _, leaf = key.rpartition("/")
+        same_op = self._by_op.get((scope, leaf), [])
+        return same_op[0] if len(same_op) == 1 else None
+
+
+def _loose_name(name: str) -> str:
+    while name.startswith(_CALL_SCOPE):
+        name = name[len(_CALL_SCOPE):]
+    return "/".join(_KERAS_SUFFIX.sub("", part) for part in name.split("/")).lower()
