@@ -72,7 +72,22 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", default="report.html",
                         help="the HTML file to write (default: report.html)")
     report.set_defaults(run=_run_report)
+    _add_profile_command(commands)
     return parser
+
+
+def _add_profile_command(commands: argparse._SubParsersAction) -> None:
+    profile = commands.add_parser(
+        "profile", help="print the per-layer timings of a trtexec --exportProfile file"
+    )
+    profile.add_argument("--trtexec-profile", required=True, metavar="FILE",
+                         help="trtexec --exportProfile JSON")
+    profile.add_argument("--layer-info", default=None, metavar="FILE",
+                         help="trtexec --exportLayerInfo JSON (layer type, precision, tactic)")
+    profile.add_argument("--json", action="store_true",
+                         help="print exactly one JSON document on stdout")
+    profile.add_argument("--debug", action="store_true", help="show tracebacks")
+    profile.set_defaults(run=_run_profile)
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -154,6 +169,30 @@ def _run_report(args: argparse.Namespace) -> int:
     path = write_html_report(_open_session(args), params, args.output)
     print(f"wrote {path}")
     return 0
+
+
+def _run_profile(args: argparse.Namespace) -> int:
+    import json
+    import warnings
+
+    from workbench.profiling.layers import table_document, table_text
+    from workbench.profiling.trtexec import read_trtexec
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = read_trtexec(args.trtexec_profile, args.layer_info,
+                             profile_metadata=_sibling_metadata(args.trtexec_profile))
+    for warning in caught:  # e.g. layer info from another engine: say so, keep going
+        print(f"workbench: warning: {warning.message}", file=sys.stderr)
+    print(json.dumps(table_document(table)) if args.json else table_text(table))
+    return 0
+
+
+def _sibling_metadata(profile: str) -> str | None:
+    """TREx's `<stem>.profile.metadata.json` beside the profile names the GPU, when present."""
+    stem = profile.removesuffix(".json").removesuffix(".profile")
+    path = f"{stem}.profile.metadata.json"
+    return path if stem != profile and os.path.isfile(path) else None
 
 
 def _split(text: str | None) -> tuple[str, ...] | None:

@@ -8,6 +8,7 @@ TensorFlow nodes the layer came from (empty when the names do not tell).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -223,3 +224,25 @@ def _loose_name(name: str) -> str:
     while name.startswith(_CALL_SCOPE):
         name = name[len(_CALL_SCOPE):]
     return "/".join(_KERAS_SUFFIX.sub("", part) for part in name.split("/")).lower()
+
+
+# --- Output --------------------------------------------------------------------------------
+
+def table_text(table: pd.DataFrame) -> str:
+    """The table the way trtexec's --dumpProfile prints it: times first, the layer name last."""
+    lines = []
+    for (run, source, device), rows in table.groupby(["run", "source", "device"], sort=False):
+        lines.append(f"=== {run}: {len(rows)} layers, {source} on {device} ===")
+        lines.append(f"{'Avg.(ms)':>9} {'Median(ms)':>10} {'Time(%)':>7}  {'Precision':<9} "
+                     f"{'Type':<18} Layer")
+        for row in rows.itertuples(index=False):
+            lines.append(f"{row.avg_ms:9.4f} {row.median_ms:10.4f} {row.pct:7.2f}  "
+                         f"{row.precision or '-':<9} {row.layer_type or '-':<18} {row.layer}")
+        lines.append(f"{rows['avg_ms'].sum():9.4f} {'':>10} {rows['pct'].sum():7.2f}  Total")
+    return "\n".join(lines)
+
+
+def table_document(table: pd.DataFrame) -> dict:
+    """The table as one JSON-ready document: the rows plus the reader's metadata (attrs)."""
+    rows = json.loads(table.to_json(orient="records"))
+    return {"layers": rows, **{k: v for k, v in table.attrs.items() if v is not None}}
