@@ -1,0 +1,320 @@
+"""One TRTEngineOp at run time: its engine cache, engine selection and native fallback.
+
+TF-TRT's kernel (trt_engine_op.cc) keeps, per engine op, an LRU cache bounded by
+`maximum_cached_engines`. Implicit batch mode keys the cache by the input shapes an engine was
+built for; an engine serves inputs whose batch is <= its batch and whose other dims are equal,
+the compatible engine with the smallest batch winning. Explicit batch mode (dynamic shape) has
+one engine holding every optimization profile; the first profile that accepts the input shapes
+is used, and when none does the segment runs natively. A failed or refused build is remembered
+in the cache as an empty entry, so it is not retried for the same shapes. Whenever no engine
+runs, the native segment does, unless TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION is false.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workbench.engines.profiles import Profile, ShapeSet
+from workbench.errors import WorkbenchError, first_line
+from workbench.graph.nodes import numpy_dtype_name
+
+logger = logging.getLogger("workbench.engines")
+
+NATIVE_ENV = "TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION"
+MAX_RECORDED_FALLBACKS = 100
+
+
+class NativeExecutionDisallowedError(WorkbenchError):
+    """An engine could not run and the user disallowed the native segment (TF-TRT's abort)."""
+
+
+@dataclass
+class CacheEntry:
+    """A cached engine, or None for a build that failed or was refused (not retried)."""
+
+    engine: Any
+    reason: str = ""
+    profiles: tuple[Profile, ...] = ()
+
+
+@dataclass(frozen=True)
+class NativeRun:
+    """One call the native segment served instead of an engine, and why."""
+
+    shapes: ShapeSet
+    reason: str
+
+
+@dataclass
+class EngineOpStats:
+    calls: int = 0
+    engine_calls: int = 0
+    native_calls: int = 0
+    builds: int = 0
+    failed_builds: int = 0
+
+
+class EngineCache:
+    """TF-TRT's LRU engine cache: inserting beyond capacity evicts the least recently used."""
+
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise WorkbenchError(f"maximum_cached_engines must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._entries: OrderedDict[Any, CacheEntry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._entries
+
+    def keys(self) -> list[Any]:
+        """Keys from least to most recently used."""
+        return list(self._entries)
+
+    def get(self, key: Any) -> CacheEntry:
+        """The entry for `key`, marked most recently used."""
+        self._entries.move_to_end(key)
+        return self._entries[key]
+
+    def put(self, key: Any, entry: CacheEntry) -> list[Any]:
+        """Inserts `entry`; returns the keys it evicted."""
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        evicted = []
+        while len(self._entries) > self.capacity:
+            old, _ = self._entries.popitem(last=False)
+            evicted.append(old)
+        return evicted
+
+    def items(self) -> list[tuple[Any, CacheEntry]]:
+        return list(self._entries.items())
+
+
+@dataclass
+class EngineOpConfig:
+    """The TRTEngineOp attributes that decide what the kernel does at run time."""
+
+    precision: str = "FP32"
+    use_implicit_batch: bool = True
+    maximum_cached_engines: int = 1
+    allow_build_at_runtime: bool = True
+    workspace_bytes: int | None = None
+
+
+@dataclass
+class EngineOp:
+    """Runs one segment: a cached engine when one fits, else builds one, else the native segment.
+
+    `build_engine(spec_kwargs)` builds an engine from BuildSpec keyword arguments (it exports
+    the segment once and calls the backend; it raises on failure); `native(inputs)` runs the
+    segment in TensorFlow. `output_dtypes` are the numpy dtypes of the segment's outputs.
+    """
+
+    name: str
+    build_engine: Callable[..., Any]
+    native: Callable[[list[np.ndarray]], list[np.ndarray]]
+    output_dtypes: Sequence[str]
+    config: EngineOpConfig = field(default_factory=EngineOpConfig)
+    profiles: tuple[Profile, ...] = ()
+    calibration_data: tuple[tuple[np.ndarray, ...], ...] = ()
+    stats: EngineOpStats = field(default_factory=EngineOpStats)
+    native_runs: list[NativeRun] = field(default_factory=list)
+    # Set by build(): record input shapes (profile generation) or batches (calibration) and
+    # run natively, as TF-TRT's kernel did in its profile-generation and calibration modes.
+    collected_shapes: list[ShapeSet] | None = None
+    collected_batches: list[tuple[np.ndarray, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        self.cache = EngineCache(self.config.maximum_cached_engines)
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        arrays = [np.asarray(x) for x in inputs]
+        shapes = tuple(tuple(int(d) for d in x.shape) for x in arrays)
+        self.stats.calls += 1
+        if self.collected_shapes is not None or self.collected_batches is not None:
+            return self._collect(arrays, shapes)
+        engine, reason = self.engine_for(shapes)
+        if engine is not None:
+            try:
+                outputs = engine.run(arrays)
+            except Exception as exc:  # TF-TRT retried any failed enqueue natively
+                reason = f"engine {self.name} failed to run: {first_line(exc)}"
+            else:
+                self.stats.engine_calls += 1
+                return self._cast(outputs)
+        return self.run_native(arrays, shapes, reason)
+
+    # --- engine selection ---------------------------------------------------------------------
+
+    def engine_for(self, shapes: ShapeSet) -> tuple[Any, str]:
+        """The engine serving these input shapes (building one if allowed), or None and why."""
+        if self.config.use_implicit_batch:
+            return self._implicit_engine(shapes)
+        return self._explicit_engine(shapes)
+
+    def _implicit_engine(self, shapes: ShapeSet) -> tuple[Any, str]:
+        key = compatible_key(self.cache.keys(), shapes)
+        if key is None:
+            key = shapes
+            if not self.config.allow_build_at_runtime:
+                reason = (f"found no engine in cache matching input shapes {_describe(shapes)}; "
+                          "not building a new engine because allow_build_at_runtime=False")
+                self.cache.put(key, CacheEntry(None, reason))
+                return None, reason
+            self._build_into_cache(key, max_batch_size=shapes[0][0] if shapes[0] else 1)
+        entry = self.cache.get(key)
+        return entry.engine, entry.reason
+
+    def _explicit_engine(self, shapes: ShapeSet) -> tuple[Any, str]:
+        if not self.profiles:
+            # build() was not called: the first input makes a Range profile with min = max.
+            self.profiles = (Profile(shapes, shapes, shapes),)
+        if self.profile_index(shapes) is None:
+            return None, (f"no optimization profile of {self.name} accepts input shapes "
+                          f"{_describe(shapes)} (profiles: "
+                          f"{', '.join(p.describe() for p in self.profiles)})")
+        key = self.profiles
+        if key not in self.cache:
+            if not self.config.allow_build_at_runtime:
+                reason = (f"found no engine in cache for profiles of {self.name}; not building "
+                          "a new engine because allow_build_at_runtime=False")
+                self.cache.put(key, CacheEntry(None, reason))
+                return None, reason
+            self._build_into_cache(key, profiles=self.profiles)
+        entry = self.cache.get(key)
+        return entry.engine, entry.reason
+
+    def profile_index(self, shapes: ShapeSet) -> int | None:
+        """The first optimization profile accepting these shapes (TF-TRT's GetProfileNumber)."""
+        return next((i for i, p in enumerate(self.profiles) if p.accepts(shapes)), None)
+
+    # --- building -----------------------------------------------------------------------------
+
+    def build(self, shapes: ShapeSet | None = None) -> CacheEntry:
+        """Builds the engine build() asks for: the profiles (explicit) or these shapes."""
+        if self.config.use_implicit_batch:
+            if shapes is None:
+                raise WorkbenchError(f"{self.name}: implicit batch engines need input shapes")
+            key = compatible_key(self.cache.keys(), shapes)
+            if key is None:
+                key = shapes
+                self._build_into_cache(key, max_batch_size=shapes[0][0] if shapes[0] else 1)
+            return self.cache.get(key)
+        if not self.profiles:
+            if shapes is None:
+                raise WorkbenchError(f"{self.name}: no profiles and no input shapes to build for")
+            self.profiles = (Profile(shapes, shapes, shapes),)
+        if self.profiles not in self.cache:
+            self._build_into_cache(self.profiles, profiles=self.profiles)
+        return self.cache.get(self.profiles)
+
+    def _build_into_cache(self, key: Any, max_batch_size: int | None = None,
+                          profiles: tuple[Profile, ...] = ()) -> None:
+        spec = {
+            "precision": self.config.precision,
+            "max_batch_size": max_batch_size,
+            "profiles": profiles,
+            "workspace_bytes": self.config.workspace_bytes,
+            "calibration_data": self.calibration_data,
+        }
+        try:
+            engine = self.build_engine(**spec)
+        except Exception as exc:  # any build failure falls back natively (TF-TRT's rule)
+            reason = f"engine creation for {self.name} failed: {first_line(exc)}"
+            logger.warning("%s. The native segment will be used instead.", reason)
+            self.stats.failed_builds += 1
+            self.cache.put(key, CacheEntry(None, reason, profiles))
+            return
+        self.stats.builds += 1
+        evicted = self.cache.put(key, CacheEntry(engine, "", profiles))
+        if evicted:
+            logger.info("%s: engine cache full (%d), evicted %s", self.name,
+                        self.cache.capacity, ", ".join(_describe(k) for k in evicted))
+
+    def add_engine(self, key: Any, engine: Any) -> None:
+        """Puts an already built engine (a deserialized one) into the cache."""
+        self.cache.put(key, CacheEntry(engine, "", key if not self.config.use_implicit_batch
+                                       else ()))
+
+    def engines(self) -> list[tuple[Any, Any]]:
+        """(cache key, engine) for every built engine, least recently used first."""
+        return [(key, entry.engine) for key, entry in self.cache.items()
+                if entry.engine is not None]
+
+    # --- native execution ---------------------------------------------------------------------
+
+    def run_native(self, arrays: list[np.ndarray], shapes: ShapeSet, reason: str
+                   ) -> list[np.ndarray]:
+        """The native segment, recorded with its reason; refused when the user disallows it."""
+        if not native_execution_allowed():
+            raise NativeExecutionDisallowedError(
+                f"User disallowed engine native segment execution ({NATIVE_ENV}=false): "
+                f"{reason}")
+        self.stats.native_calls += 1
+        if len(self.native_runs) < MAX_RECORDED_FALLBACKS:
+            self.native_runs.append(NativeRun(shapes, reason))
+        return self._cast(self.native(arrays))
+
+    def _collect(self, arrays: list[np.ndarray], shapes: ShapeSet) -> list[np.ndarray]:
+        if self.collected_shapes is not None:
+            self.collected_shapes.append(shapes)
+        if self.collected_batches is not None:
+            self.collected_batches.append(tuple(np.array(x) for x in arrays))
+        self.stats.native_calls += 1
+        return self._cast(self.native(arrays))
+
+    def _cast(self, outputs: Sequence[Any]) -> list[np.ndarray]:
+        return [np.asarray(out).astype(numpy_dtype_name(dtype), copy=False)
+                for out, dtype in zip(outputs, self.output_dtypes, strict=True)]
+
+    @property
+    def fallback_reasons(self) -> dict[str, int]:
+        """Why the native segment ran, with counts (the first recorded runs)."""
+        counts: dict[str, int] = {}
+        for run in self.native_runs:
+            counts[run.reason] = counts.get(run.reason, 0) + 1
+        return counts
+
+
+def compatible_key(keys: Sequence[Any], shapes: ShapeSet) -> ShapeSet | None:
+    """Implicit batch: the cached input shapes serving `shapes` (same dims except a batch at
+    least as large), the smallest batch first, as TF-TRT's GetEngineInputShapes chose."""
+    fitting = [k for k in keys if _serves(k, shapes)]
+    return min(fitting, key=lambda k: k[0][0]) if fitting else None
+
+
+def _serves(key: ShapeSet, shapes: ShapeSet) -> bool:
+    if len(key) != len(shapes):
+        return False
+    for cached, actual in zip(key, shapes, strict=True):
+        if len(cached) != len(actual) or not cached:
+            return False
+        if actual[0] > cached[0] or cached[1:] != actual[1:]:
+            return False
+    return True
+
+
+def native_execution_allowed() -> bool:
+    """TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION, read like TF's ReadBoolFromEnvVar."""
+    raw = os.environ.get(NATIVE_ENV, "").strip().lower()
+    if raw in ("", "1", "true"):
+        return True
+    if raw in ("0", "false"):
+        return False
+    raise WorkbenchError(f"{NATIVE_ENV} must be true/false or 1/0, got {raw!r}")
+
+
+def _describe(key: Any) -> str:
+    if isinstance(key, tuple) and key and isinstance(key[0], Profile):
+        return ", ".join(p.describe() for p in key)
+    return "; ".join(str(list(s)) for s in key)
+
