@@ -135,6 +135,14 @@ def timing_summary(timing: Source) -> dict:
             "gpu_compute_mean_ms": statistics.fmean(compute)}
 
 
+def fixtures_dir() -> Path | None:
+    """The real trtexec exports beside the repository (`../shared/fixtures/trtexec`), or
+    `$WORKBENCH_TRTEXEC_FIXTURES`; None when absent (they are Apache-2.0, not copied here)."""
+    default = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "trtexec"
+    path = Path(os.environ.get("WORKBENCH_TRTEXEC_FIXTURES") or default)
+    return path if path.is_dir() else None
+
+
 def precision_of_format(text: str | None) -> str | None:
     """`Channel major FP16 format where channel % 8 == 0` -> FP16; None when it names none."""
     match = _FORMAT_TYPE.search(text or "")
