@@ -1,0 +1,285 @@
+"""Per-TF-op timings of the native model, keyed by the prepared graph's node names.
+
+The prepared GraphDef (the graph TF-TRT segments) is imported into a `tf.compat.v1` graph and
+run in a Session with a full trace; `RunMetadata.step_stats` gives each node's start and end
+times under its own name, so every timing maps to exactly one node the segmenter saw. The
+Session's own graph rewrites are switched off: Grappler's remapper would fuse Conv2D + BiasAdd
++ Relu into one node renamed after the Relu and constant folding would invent nodes, and then
+the timings would no longer line up with the nodes that become engines. The graph already went
+through TF-TRT's Grappler configuration when it was prepared.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.conversion.session import ConversionSession
+from workbench.errors import WorkbenchError
+from workbench.graph.nodes import Graph, Node, numpy_dtype_name
+from workbench.profiling.latency import cpu_device_name
+from workbench.profiling.layers import layer_table
+
+SOURCE = "tensorflow"
+
+# random_inputs: unknown non-batch dims (sequence lengths, image sizes) get this size; integer
+# inputs draw from [0, _INT_HIGH) unless an embedding table they index is smaller.
+DEFAULT_OTHER_DIM = 16
+_INT_HIGH = 100
+# Inputs whose name says they are masks take 0/1 (BERT's input_mask, attention_mask).
+_BINARY_NAME_HINTS = ("mask",)
+# Gathers whose input 1 holds indices into the table in input 0.
+_GATHER_OPS = frozenset({"GatherV2", "Gather", "ResourceGather"})
+# Their integer outputs depend on a tensor's shape, not its values: they carry no index values.
+_SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+_INDEX_SEARCH_DEPTH = 6
+
+
+def profile_tensorflow(
+    session: ConversionSession,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    runs: int = 20,
+    warmup: int = 3,
+    run: str = "native TF",
+    nodes: Iterable[str] | None = None,
+) -> pd.DataFrame:
+    """Average per-op time of the native model over `runs` traced runs after `warmup` runs.
+
+    One row per executed node of the prepared FP32 graph (fed Placeholders do not execute):
+    layer = node name, layer_type = op, precision from the node's output dtype,
+    tf_nodes = [name]. `nodes` keeps only those nodes (for example the unconverted ones);
+    `pct` is then each node's share of the kept nodes' total.
+    """
+    if runs < 1 or warmup < 0:
+        raise WorkbenchError(f"runs must be >= 1 and warmup >= 0, got {runs} and {warmup}")
+    prepared = session.prepared("FP32")
+    graph = prepared.graph
+    keep = _checked_nodes(graph, nodes)
+    feeds = _feeds(session, inputs)
+    fetches = session.optimized.fetches[len(session.loaded.input_names):]
+    per_run, devices = trace_runs(prepared.graph_def, feeds, fetches, runs, warmup)
+    rows = [
+        _row(graph[name], times, runs)
+        for name, times in per_run.items()
+        if name in graph.by_name and (keep is None or name in keep)
+    ]
+    rows.sort(key=lambda row: -row["avg_ms"])
+    return layer_table(rows, run=run, source=SOURCE, device=device_label(devices))
+
+
+def trace_runs(
+    graph_def: Any, feeds: dict[str, np.ndarray], fetches: list[str], runs: int, warmup: int
+) -> tuple[dict[str, list[float]], set[str]]:
+    """Runs `graph_def` untraced `warmup` times, then traced `runs` times.
+
+    Returns node name -> op time in ms per traced run it executed in, and the TF devices
+    the ops ran on.
+    """
+    import tensorflow as tf
+    from tensorflow.core.protobuf import config_pb2
+
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    options = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
+    per_run: dict[str, list[float]] = defaultdict(list)
+    devices: set[str] = set()
+    try:
+        with tf.compat.v1.Session(graph=graph, config=_session_config()) as sess:
+            for _ in range(warmup):
+                sess.run(fetches, feeds)
+            for _ in range(runs):
+                metadata = config_pb2.RunMetadata()
+                sess.run(fetches, feeds, options=options, run_metadata=metadata)
+                for name, ms in _op_times(metadata.step_stats, devices).items():
+                    per_run[name].append(ms)
+    except (tf.errors.OpError, ValueError, TypeError) as exc:  # ValueError: bad feed shape
+        message = exc.message if isinstance(exc, tf.errors.OpError) else str(exc)
+        first = (message.strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise WorkbenchError(f"TensorFlow could not run the model: {first}") from None
+    return dict(per_run), devices
+
+
+def random_inputs(
+    session: ConversionSession,
+    batch_size: int = 1,
+    seed: int = 0,
+    *,
+    other_dim: int = DEFAULT_OTHER_DIM,
+) -> dict[str, np.ndarray]:
+    """Random inputs matching the signature: input name -> array.
+
+    Unknown dims: the first becomes `batch_size`, the others `other_dim`. Floats are uniform
+    in [0, 1); integers in [0, 100), narrowed to the smallest embedding table they index (so
+    ids never fall outside a vocabulary), or 0/1 for masks; uint8 covers [0, 256).
+    """
+    if batch_size < 1 or other_dim < 1:
+        raise WorkbenchError("batch_size and other_dim must be >= 1")
+    rng = np.random.default_rng(seed)
+    graph = session.prepared("FP32").graph
+    tensors = session.optimized.frozen_function.inputs
+    arrays = {}
+    for name, node_name, tensor in zip(
+        session.loaded.input_names, session.optimized.input_nodes, tensors, strict=True
+    ):
+        shape = _concrete_shape(tensor.shape, batch_size, other_dim)
+        dtype = np.dtype(tensor.dtype.as_numpy_dtype)
+        arrays[name] = _random_array(rng, name, shape, dtype, graph, node_name)
+    return arrays
+
+
+def device_label(devices: set[str]) -> str:
+    """The hardware behind TF device names: the GPU's name or `cpu_device_name()`."""
+    labels = sorted({_hardware_name(device) for device in devices}) or [cpu_device_name()]
+    return " + ".join(labels)
+
+
+# --- tracing -------------------------------------------------------------------------------
+
+
+def _session_config() -> Any:
+    from tensorflow.core.protobuf import config_pb2
+
+    config = config_pb2.ConfigProto()
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    optimizer = config.graph_options.optimizer_options
+    optimizer.opt_level = config_pb2.OptimizerOptions.L0
+    optimizer.do_constant_folding = False
+    optimizer.do_common_subexpression_elimination = False
+    optimizer.do_function_inlining = False
+    return config
+
+
+def _op_times(step_stats: Any, devices: set[str]) -> dict[str, float]:
+    """node name -> op time (ms) in one run, summed when a node has several entries."""
+    times: dict[str, float] = defaultdict(float)
+    for device_stats in step_stats.dev_stats:
+        # GPU traces add pseudo-devices (`.../stream:all`, `memcpy`) that repeat the kernels.
+        if "/stream" in device_stats.device or "memcpy" in device_stats.device:
+            continue
+        devices.add(device_stats.device)
+        for stats in device_stats.node_stats:
+            times[stats.node_name] += _op_ms(stats)
+    return times
+
+
+def _op_ms(stats: Any) -> float:
+    if stats.all_start_nanos:
+        return max(stats.op_end_rel_nanos - stats.op_start_rel_nanos, 0) / 1e6
+    return max(stats.op_end_rel_micros - stats.op_start_rel_micros, 0) / 1e3
+
+
+def _row(node: Node, times: list[float], runs: int) -> dict:
+    # A node absent from a traced run spent no time in it: zeros keep sum(avg) = mean total.
+    padded = np.zeros(runs)
+    padded[: len(times)] = times
+    dtype = node.output_specs[0].dtype if node.output_specs else None
+    return {
+        "layer": node.name,
+        "layer_type": node.op,
+        "precision": numpy_dtype_name(dtype) if dtype else None,
+        "avg_ms": float(padded.mean()),
+        "median_ms": float(np.median(padded)),
+        "tf_nodes": [node.name],
+    }
+
+
+def _hardware_name(device: str) -> str:
+    kind = device.rsplit("device:", 1)[-1].split(":")[0].upper()
+    if kind == "GPU":
+        return _gpu_name(device)
+    return cpu_device_name()
+
+
+def _gpu_name(device: str) -> str:
+    import tensorflow as tf
+
+    index = int(device.rsplit(":", 1)[-1])
+    gpus = tf.config.list_physical_devices("GPU")
+    if index < len(gpus):
+        details = tf.config.experimental.get_device_details(gpus[index])
+        return str(details.get("device_name", f"GPU:{index}"))
+    return f"GPU:{index}"
+
+
+# --- inputs --------------------------------------------------------------------------------
+
+
+def _checked_nodes(graph: Graph, nodes: Iterable[str] | None) -> set[str] | None:
+    if nodes is None:
+        return None
+    keep = set(nodes)
+    unknown = sorted(name for name in keep if name not in graph.by_name)
+    if unknown:
+        raise WorkbenchError(f"no node named {', '.join(unknown[:5])} in the prepared graph")
+    return keep
+
+
+def _feeds(session: ConversionSession, inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    names = session.loaded.input_names
+    missing = [name for name in names if name not in inputs]
+    extra = sorted(set(inputs) - set(names))
+    if missing or extra:
+        raise WorkbenchError(
+            f"the model takes input(s) {', '.join(names)}; "
+            + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}")
+        )
+    tensor_names = session.optimized.fetches[: len(names)]
+    return {tensor: np.asarray(inputs[name]) for name, tensor in zip(names, tensor_names,
+                                                                     strict=True)}
+
+
+def _concrete_shape(shape: Any, batch_size: int, other_dim: int) -> tuple[int, ...]:
+    if shape.rank is None:
+        raise WorkbenchError("an input of unknown rank cannot be generated; pass inputs")
+    dims = []
+    for axis, dim in enumerate(shape.as_list()):
+        dims.append(dim if dim is not None else batch_size if axis == 0 else other_dim)
+    return tuple(dims)
+
+
+def _random_array(rng: np.random.Generator, name: str, shape: tuple[int, ...],
+                  dtype: np.dtype, graph: Graph, node_name: str) -> np.ndarray:
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if np.issubdtype(dtype, np.floating):
+        return rng.random(shape).astype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(0, _int_high(name, dtype, graph, node_name), shape).astype(dtype)
+    raise WorkbenchError(f"cannot generate input {name!r} of dtype {dtype}; pass inputs")
+
+
+def _int_high(name: str, dtype: np.dtype, graph: Graph, node_name: str) -> int:
+    if any(hint in name.lower() for hint in _BINARY_NAME_HINTS):
+        return 2
+    high = 256 if dtype == np.uint8 else _INT_HIGH
+    return min([high, *_gathered_table_sizes(graph, node_name)])
+
+
+def _gathered_table_sizes(graph: Graph, start: str) -> list[int]:
+    """Rows of every table indexed by values flowing from `start` through integer tensors."""
+    sizes, frontier, seen = [], [start], {start}
+    for _ in range(_INDEX_SEARCH_DEPTH):
+        following = []
+        for name in frontier:
+            for consumer, index in graph.consumers.get(name, []):
+                if consumer.op in _GATHER_OPS and index == 1:
+                    table = graph.output_spec(consumer.inputs[0])
+                    if table is not None and table.shape and table.shape[0] > 0:
+                        sizes.append(table.shape[0])
+                elif _carries_ints(consumer) and consumer.name not in seen:
+                    seen.add(consumer.name)
+                    following.append(consumer.name)
+        frontier = following
+    return sizes
+
+
+def _carries_ints(node: Node) -> bool:
+    if node.op in _SHAPE_OPS or not node.output_specs:
+        return False
+    return node.output_specs[0].dtype.startswith(("int", "uint"))
