@@ -1,0 +1,191 @@
+"""The small interface every engine backend implements, and the registry that picks one.
+
+A backend turns one segment's ONNX model into an `Engine` for a precision, optimization
+profiles and calibration data (`BuildSpec`). Engines run, report per-layer timings in the shared
+layer table and serialize to bytes that the same backend deserializes without rebuilding.
+`get_backend()` picks TensorRT when it imports and a GPU exists, else ONNX Runtime, the way a
+TF-TRT user would get TensorRT on a GPU machine and the workbench still runs everywhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from workbench.engines.profiles import Profile
+from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    import onnx
+    import pandas as pd
+
+PRECISIONS = ("FP32", "FP16", "INT8")
+
+
+class EngineBuildError(WorkbenchError):
+    """An engine could not be built or loaded; the runtime falls back to the native segment."""
+
+
+class BackendUnavailableError(WorkbenchError):
+    """A backend that cannot run here (its library or device is missing); says why."""
+
+
+class CalibrationDataError(WorkbenchError):
+    """INT8 calibration data that cannot be used (none, wrong input count, mixed shapes).
+
+    Not an EngineBuildError on purpose: bad user input must stop the build, not silently fall
+    back to the native segment.
+    """
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """What to build: precision, implicit batch size or profiles, workspace, calibration data."""
+
+    precision: str = "FP32"  # FP32 | FP16 | INT8
+    max_batch_size: int | None = None  # implicit batch engines
+    profiles: tuple[Profile, ...] = ()  # explicit batch (dynamic shape) engines
+    workspace_bytes: int | None = None
+    calibration_data: tuple[tuple[np.ndarray, ...], ...] = ()  # INT8: batches of engine inputs
+
+    def __post_init__(self) -> None:
+        precision = str(self.precision).upper()
+        if precision not in PRECISIONS:
+            raise WorkbenchError(
+                f"unknown precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
+        object.__setattr__(self, "precision", precision)
+        if self.max_batch_size is not None and self.max_batch_size < 1:
+            raise WorkbenchError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+
+
+class Engine(Protocol):
+    name: str
+    backend: str
+    device: str
+    precision: str
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]: ...
+
+    def layer_timings(self, inputs: list[np.ndarray], runs: int = 10) -> pd.DataFrame: ...
+
+    def serialize(self) -> bytes: ...
+
+
+class Backend(Protocol):
+    name: str
+    device: str
+
+    def build(self, model: onnx.ModelProto, spec: BuildSpec, name: str) -> Engine: ...
+
+    def deserialize(self, data: bytes, name: str) -> Engine: ...
+
+
+def check_calibration_data(data: Sequence[Sequence[np.ndarray]], input_names: Sequence[str]
+                           ) -> list[tuple[np.ndarray, ...]]:
+    """The calibration batches as arrays, or a clear error before any calibration work starts.
+
+    Like TF-TRT's `calibration_input_fn`, every batch must feed every input with one shape
+    throughout (spec tools-and-formats §1.10).
+    """
+    batches = [tuple(np.asarray(x) for x in batch) for batch in data]
+    if not batches:
+        raise CalibrationDataError(
+            "INT8 needs calibration data: give at least one batch of engine inputs")
+    for index, batch in enumerate(batches):
+        if len(batch) != len(input_names):
+            raise CalibrationDataError(
+                f"calibration batch {index} has {len(batch)} tensors; the engine has "
+                f"{len(input_names)} inputs ({', '.join(input_names)})")
+    first = [x.shape for x in batches[0]]
+    for index, batch in enumerate(batches[1:], start=1):
+        shapes = [x.shape for x in batch]
+        if shapes != first:
+            raise CalibrationDataError(
+                f"calibration data has mixed shapes: batch 0 is {_shapes(first)}, batch {index} "
+                f"is {_shapes(shapes)}; every calibration batch must have the same shape")
+    return batches
+
+
+def _shapes(shapes: Sequence[tuple[int, ...]]) -> str:
+    return "; ".join(str(list(s)) for s in shapes)
+
+
+# --- serialized engines: a small header so a blob says which backend and precision made it ---
+
+_MAGIC = b"WBENGINE1\n"
+
+
+def pack_engine(backend: str, precision: str, payload: bytes, **meta: object) -> bytes:
+    """`payload` (ONNX bytes, a TensorRT plan) behind a one-line JSON header."""
+    header = json.dumps({"backend": backend, "precision": precision, **meta}, sort_keys=True)
+    return _MAGIC + header.encode() + b"\n" + payload
+
+
+def unpack_engine(data: bytes, backend: str) -> tuple[dict, bytes]:
+    """The header and payload of a packed engine made by `backend`; damaged data is an error."""
+    if not isinstance(data, (bytes, bytearray)) or not data.startswith(_MAGIC):
+        raise EngineBuildError(f"not a serialized {backend} engine (missing workbench header)")
+    head, sep, payload = bytes(data[len(_MAGIC):]).partition(b"\n")
+    try:
+        meta = json.loads(head) if sep else None
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or meta.get("precision") not in PRECISIONS:
+        raise EngineBuildError(f"damaged serialized {backend} engine: unreadable header")
+    if meta.get("backend") != backend:
+        raise EngineBuildError(
+            f"this engine was serialized by {meta.get('backend')!r}, not {backend!r}")
+    return meta, payload
+
+
+# --- registry ---
+
+@dataclass(frozen=True)
+class _Entry:
+    module: str
+    factory: str
+    status: str  # a function () -> (available, reason) in that module
+
+
+# Preference order: the first available backend is the default.
+_REGISTRY = {
+    "tensorrt": _Entry("workbench.engines.tensorrt_backend", "TensorRTBackend", "status"),
+    "onnxruntime": _Entry("workbench.engines.onnxruntime_backend", "OnnxRuntimeBackend",
+                          "status"),
+}
+
+
+def _call(entry: _Entry, attr: str) -> Callable:
+    return getattr(importlib.import_module(entry.module), attr)
+
+
+def backend_status() -> dict[str, tuple[bool, str]]:
+    """Every registered backend: whether it can run here, and if not why not."""
+    return {name: _call(entry, entry.status)() for name, entry in _REGISTRY.items()}
+
+
+def available_backends() -> list[str]:
+    """Names of the backends that can build engines here, preferred first."""
+    return [name for name, (ok, _) in backend_status().items() if ok]
+
+
+def get_backend(name: str | None = None) -> Backend:
+    """The named backend, or the preferred available one (TensorRT on a GPU, else ONNX Runtime)."""
+    if name is None:
+        names = available_backends()
+        if not names:
+            raise BackendUnavailableError("no engine backend can run here")
+        name = names[0]
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise WorkbenchError(
+            f"unknown backend {name!r}: expected one of {', '.join(_REGISTRY)}")
+    ok, reason = _call(entry, entry.status)()
+    if not ok:
+        raise BackendUnavailableError(f"backend {name!r} is not available here: {reason}")
+    return _call(entry, entry.factory)()

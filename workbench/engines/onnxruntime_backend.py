@@ -1,0 +1,536 @@
+"""ONNX Runtime engines: CPU everywhere, the CUDA provider where present.
+
+FP32 runs the segment's ONNX model as is. FP16 converts it to float16 with `to_float16` (float
+tensors and initializers in half precision, Casts at the boundaries so the engine keeps float32
+inputs and outputs, a few ops kept in float32). INT8 is ONNX Runtime's static quantization
+(QDQ, symmetric int8 activations and per-channel weights, like TensorRT's implicit INT8)
+calibrated with `BuildSpec.calibration_data`. Per-layer timings come from ORT's profiler; since
+the exporter names ONNX nodes after their TF nodes, each ORT node maps back to TF nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from workbench.engines.backend import (
+    BuildSpec,
+    EngineBuildError,
+    check_calibration_data,
+    pack_engine,
+    unpack_engine,
+)
+from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+    import pandas as pd
+
+NAME = "onnxruntime"
+# onnx 1.23 writes IR version 14, newer than ORT 1.31 reads (13); IR 10 covers opsets <= 21.
+_MAX_IR_VERSION = 10
+_FP16_MAX = float(np.finfo(np.float16).max)
+
+# Ops kept in float32 by `to_float16`: control flow (subgraphs see outer tensors by name),
+# random generators and detection post-processing, whose float inputs are scores/boxes.
+FP32_ONLY_OPS = frozenset({
+    "If", "Loop", "Scan",
+    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+    "EyeLike", "NonMaxSuppression", "RoiAlign", "TopK",
+})
+# Inputs the ONNX spec types as float32 whatever the data's type (Resize's roi and scales).
+FP32_INPUTS = {"Resize": frozenset({1, 2}), "Upsample": frozenset({1})}
+# Nodes `to_float16` adds; they are ours, not TF nodes, so the layer table does not list them.
+CAST_PREFIX = "workbench_fp16/"
+_NOT_TF_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+
+_ORT_TYPES = {
+    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+    "tensor(int8)": np.int8, "tensor(uint8)": np.uint8, "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64, "tensor(bool)": np.bool_,
+}
+# Profiler type names of a node's first input -> the layer's precision.
+_PRECISION_OF = {"float": "FP32", "float16": "FP16", "int8": "INT8", "uint8": "INT8"}
+
+
+class EngineRunError(EngineBuildError):
+    """An engine failed while running (bad shapes, kernel error); the runtime falls back too."""
+
+
+def status() -> tuple[bool, str]:
+    """ONNX Runtime is a dependency, so it is available wherever the workbench installs."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError as error:  # pragma: no cover - broken install
+        return False, f"onnxruntime does not import: {error}"
+    return True, ""
+
+
+def default_providers() -> list[str]:
+    """The CUDA provider first where this onnxruntime has it, the CPU provider always."""
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+
+
+def device_label(providers: Sequence[str]) -> str:
+    """What every timing is labelled with: `GPU (CUDA)` or `CPU (<model name>)`."""
+    if providers and providers[0] == "CUDAExecutionProvider":
+        return "GPU (CUDA)"
+    name = _cpu_name()
+    return f"CPU ({name})" if name else "CPU"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor()
+
+
+def _threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class OnnxRuntimeBackend:
+    """Builds `OrtEngine`s on the given providers (default: CUDA where present, else CPU)."""
+
+    name = NAME
+
+    def __init__(self, providers: Sequence[str] | None = None, threads: int | None = None):
+        self.providers = list(providers or default_providers())
+        self.threads = threads or _threads()
+        self.device = device_label(self.providers)
+
+    def build(self, model: onnx.ModelProto, spec: BuildSpec, name: str) -> OrtEngine:
+        """An engine for `model` at `spec.precision`; INT8 data is checked before any work."""
+        if spec.precision == "INT8":
+            names = [i.name for i in _graph_inputs(model)]
+            batches = check_calibration_data(spec.calibration_data, names)
+        model = _readable(model)
+        try:
+            if spec.precision == "FP16":
+                model = to_float16(model)
+            elif spec.precision == "INT8":
+                model = quantize_int8(model, batches)
+            return self._engine(model, name, spec.precision)
+        except WorkbenchError:
+            raise
+        except Exception as error:
+            raise EngineBuildError(
+                f"onnxruntime could not build {spec.precision} engine {name!r}: "
+                f"{_first_line(error)}") from error
+
+    def deserialize(self, data: bytes, name: str) -> OrtEngine:
+        """The engine `serialize()` wrote, without converting or calibrating again."""
+        meta, payload = unpack_engine(data, NAME)
+        try:
+            model = onnx.load_model_from_string(payload)
+            return self._engine(model, name, meta["precision"])
+        except Exception as error:
+            raise EngineBuildError(
+                f"damaged serialized onnxruntime engine {name!r}: {_first_line(error)}"
+            ) from error
+
+    def _engine(self, model: onnx.ModelProto, name: str, precision: str) -> OrtEngine:
+        return OrtEngine(model, name, precision, self.providers, self.threads, self.device)
+
+
+class OrtEngine:
+    """One segment's model in an ONNX Runtime session."""
+
+    backend = NAME
+
+    def __init__(self, model: onnx.ModelProto, name: str, precision: str,
+                 providers: Sequence[str], threads: int, device: str):
+        self.model, self.name, self.precision = model, name, precision
+        self.providers, self.threads, self.device = list(providers), threads, device
+        self._bytes = model.SerializeToString()
+        self._session = self._new_session()
+        self.input_names = [i.name for i in self._session.get_inputs()]
+        self.output_names = [o.name for o in self._session.get_outputs()]
+        self._input_types = [_ORT_TYPES.get(i.type) for i in self._session.get_inputs()]
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Outputs in the model's output order for inputs in its input order."""
+        return self._run(self._session, inputs)
+
+    def layer_timings(self, inputs: list[np.ndarray], runs: int = 10,
+                      run: str | None = None) -> pd.DataFrame:
+        """Per-node averages of ORT's profiler over `runs` runs after one warm-up run."""
+        from workbench.profiling.layers import layer_table
+
+        if runs < 1:
+            raise WorkbenchError(f"runs must be >= 1, got {runs}")
+        with tempfile.TemporaryDirectory(prefix="workbench-ort-") as tmp:
+            session = self._new_session(profile_dir=Path(tmp))
+            for _ in range(runs + 1):
+                self._run(session, inputs)
+            trace = json.loads(Path(session.end_profiling()).read_text())
+            optimized = onnx.load(str(Path(tmp) / "optimized.onnx"))
+        rows = profile_rows(trace, tf_node_map(self.model, optimized), warmup=1)
+        for row in rows:
+            row["engine"] = self.name
+        return layer_table(rows, run=run or f"{self.name} {self.precision}", source=NAME,
+                           device=self.device)
+
+    def serialize(self) -> bytes:
+        """The (converted or quantized) ONNX model behind a header naming its precision."""
+        return pack_engine(NAME, self.precision, self._bytes, name=self.name)
+
+    def _new_session(self, profile_dir: Path | None = None) -> ort.InferenceSession:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = self.threads
+        if profile_dir is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(profile_dir / "profile")
+            # The graph ORT actually runs: its node names are the ones the profiler reports.
+            options.optimized_model_filepath = str(profile_dir / "optimized.onnx")
+            options.log_severity_level = 3
+        return ort.InferenceSession(self._bytes, options, providers=self.providers)
+
+    def _run(self, session: ort.InferenceSession, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if len(inputs) != len(self.input_names):
+            raise WorkbenchError(
+                f"engine {self.name!r} takes {len(self.input_names)} inputs "
+                f"({', '.join(self.input_names)}), got {len(inputs)}")
+        feed = {name: np.asarray(x, dtype=t) for name, x, t in
+                zip(self.input_names, inputs, self._input_types, strict=True)}
+        try:
+            return list(session.run(self.output_names, feed))
+        except Exception as error:
+            raise EngineRunError(
+                f"onnxruntime engine {self.name!r} failed: {_first_line(error)}") from error
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    initializers = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in initializers]
+
+
+def _readable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy ORT can load (IR version capped)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.ir_version = min(copy.ir_version, _MAX_IR_VERSION)
+    return copy
+
+
+# --- FP16 ---
+
+def to_float16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` computing in float16 with float32 inputs and outputs (see module docstring)."""
+    model = _readable(model)
+    graph = model.graph
+    types = _elem_types(model)
+    _rename_half_outputs(graph, types)
+    keep32 = _fp32_consumed(graph)
+    half = _halve_initializers(graph, keep32, {o.name for o in graph.output})
+    nodes: list[onnx.NodeProto] = []
+    casts: dict[tuple[str, int], str] = {}
+    for node in graph.node:
+        converted = _is_converted(node)
+        _cast_inputs(node, converted, types, half, casts, nodes)
+        if converted:
+            _halve_attributes(node)
+            half.update(o for o in node.output if types.get(o) == TensorProto.FLOAT)
+        nodes.append(node)
+    for out in graph.output:
+        if out.name + "_fp16" in half:
+            nodes.append(helper.make_node("Cast", [out.name + "_fp16"], [out.name],
+                                          name=f"{CAST_PREFIX}{out.name}", to=TensorProto.FLOAT))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.value_info[:]  # stale float32 types; ORT infers them again
+    return model
+
+
+def _is_converted(node: onnx.NodeProto) -> bool:
+    return node.domain in ("", "ai.onnx") and node.op_type not in FP32_ONLY_OPS
+
+
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    graph = inferred.graph
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in [*graph.input, *graph.output, *graph.value_info]}
+    types.update({t.name: t.data_type for t in graph.initializer})
+    return types
+
+
+def _rename_half_outputs(graph: onnx.GraphProto, types: dict[str, int]) -> None:
+    """Float outputs made by converted nodes become `<name>_fp16`; a final Cast restores them."""
+    producers = {o: n for n in graph.node for o in n.output}
+    for out in graph.output:
+        node = producers.get(out.name)
+        if node is None or not _is_converted(node) or types.get(out.name) != TensorProto.FLOAT:
+            continue
+        new = out.name + "_fp16"
+        types[new] = TensorProto.FLOAT
+        for n in graph.node:
+            n.output[:] = [new if o == out.name else o for o in n.output]
+            n.input[:] = [new if i == out.name else i for i in n.input]
+
+
+def _fp32_consumed(graph: onnx.GraphProto) -> set[str]:
+    return {name for node in graph.node for i, name in enumerate(node.input)
+            if not _is_converted(node) or i in FP32_INPUTS.get(node.op_type, ())}
+
+
+def _halve_initializers(graph: onnx.GraphProto, keep32: set[str], outputs: set[str]) -> set[str]:
+    half = set()
+    for index, tensor in enumerate(graph.initializer):
+        if tensor.data_type == TensorProto.FLOAT and tensor.name not in keep32 | outputs:
+            graph.initializer[index].CopyFrom(_half_tensor(tensor))
+            half.add(tensor.name)
+    return half
+
+
+def _half_tensor(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    # Clipped so that large float32 values become +-65504 instead of inf.
+    values = np.clip(numpy_helper.to_array(tensor), -_FP16_MAX, _FP16_MAX).astype(np.float16)
+    return numpy_helper.from_array(values, tensor.name)
+
+
+def _cast_inputs(node: onnx.NodeProto, converted: bool, types: dict[str, int], half: set[str],
+                 casts: dict[tuple[str, int], str], nodes: list[onnx.NodeProto]) -> None:
+    for index, name in enumerate(node.input):
+        is_half = name in half
+        if not name or not (is_half or types.get(name) == TensorProto.FLOAT):
+            continue
+        want_half = converted and index not in FP32_INPUTS.get(node.op_type, ())
+        if want_half != is_half:
+            to = TensorProto.FLOAT16 if want_half else TensorProto.FLOAT
+            node.input[index] = _cast(name, to, casts, nodes)
+
+
+def _cast(name: str, to: int, casts: dict[tuple[str, int], str],
+          nodes: list[onnx.NodeProto]) -> str:
+    if (name, to) not in casts:
+        suffix = "fp16" if to == TensorProto.FLOAT16 else "fp32"
+        out = f"{name}_{suffix}_cast"
+        nodes.append(helper.make_node("Cast", [name], [out], name=f"{CAST_PREFIX}{out}", to=to))
+        casts[(name, to)] = out
+    return casts[(name, to)]
+
+
+def _halve_attributes(node: onnx.NodeProto) -> None:
+    """Float results fixed by attributes: Cast's target, Constant(OfShape)'s value."""
+    for attr in node.attribute:
+        if node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT:
+            attr.i = TensorProto.FLOAT16
+        elif attr.name == "value" and attr.t.data_type == TensorProto.FLOAT:
+            attr.t.CopyFrom(_half_tensor(attr.t))
+
+
+# --- INT8 ---
+
+class _CalibrationReader:
+    """ORT's CalibrationDataReader protocol over the spec's batches."""
+
+    def __init__(self, names: list[str], batches: list[tuple[np.ndarray, ...]]):
+        self._feeds: Iterator[dict[str, np.ndarray]] = iter(
+            [{n: np.asarray(x, np.float32) if x.dtype == np.float64 else x
+              for n, x in zip(names, batch, strict=True)} for batch in batches])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._feeds, None)
+
+    def set_range(self, start_index: int, end_index: int) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+def quantize_int8(model: onnx.ModelProto, batches: list[tuple[np.ndarray, ...]]
+                  ) -> onnx.ModelProto:
+    """Static QDQ quantization calibrated on `batches` (TensorRT-like: symmetric int8)."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    reader_class = type("Reader", (_CalibrationReader, CalibrationDataReader), {})
+    reader = reader_class([i.name for i in _graph_inputs(model)], batches)
+    with tempfile.TemporaryDirectory(prefix="workbench-int8-") as tmp:
+        out = Path(tmp) / "int8.onnx"
+        quantize_static(
+            model, out, reader, quant_format=QuantFormat.QDQ, per_channel=True,
+            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,
+            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+        )
+        return _readable(onnx.load(str(out)))
+
+
+# --- profiler trace -> layer rows ---
+
+def profile_rows(trace: list[dict], tf_nodes: dict[str, list[str]], warmup: int = 1
+                 ) -> list[dict[str, Any]]:
+    """One row per ORT node: op type, precision, mean and median ms after `warmup` runs."""
+    times: dict[str, list[float]] = defaultdict(list)
+    info: dict[str, dict] = {}
+    for event in trace:
+        name = event.get("name", "")
+        if event.get("cat") == "Node" and name.endswith("_kernel_time"):
+            node = name[: -len("_kernel_time")]
+            times[node].append(float(event["dur"]) / 1000.0)  # microseconds -> ms
+            info.setdefault(node, event.get("args", {}))
+    rows = []
+    for node, durations in times.items():
+        kept = durations[warmup:] or durations
+        args = info[node]
+        rows.append({"layer": node, "layer_type": args.get("op_name"),
+                     "precision": _precision(args), "avg_ms": statistics.fmean(kept),
+                     "median_ms": statistics.median(kept), "tf_nodes": tf_nodes.get(node, [])})
+    return rows
+
+
+def _precision(args: dict) -> str | None:
+    shapes = args.get("input_type_shape") or args.get("output_type_shape") or []
+    if not shapes:
+        return None
+    type_name = next(iter(shapes[0]), None)
+    return _PRECISION_OF.get(type_name, type_name)
+
+
+def tf_node_map(source: onnx.ModelProto, optimized: onnx.ModelProto,
+                limit: int = 64) -> dict[str, list[str]]:
+    """For each node ORT runs, the source model's nodes (named after TF nodes) it computes.
+
+    A node ORT kept under its own name is that node, plus whatever it fused when all its inputs
+    are still the source's tensors. A node ORT created (`r_nchwc` for Conv+Relu, QLinearConv
+    `<name>_token_7`) covers the source nodes between the nearest source tensors around it,
+    never crossing a node ORT runs on its own.
+    """
+    graph = source.graph
+    by_name = {n.name: n for n in graph.node}
+    producer = {o: n for n in graph.node for o in n.output}
+    known = set(producer) | {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    nodes = list(optimized.graph.node)
+    anchors = {n.name for n in nodes} & set(by_name)
+    opt = _Optimized(nodes, {t.name for t in optimized.graph.initializer}, anchors)
+    result = {}
+    for node in nodes:
+        found = _covered(node, opt, by_name, producer, known, anchors, limit)
+        result[node.name] = sorted(n.name for n in found if _is_tf_node(n))
+    return result
+
+
+def _covered(node: onnx.NodeProto, opt: _Optimized, by_name: dict[str, onnx.NodeProto],
+             producer: dict[str, onnx.NodeProto], known: set[str], anchors: set[str],
+             limit: int) -> list[onnx.NodeProto]:
+    own = by_name.get(node.name)
+    stop = anchors - {node.name}
+    if own is not None:
+        if not all(not t or t in known or t in opt.initializers for t in node.input):
+            return [own]  # ORT renamed an input (an inserted Cast): the walk would escape
+        ins = {t for t in node.input if t in known}
+        outs = {t for t in node.output if t in known}
+        found = _between(ins, outs, producer, stop, limit)
+        return found if found and own in found else [own]
+    outs = opt.boundary(node, known, forward=True) or _named_tensors(node.name, by_name,
+                                                                      producer)
+    ins = opt.boundary(node, known, forward=False)
+    return _between(ins, outs, producer, stop, limit) or []
+
+
+# ORT's names for nodes it creates: a prefix for inserted casts, suffixes for layouts and fusions.
+_ORT_PREFIXES = ("InsertedPrecisionFreeCast_",)
+_ORT_SUFFIX = re.compile(r"(_token_\d+|_nchwc|_QuantizeLinear|_DequantizeLinear)$")
+
+
+def _named_tensors(name: str, by_name: dict[str, onnx.NodeProto],
+                   producer: dict[str, onnx.NodeProto]) -> set[str]:
+    """Source tensors an ORT-made name points at (`r_nchwc` -> tensor `r`)."""
+    for prefix in _ORT_PREFIXES:
+        name = name.removeprefix(prefix)
+    while name:
+        if name in by_name:
+            return set(by_name[name].output)
+        if name in producer:
+            return {name}
+        match = _ORT_SUFFIX.search(name)
+        if match is None:
+            return set()
+        name = name[: match.start()]
+    return set()
+
+
+def _is_tf_node(node: onnx.NodeProto) -> bool:
+    return node.op_type not in _NOT_TF_OPS and not node.name.startswith(CAST_PREFIX)
+
+
+class _Optimized:
+    """Producer/consumer look-ups in the graph ORT runs."""
+
+    def __init__(self, nodes: list[onnx.NodeProto], initializers: set[str], anchors: set[str]):
+        self.initializers, self.anchors = initializers, anchors
+        self.producer = {o: n for n in nodes for o in n.output}
+        self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        for n in nodes:
+            for i in n.input:
+                self.consumers[i].append(n)
+
+    def boundary(self, node: onnx.NodeProto, known: set[str], forward: bool) -> set[str]:
+        """Source tensors reached from `node` through tensors and nodes ORT created."""
+        found: set[str] = set()
+        stack, seen = [node], {node.name}
+        while stack:
+            current = stack.pop()
+            for tensor in (current.output if forward else current.input):
+                if tensor in known:
+                    found.add(tensor)
+                    continue
+                nxt = self.consumers.get(tensor, []) if forward else \
+                    [self.producer[tensor]] if tensor in self.producer else []
+                for n in nxt:
+                    if n.name not in seen and n.name not in self.anchors:
+                        seen.add(n.name)
+                        stack.append(n)
+        return found
+
+
+def _between(ins: set[str], outs: set[str], producer: dict[str, onnx.NodeProto],
+             stop: set[str], limit: int) -> list[onnx.NodeProto] | None:
+    """Source nodes from `outs` back to `ins`, not entering `stop` nodes; None past `limit`."""
+    found: dict[str, onnx.NodeProto] = {}
+    stack = [producer[t] for t in outs if t in producer and t not in ins]
+    while stack:
+        node = stack.pop()
+        if node.name in found or node.name in stop:
+            continue
+        found[node.name] = node
+        if len(found) > limit:
+            return None
+        stack.extend(producer[t] for t in node.input if t in producer and t not in ins)
+    return list(found.values())
