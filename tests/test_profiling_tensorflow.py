@@ -9,9 +9,9 @@ import sample_models
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
-from workbench.profiling.latency import cpu_device_name
+from workbench.profiling.latency import batch_sweep, cpu_device_name
 from workbench.profiling.layers import LAYER_COLUMNS
-from workbench.profiling.tensorflow import profile_tensorflow, random_inputs
+from workbench.profiling.tensorflow import native_callable, profile_tensorflow, random_inputs
 
 pytestmark = pytest.mark.slow
 
@@ -124,3 +124,16 @@ def test_random_uint8_images_cover_the_byte_range():
     images = random_inputs(detector, batch_size=2)["images"]
     assert images.dtype == np.uint8 and images.shape == (2, 64, 64, 3)
     assert images.max() > 200
+
+
+def test_native_callable_returns_the_model_outputs_and_sweeps_batches(digits):
+    inputs = random_inputs(digits, batch_size=2)
+    outputs = native_callable(digits, inputs)()
+    expected = digits.loaded(**inputs)["logits"].numpy()
+    assert set(outputs) == {"logits"} and np.array_equal(outputs["logits"], expected)
+    with pytest.raises(WorkbenchError, match="missing images"):
+        native_callable(digits, {})
+    frame = batch_sweep(lambda b: native_callable(digits, random_inputs(digits, b)), [1, 8],
+                        backend="tensorflow", device=cpu_device_name(), warmup=2, iterations=5)
+    assert list(frame["batch_size"]) == [1, 8]
+    assert (frame["mean_ms"] > 0).all() and set(frame["backend"]) == {"tensorflow"}

@@ -12,7 +12,7 @@ through TF-TRT's Grappler configuration when it was prepared.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -53,7 +53,8 @@ def profile_tensorflow(
     One row per executed node of the prepared FP32 graph (fed Placeholders do not execute):
     layer = node name, layer_type = op, precision from the node's output dtype,
     tf_nodes = [name]. `nodes` keeps only those nodes (for example the unconverted ones);
-    `pct` is then each node's share of the kept nodes' total.
+    `pct` is then each node's share of the kept nodes' total. Independent ops run in parallel,
+    so the summed op time can exceed the model's wall-clock latency.
     """
     if runs < 1 or warmup < 0:
         raise WorkbenchError(f"runs must be >= 1 and warmup >= 0, got {runs} and {warmup}")
@@ -131,6 +132,23 @@ def random_inputs(
         dtype = np.dtype(tensor.dtype.as_numpy_dtype)
         arrays[name] = _random_array(rng, name, shape, dtype, graph, node_name)
     return arrays
+
+
+def native_callable(session: ConversionSession, inputs: Mapping[str, np.ndarray]
+                    ) -> Callable[[], dict[str, np.ndarray]]:
+    """A blocking call of the native model on fixed inputs, for `measure_latency`.
+
+    Inputs become tensors once, outside the timed call; `.numpy()` waits for the results.
+    """
+    import tensorflow as tf
+
+    _check_input_names(session, inputs)
+    tensors = {name: tf.convert_to_tensor(value) for name, value in inputs.items()}
+
+    def call() -> dict[str, np.ndarray]:
+        return {name: value.numpy() for name, value in session.loaded(**tensors).items()}
+
+    return call
 
 
 def device_label(devices: set[str]) -> str:
@@ -221,6 +239,15 @@ def _checked_nodes(graph: Graph, nodes: Iterable[str] | None) -> set[str] | None
 
 
 def _feeds(session: ConversionSession, inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Signature input name -> array becomes tensor name -> array."""
+    _check_input_names(session, inputs)
+    names = session.loaded.input_names
+    tensor_names = session.optimized.fetches[: len(names)]
+    return {tensor: np.asarray(inputs[name])
+            for name, tensor in zip(names, tensor_names, strict=True)}
+
+
+def _check_input_names(session: ConversionSession, inputs: Mapping[str, Any]) -> None:
     names = session.loaded.input_names
     missing = [name for name in names if name not in inputs]
     extra = sorted(set(inputs) - set(names))
@@ -229,9 +256,6 @@ def _feeds(session: ConversionSession, inputs: Mapping[str, np.ndarray]) -> dict
             f"the model takes input(s) {', '.join(names)}; "
             + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}")
         )
-    tensor_names = session.optimized.fetches[: len(names)]
-    return {tensor: np.asarray(inputs[name]) for name, tensor in zip(names, tensor_names,
-                                                                     strict=True)}
 
 
 def _concrete_shape(shape: Any, batch_size: int, other_dim: int) -> tuple[int, ...]:
