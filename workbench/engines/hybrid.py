@@ -1,0 +1,196 @@
+"""The converted graph: the prepared graph with each segment replaced by one call node.
+
+TF-TRT replaced each segment by a TRTEngineOp whose `segment_func` is the
+`<engine>_native_segment` function. Here every engine becomes a node named after the engine
+that calls a function: in a saved model its native segment (a `PartitionedCall`, so plain
+TensorFlow runs it anywhere), in process a function wrapping the engine op (a
+`StatefulPartitionedCall` of a `numpy_function`). Both start from the same GraphDef, so what
+is saved is exactly what runs, minus the engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from workbench.conversion.result import EngineInfo
+from workbench.errors import WorkbenchError
+from workbench.graph.nodes import DTYPE_NAMES, TensorRef, numpy_dtype_name
+
+NATIVE_SUFFIX = "_native_segment"
+_DTYPE_ENUMS = {name: enum for enum, name in DTYPE_NAMES.items()}
+
+
+def native_function_name(engine: str) -> str:
+    return engine + NATIVE_SUFFIX
+
+
+def dtype_enum(tf_name: str) -> int:
+    if tf_name not in _DTYPE_ENUMS:
+        raise WorkbenchError(f"unsupported tensor dtype {tf_name!r}")
+    return _DTYPE_ENUMS[tf_name]
+
+
+def converted_graph_def(graph_def: Any, engines: Sequence[EngineInfo],
+                        engine_dtypes: dict[str, tuple[list[str], list[str]]],
+                        fetch_nodes: Sequence[str]) -> Any:
+    """The top-level GraphDef with each engine one `PartitionedCall` of its native segment.
+
+    `engine_dtypes` gives each engine's input and output TF dtype names; nodes no fetch needs
+    any more (Consts only the engines read) are pruned, as TF-TRT did.
+    """
+    from tensorflow.core.framework import graph_pb2
+
+    member_of = {name: e.name for e in engines for name in e.nodes}
+    remap = {TensorRef.parse(ref): f"{e.name}:{i}" for e in engines
+             for i, ref in enumerate(e.outputs)}
+    nodes = []
+    for node_def in graph_def.node:
+        if node_def.name in member_of:
+            continue
+        copy = type(node_def)()
+        copy.CopyFrom(node_def)
+        _rewire(copy, [*node_def.input], member_of, remap)
+        nodes.append(copy)
+    for engine in engines:
+        nodes.append(_call_node(graph_def, engine, engine_dtypes[engine.name], member_of, remap))
+    out = graph_pb2.GraphDef()
+    out.versions.CopyFrom(graph_def.versions)
+    out.library.CopyFrom(graph_def.library)
+    out.node.extend(_reachable(nodes, fetch_nodes))
+    return out
+
+
+def _call_node(graph_def: Any, engine: EngineInfo, dtypes: tuple[list[str], list[str]],
+               member_of: dict[str, str], remap: dict[TensorRef, str]) -> Any:
+    from tensorflow.core.framework import node_def_pb2
+
+    members = set(engine.nodes)
+    controls = {
+        text: None
+        for node_def in graph_def.node if node_def.name in members
+        for text in node_def.input if text.startswith("^") and text[1:] not in members
+    }
+    node = node_def_pb2.NodeDef(name=engine.name, op="PartitionedCall")
+    _rewire(node, [*engine.inputs, *controls], member_of, remap)
+    node.attr["Tin"].list.type.extend(dtype_enum(t) for t in dtypes[0])
+    node.attr["Tout"].list.type.extend(dtype_enum(t) for t in dtypes[1])
+    node.attr["f"].func.name = native_function_name(engine.name)
+    return node
+
+
+def _rewire(node: Any, inputs: list[str], member_of: dict[str, str],
+            remap: dict[TensorRef, str]) -> None:
+    """Inputs from segment members now come from their engine's outputs."""
+    del node.input[:]
+    seen_controls = set()
+    for text in inputs:
+        if text.startswith("^"):
+            source = member_of.get(text[1:], text[1:])
+            if source != node.name and source not in seen_controls:
+                seen_controls.add(source)
+                node.input.append("^" + source)
+            continue
+        ref = TensorRef.parse(text)
+        if ref.node in member_of:
+            if ref not in remap:
+                raise WorkbenchError(f"{node.name} reads {ref}, which is inside "
+                                     f"{member_of[ref.node]} but not one of its outputs")
+            node.input.append(remap[ref])
+        else:
+            node.input.append(text)
+
+
+def _reachable(nodes: list[Any], fetch_nodes: Sequence[str]) -> list[Any]:
+    by_name = {n.name: n for n in nodes}
+    keep: set[str] = set()
+    stack = [name for name in fetch_nodes if name in by_name]
+    while stack:
+        name = stack.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        for text in by_name[name].input:
+            source = TensorRef.parse(text.lstrip("^")).node
+            if source in by_name and source not in keep:
+                stack.append(source)
+    return [n for n in nodes if n.name in keep]
+
+
+def native_function_def(segment: Any) -> Any:
+    """The `<engine>_native_segment` FunctionDef of a SegmentGraph (placeholders become
+    arguments, the output Identities' inputs its results)."""
+    import tensorflow as tf
+    from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
+
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(segment.graph_def, name="")
+    inputs = [graph.get_tensor_by_name(f"{n}:0") for n in segment.input_names]
+    identities = [graph.get_operation_by_name(n) for n in segment.output_names]
+    outputs = [op.inputs[0] for op in identities]
+    skip = {op.name for op in identities}
+    operations = [op for op in graph.get_operations() if op.name not in skip]
+    fdef = graph_to_function_def(graph, operations, inputs, outputs,
+                                 out_names=[n.lower() for n in segment.output_names])
+    fdef.signature.name = native_function_name(segment.engine.name)
+    return fdef
+
+
+def with_native_functions(converted: Any, segments: Sequence[Any]) -> Any:
+    """The converted GraphDef with every native segment function in its library."""
+    from tensorflow.core.framework import graph_pb2
+
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(converted)
+    present = {f.signature.name for f in out.library.function}
+    for segment in segments:
+        fdef = native_function_def(segment)
+        if fdef.signature.name not in present:
+            out.library.function.append(fdef)
+        for nested in segment.graph_def.library.function:
+            if nested.signature.name not in present:
+                out.library.function.append(nested)
+                present.add(nested.signature.name)
+    return out
+
+
+def engine_function(op: Callable[..., Any], name: str, input_dtypes: Sequence[str],
+                    output_dtypes: Sequence[str]) -> Any:
+    """A ConcreteFunction running `op` on numpy arrays (the in-process TRTEngineOp)."""
+    import tensorflow as tf
+
+    tout = [tf.as_dtype(numpy_dtype_name(t)) for t in output_dtypes]
+    specs = [tf.TensorSpec(None, tf.as_dtype(numpy_dtype_name(t))) for t in input_dtypes]
+
+    def run(*inputs: Any) -> list[Any]:
+        return tf.numpy_function(op, list(inputs), tout, stateful=True, name=name)
+
+    return tf.function(run, input_signature=specs, autograph=False).get_concrete_function()
+
+
+def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[Any],
+                   fetches: Sequence[str], engine_functions: dict[str, Any] | None = None) -> Any:
+    """A ConcreteFunction of the converted GraphDef taking `feeds` (tensor names, with their
+    tf.TensorSpecs) positionally and returning `fetches` as a list. With `engine_functions`,
+    engine nodes call them instead of their native segments."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+
+    graph_def = converted
+    if engine_functions:
+        graph_def = graph_pb2.GraphDef()
+        graph_def.CopyFrom(converted)
+        for node in graph_def.node:
+            if node.name in engine_functions:
+                node.op = "StatefulPartitionedCall"
+                node.attr["f"].func.name = engine_functions[node.name].name
+
+    def _import(*args: Any) -> list[Any]:
+        for function in (engine_functions or {}).values():
+            function.add_to_graph()
+        return tf.compat.v1.import_graph_def(
+            graph_def, input_map=dict(zip(feeds, args, strict=True)),
+            return_elements=list(fetches), name="")
+
+    return tf.compat.v1.wrap_function(_import, list(feed_specs))

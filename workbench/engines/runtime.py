@@ -1,0 +1,320 @@
+"""The converted model at run time: native TensorFlow between engines, engines for segments.
+
+`ConvertedModel` is what `convert()`, `build()` and `workbench.load()` hand the user. It is
+called like TF-TRT's converted function (inputs by position or name, a dict of named outputs)
+and runs the converted graph (`hybrid.py`): TensorFlow runs the unconverted nodes, each
+engine node calls its `EngineOp` (cache, build at run time, native fallback). The graph is put
+together on first use, so `convert()` itself stays as fast as the segmentation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.conversion.result import EngineInfo
+from workbench.engines.engine_op import EngineOp, EngineOpConfig
+from workbench.engines.hybrid import engine_function, wrap_converted
+from workbench.errors import WorkbenchError
+from workbench.graph.nodes import numpy_dtype_name
+
+
+@dataclass
+class RuntimeGraph:
+    """Everything the converted model runs from: the converted GraphDef (native segments in
+    its library), the segments, and how the signature's names map to tensors."""
+
+    converted_graph_def: Any
+    segments: list[Any]  # SegmentGraph, in engine order
+    input_names: list[str]
+    output_names: list[str]
+    input_tensors: list[str]  # tensor names in the converted graph, signature order
+    output_tensors: list[str]
+    input_dtypes: list[str]  # numpy names
+    input_shapes: list[tuple[int, ...] | None]
+    signature_key: str = "serving_default"
+
+    @property
+    def engines(self) -> list[EngineInfo]:
+        return [s.engine for s in self.segments]
+
+    def feed_specs(self) -> list[Any]:
+        """tf.TensorSpecs of the inputs (unknown and symbolic dims as None)."""
+        import tensorflow as tf
+
+        return [tf.TensorSpec(None if shape is None else [d if d >= 0 else None for d in shape],
+                              dtype, name=name)
+                for name, dtype, shape in zip(self.input_names, self.input_dtypes,
+                                              self.input_shapes, strict=True)]
+
+
+@dataclass
+class RuntimeSettings:
+    """The engine settings of a conversion (TrtConversionParams at run time)."""
+
+    precision_mode: str = "FP32"
+    use_dynamic_shape: bool = False
+    dynamic_shape_profile_strategy: str | None = None
+    maximum_cached_engines: int = 1
+    allow_build_at_runtime: bool = True
+    max_workspace_size_bytes: int | None = None
+    use_calibration: bool = True
+
+    def op_config(self) -> EngineOpConfig:
+        return EngineOpConfig(
+            precision=self.precision_mode,
+            use_implicit_batch=not self.use_dynamic_shape,
+            maximum_cached_engines=self.maximum_cached_engines,
+            allow_build_at_runtime=self.allow_build_at_runtime,
+            workspace_bytes=self.max_workspace_size_bytes,
+        )
+
+
+@dataclass
+class SegmentRuntime:
+    """One engine's segment, its ONNX export (made once, on demand) and its engine op."""
+
+    segment: Any
+    op: EngineOp
+    onnx_model: Any = None
+    export_error: str = ""
+
+
+class ConvertedModel:
+    """The converted signature: callable like TF-TRT's converted function."""
+
+    def __init__(self, graph: RuntimeGraph | Callable[[], RuntimeGraph],
+                 settings: RuntimeSettings, backend: Any = None):
+        self._graph_source = graph
+        self._graph: RuntimeGraph | None = graph if isinstance(graph, RuntimeGraph) else None
+        self.settings = settings
+        self._backend = backend
+        self._segments: dict[str, SegmentRuntime] | None = None
+        self._function: Any = None
+        self._engine_functions: dict[str, Any] = {}
+
+    # --- the pieces, made on first use --------------------------------------------------------
+
+    @property
+    def graph(self) -> RuntimeGraph:
+        if self._graph is None:
+            self._graph = self._graph_source()  # type: ignore[operator]
+        return self._graph
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            from workbench.engines.backend import get_backend
+
+            self._backend = get_backend()
+        return self._backend
+
+    @property
+    def input_names(self) -> list[str]:
+        return self.graph.input_names
+
+    @property
+    def output_names(self) -> list[str]:
+        return self.graph.output_names
+
+    @property
+    def segments(self) -> dict[str, SegmentRuntime]:
+        if self._segments is None:
+            self._segments = {s.engine.name: self._segment_runtime(s)
+                              for s in self.graph.segments}
+        return self._segments
+
+    @property
+    def ops(self) -> dict[str, EngineOp]:
+        """engine name -> its EngineOp (cache, statistics, native runs)."""
+        return {name: s.op for name, s in self.segments.items()}
+
+    def _segment_runtime(self, segment: Any) -> SegmentRuntime:
+        from workbench.engines.segment import NativeSegment
+
+        runtime = SegmentRuntime(segment, None)  # type: ignore[arg-type]
+        native = _LazyNative(lambda: NativeSegment(segment))
+        runtime.op = EngineOp(
+            segment.engine.name,
+            lambda **spec: self._build_engine(runtime, spec),
+            native,
+            [numpy_dtype_name(s.dtype) for s in segment.output_specs],
+            self.settings.op_config(),
+        )
+        return runtime
+
+    def onnx_model(self, engine: str) -> Any:
+        """The segment's ONNX model (exported once); raises ExportError when it cannot be."""
+        runtime = self.segments[engine]
+        if runtime.onnx_model is None:
+            from workbench.engines.onnx_export import export_onnx
+
+            try:
+                runtime.onnx_model = export_onnx(runtime.segment)
+            except Exception as exc:
+                runtime.export_error = str(exc)
+                raise
+        return runtime.onnx_model
+
+    def _build_engine(self, runtime: SegmentRuntime, spec: dict[str, Any]) -> Any:
+        from workbench.engines.backend import BuildSpec
+
+        if runtime.export_error:
+            raise WorkbenchError(runtime.export_error)
+        model = self.onnx_model(runtime.segment.engine.name)
+        return self.backend.build(model, BuildSpec(**spec), runtime.segment.engine.name)
+
+    @property
+    def function(self) -> Any:
+        """The in-process converted function (ConcreteFunction over the converted graph)."""
+        if self._function is None:
+            graph = self.graph
+            for segment in graph.segments:
+                name = segment.engine.name
+                self._engine_functions[name] = engine_function(
+                    self.segments[name].op, name,
+                    [s.dtype for s in segment.input_specs],
+                    [s.dtype for s in segment.output_specs])
+            self._function = wrap_converted(graph.converted_graph_def, graph.input_tensors,
+                                            graph.feed_specs(), graph.output_tensors,
+                                            self._engine_functions)
+        return self._function
+
+    # --- calling ------------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Runs the converted model: inputs by position (signature order) or by name."""
+        tensors = self.input_tensors(args, kwargs)
+        outputs = self.function(*tensors)
+        return dict(zip(self.output_names, outputs, strict=True))
+
+    def input_tensors(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
+        import tensorflow as tf
+
+        names = self.input_names
+        if len(args) > len(names):
+            raise WorkbenchError(f"the model takes {len(names)} input(s) ({', '.join(names)}), "
+                                 f"got {len(args)}")
+        given = dict(zip(names, args, strict=False))
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown:
+            raise WorkbenchError(f"unknown input(s) {', '.join(unknown)}; the model takes "
+                                 f"{', '.join(names)}")
+        given.update(kwargs)
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise WorkbenchError(f"missing input(s) {', '.join(missing)}; the model takes "
+                                 f"{', '.join(names)}")
+        return [tf.convert_to_tensor(given[n], dtype=d)
+                for n, d in zip(names, self.graph.input_dtypes, strict=True)]
+
+    # --- what happened ------------------------------------------------------------------------
+
+    def engine_table(self) -> pd.DataFrame:
+        """Per engine: cached engines, builds, engine and native calls, native reasons."""
+        rows = []
+        for name, runtime in self.segments.items():
+            op = runtime.op
+            rows.append({
+                "engine": name, "cached_engines": len(op.engines()), "builds": op.stats.builds,
+                "failed_builds": op.stats.failed_builds, "engine_calls": op.stats.engine_calls,
+                "native_calls": op.stats.native_calls,
+                "native_reasons": "; ".join(op.fallback_reasons),
+            })
+        return pd.DataFrame(rows, columns=["engine", "cached_engines", "builds", "failed_builds",
+                                           "engine_calls", "native_calls", "native_reasons"])
+
+    @property
+    def native_runs(self) -> dict[str, dict[str, int]]:
+        """engine -> reason -> count, for every call the native segment served."""
+        return {name: op.fallback_reasons for name, op in self.ops.items()
+                if op.fallback_reasons}
+
+    def __repr__(self) -> str:
+        engines = len(self.graph.segments) if self._graph is not None else "?"
+        return f"ConvertedModel({engines} engines, precision {self.settings.precision_mode})"
+
+
+class _LazyNative:
+    """The native segment, imported into TensorFlow only when first needed."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
+        self._native: Any = None
+
+    def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if self._native is None:
+            self._native = self._make()
+        return self._native(inputs)
+
+
+@dataclass
+class InputSets:
+    """The input sets an `input_fn` yielded, checked against the model's inputs."""
+
+    sets: list[list[Any]] = field(default_factory=list)
+
+    @property
+    def shapes(self) -> list[tuple[tuple[int, ...], ...]]:
+        return [tuple(tuple(int(d) for d in np.shape(x)) for x in s) for s in self.sets]
+
+
+def collect_inputs(fn: Callable[[], Any], input_names: Sequence[str], what: str) -> InputSets:
+    """Every input set `fn()` yields, as lists in signature order; a clear error when it yields
+    nothing or the wrong number of tensors (before any work starts)."""
+    if not callable(fn):
+        raise WorkbenchError(f"{what} must be a callable returning a generator of input sets")
+    sets = []
+    for i, batch in enumerate(fn()):
+        if isinstance(batch, dict):
+            missing = [n for n in input_names if n not in batch]
+            if missing or len(batch) != len(input_names):
+                raise WorkbenchError(
+                    f"{what} yielded inputs {sorted(batch)} in set {i}; the model takes "
+                    f"{', '.join(input_names)}")
+            items = [batch[n] for n in input_names]
+        else:
+            items = list(batch) if isinstance(batch, (list, tuple)) else [batch]
+        if len(items) != len(input_names):
+            raise WorkbenchError(
+                f"{what} yielded {len(items)} tensor(s) in set {i}; the model takes "
+                f"{len(input_names)} ({', '.join(input_names)})")
+        sets.append(items)
+    if not sets:
+        raise WorkbenchError(f"{what} yielded nothing: it must yield at least one input set")
+    return InputSets(sets)
+
+
+def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
+    """The converted graph of a conversion (`ConversionSession`, `ConversionResult`)."""
+    from workbench.engines.hybrid import converted_graph_def, with_native_functions
+    from workbench.engines.segment import extract_segment
+    from workbench.graph.nodes import TensorRef
+
+    prepared = session.prepared(str(result.params["precision_mode"]))
+    loaded = session.loaded
+    fetches = prepared.optimized.fetches
+    count = len(loaded.input_names)
+    inputs, outputs = fetches[:count], fetches[count:]
+    segments = [extract_segment(prepared, engine) for engine in result.engines]
+    dtypes = {s.engine.name: ([x.dtype for x in s.input_specs], [x.dtype for x in s.output_specs])
+              for s in segments}
+    converted = converted_graph_def(prepared.graph_def, result.engines, dtypes,
+                                    [TensorRef.parse(t).node for t in outputs])
+    graph = prepared.graph
+    specs = [graph.output_spec(TensorRef.parse(t)) for t in inputs]
+    return RuntimeGraph(
+        converted_graph_def=with_native_functions(converted, segments),
+        segments=segments,
+        input_names=list(loaded.input_names),
+        output_names=list(loaded.output_names),
+        input_tensors=list(inputs),
+        output_tensors=list(outputs),
+        input_dtypes=[numpy_dtype_name(s.dtype) if s else "float32" for s in specs],
+        input_shapes=[s.shape if s else None for s in specs],
+        signature_key=loaded.signature_key,
+    )
