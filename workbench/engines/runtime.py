@@ -64,12 +64,14 @@ class RuntimeSettings:
     max_workspace_size_bytes: int | None = None
     use_calibration: bool = True
 
-    def op_config(self) -> EngineOpConfig:
+    def op_config(self, in_process: bool = True) -> EngineOpConfig:
+        # TF-TRT wrote `_allow_build_at_runtime` into the engine nodes only when saving: the
+        # converter's own function (build() included) always builds missing engines.
         return EngineOpConfig(
             precision=self.precision_mode,
             use_implicit_batch=not self.use_dynamic_shape,
             maximum_cached_engines=self.maximum_cached_engines,
-            allow_build_at_runtime=self.allow_build_at_runtime,
+            allow_build_at_runtime=self.allow_build_at_runtime or in_process,
             workspace_bytes=self.max_workspace_size_bytes,
         )
 
@@ -88,7 +90,8 @@ class ConvertedModel:
     """The converted signature: callable like TF-TRT's converted function."""
 
     def __init__(self, graph: RuntimeGraph | Callable[[], RuntimeGraph],
-                 settings: RuntimeSettings, backend: Any = None):
+                 settings: RuntimeSettings, backend: Any = None, in_process: bool = True):
+        self.in_process = in_process  # False: loaded from a saved model
         self._graph_source = graph
         self._graph: RuntimeGraph | None = graph if isinstance(graph, RuntimeGraph) else None
         self.settings = settings
@@ -143,7 +146,7 @@ class ConvertedModel:
             lambda **spec: self._build_engine(runtime, spec),
             native,
             [numpy_dtype_name(s.dtype) for s in segment.output_specs],
-            self.settings.op_config(),
+            self.settings.op_config(self.in_process),
         )
         return runtime
 
@@ -211,6 +214,63 @@ class ConvertedModel:
                                  f"{', '.join(names)}")
         return [tf.convert_to_tensor(given[n], dtype=d)
                 for n, d in zip(names, self.graph.input_dtypes, strict=True)]
+
+    # --- build() and calibration -------------------------------------------------------------
+
+    def build(self, input_fn: Callable[[], Any]) -> None:
+        """TF-TRT's build(): engines for the shapes `input_fn` yields (see module docstring)."""
+        sets = collect_inputs(input_fn, self.input_names, "input_fn")
+        if self.settings.use_dynamic_shape:
+            self._build_profiles(sets)
+            return
+        # Implicit batch: each distinct input shape runs once; a miss builds an engine (up to
+        # maximum_cached_engines per op, the LRU keeping the most recent).
+        seen: set[Any] = set()
+        for shapes, inputs in zip(sets.shapes, sets.sets, strict=True):
+            if shapes not in seen:
+                seen.add(shapes)
+                self(*inputs)
+
+    def _build_profiles(self, sets: InputSets) -> None:
+        """Dynamic shape: run every input set collecting each op's input shapes, turn them into
+        profiles with the strategy, then build one engine per op holding all of them."""
+        from workbench.engines.profiles import optimization_profiles
+
+        collected = self._run_collecting(sets, shapes=True)
+        strategy = self.settings.dynamic_shape_profile_strategy or "Range"
+        for name, op in self.ops.items():
+            shapes = collected[name][0]
+            if shapes:
+                op.profiles = tuple(optimization_profiles(shapes, strategy))
+                op.build()
+
+    def calibrate(self, calibration_input_fn: Callable[[], Any]) -> None:
+        """INT8: each op's input batches from running `calibration_input_fn` natively; they
+        become the calibration data of the engines built afterwards."""
+        sets = collect_inputs(calibration_input_fn, self.input_names, "calibration_input_fn")
+        distinct = list(dict.fromkeys(sets.shapes))
+        if len(distinct) > 1:
+            raise WorkbenchError(
+                "calibration data must have a single shape (TF-TRT's rule); "
+                f"calibration_input_fn yielded {len(distinct)}: "
+                + ", ".join(str([list(s) for s in shapes]) for shapes in distinct[:4]))
+        collected = self._run_collecting(sets, shapes=False)
+        for name, op in self.ops.items():
+            op.calibration_data = tuple(collected[name][1])
+
+    def _run_collecting(self, sets: InputSets, shapes: bool
+                        ) -> dict[str, tuple[list[Any], list[Any]]]:
+        ops = self.ops
+        for op in ops.values():
+            op.collected_shapes, op.collected_batches = ([], None) if shapes else (None, [])
+        try:
+            for inputs in sets.sets:
+                self(*inputs)
+            return {name: (op.collected_shapes or [], op.collected_batches or [])
+                    for name, op in ops.items()}
+        finally:
+            for op in ops.values():
+                op.collected_shapes = op.collected_batches = None
 
     # --- what happened ------------------------------------------------------------------------
 

@@ -1,0 +1,269 @@
+"""Saving and loading converted models, the way TF-TRT's `save()` laid them out.
+
+The directory is a real SavedModel: its signature runs the converted graph with every engine
+node calling its `<engine>_native_segment` function, so plain `tf.saved_model.load` runs it
+anywhere (natively). `assets/` carries what only the workbench reads: the serialized engines
+(`trt-serialized-engine.<engine>.<n>`, TF-TRT's file name plus a cache index), one ONNX model
+per segment for use elsewhere (`trtexec --onnx=...`), the segment and converted GraphDefs, and a
+JSON manifest. Everything is written into a temporary sibling directory and renamed into place,
+so a failed save leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from workbench.conversion.result import EngineInfo
+from workbench.engines.profiles import Profile
+from workbench.engines.runtime import ConvertedModel, RuntimeGraph, RuntimeSettings
+from workbench.errors import WorkbenchError, first_line
+from workbench.graph.nodes import TensorSpec
+
+MANIFEST = "workbench_converted.json"
+FORMAT = "tftrt-workbench-converted/1"
+CONVERTED_GRAPH = "converted_graph.pb"
+ENGINE_PREFIX = "trt-serialized-engine."
+
+
+class DamagedModelError(WorkbenchError):
+    """A saved converted model whose manifest, graph or engine files are missing or corrupt."""
+
+
+def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool = False,
+                   save_engines: bool = True) -> Path:
+    """Writes `model` to `directory` (refusing a non-empty one unless `overwrite`)."""
+    target = Path(directory)
+    if target.exists() and not overwrite and (not target.is_dir() or any(target.iterdir())):
+        raise WorkbenchError(f"{target} already exists and is not empty; choose a new directory "
+                             "or pass overwrite=True")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.saving-", dir=target.parent))
+    try:
+        _write(model, staging, save_engines)
+        _move_into_place(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
+    graph = model.graph
+    _write_saved_model(graph, out)
+    assets = out / "assets"
+    assets.mkdir(exist_ok=True)
+    (assets / CONVERTED_GRAPH).write_bytes(graph.converted_graph_def.SerializeToString())
+    engines = []
+    for segment in graph.segments:
+        name = segment.engine.name
+        (assets / f"{name}.segment.pb").write_bytes(segment.graph_def.SerializeToString())
+        entry: dict[str, Any] = {
+            "info": _info_json(segment.engine),
+            "input_names": segment.input_names, "output_names": segment.output_names,
+            "input_specs": [asdict(s) for s in segment.input_specs],
+            "output_specs": [asdict(s) for s in segment.output_specs],
+            "onnx": None, "onnx_error": "", "engines": [],
+        }
+        try:
+            (assets / f"{name}.onnx").write_bytes(model.onnx_model(name).SerializeToString())
+            entry["onnx"] = f"{name}.onnx"
+        except Exception as exc:  # the segment still runs natively; say why there is no ONNX
+            entry["onnx_error"] = first_line(exc)
+        op = model.ops[name]
+        for index, (key, engine) in enumerate(op.engines() if save_engines else []):
+            file = f"{ENGINE_PREFIX}{name}.{index}"
+            (assets / file).write_bytes(engine.serialize())
+            entry["engines"].append({"file": file, "key": _key_json(key),
+                                     "backend": engine.backend, "device": engine.device,
+                                     "precision": engine.precision})
+        engines.append(entry)
+    manifest = {
+        "format": FORMAT,
+        "signature_key": graph.signature_key,
+        "input_names": graph.input_names, "output_names": graph.output_names,
+        "input_tensors": graph.input_tensors, "output_tensors": graph.output_tensors,
+        "input_dtypes": graph.input_dtypes,
+        "input_shapes": [None if s is None else list(s) for s in graph.input_shapes],
+        "settings": asdict(model.settings),
+        "engines": engines,
+    }
+    (assets / MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+def _write_saved_model(graph: RuntimeGraph, out: Path) -> None:
+    import tensorflow as tf
+
+    from workbench.engines.hybrid import wrap_converted
+
+    native = wrap_converted(graph.converted_graph_def, graph.input_tensors, graph.feed_specs(),
+                            graph.output_tensors)
+    names = graph.output_names
+
+    @tf.function(input_signature=graph.feed_specs(), autograph=False)
+    def serve(*args: Any) -> dict[str, Any]:
+        return dict(zip(names, native(*args), strict=True))
+
+    module = tf.Module()
+    module.serve = serve
+    tf.saved_model.save(module, str(out), signatures={graph.signature_key:
+                                                      serve.get_concrete_function()})
+
+
+def _move_into_place(staging: Path, target: Path) -> None:
+    if not target.exists():
+        staging.rename(target)
+        return
+    old = target.with_name(f".{target.name}.replaced-{staging.name.rsplit('-', 1)[-1]}")
+    target.rename(old)
+    staging.rename(target)
+    if old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        old.unlink(missing_ok=True)
+
+
+# --- loading --------------------------------------------------------------------------------
+
+
+def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel:
+    """A saved converted model with its engines (deserialized, not rebuilt)."""
+    path = Path(directory)
+    assets = path / "assets"
+    manifest = _read_manifest(path)
+    if not (path / "saved_model.pb").is_file():
+        raise DamagedModelError(f"{path} has no saved_model.pb; it is not a complete saved "
+                                "converted model (save it again)")
+    try:
+        segments = [_segment(assets, e) for e in manifest["engines"]]
+        graph = RuntimeGraph(
+            converted_graph_def=_graph_def(assets / CONVERTED_GRAPH),
+            segments=segments,
+            input_names=manifest["input_names"], output_names=manifest["output_names"],
+            input_tensors=manifest["input_tensors"], output_tensors=manifest["output_tensors"],
+            input_dtypes=manifest["input_dtypes"],
+            input_shapes=[None if s is None else tuple(s) for s in manifest["input_shapes"]],
+            signature_key=manifest["signature_key"],
+        )
+        settings = RuntimeSettings(**manifest["settings"])
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, DamagedModelError):
+            raise
+        raise DamagedModelError(f"{path}: the manifest assets/{MANIFEST} is incomplete "
+                                f"({first_line(exc)}); save the model again") from None
+    model = ConvertedModel(graph, settings, backend=backend, in_process=False)
+    for entry in manifest["engines"]:
+        _load_engines(model, assets, entry)
+    return model
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    file = path / "assets" / MANIFEST
+    if not path.is_dir():
+        raise WorkbenchError(f"No such directory: {path}")
+    if not file.is_file():
+        raise DamagedModelError(f"{path} has no assets/{MANIFEST}: it is not a converted model "
+                                "saved by the workbench, or its assets were lost")
+    try:
+        manifest = json.loads(file.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DamagedModelError(f"{file} is corrupt ({first_line(exc)}); save the model again"
+                                ) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DamagedModelError(f"{file} is not a {FORMAT} manifest")
+    return manifest
+
+
+def _graph_def(file: Path) -> Any:
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.framework import graph_pb2
+
+    if not file.is_file():
+        raise DamagedModelError(f"{file} is missing; save the model again")
+    graph_def = graph_pb2.GraphDef()
+    try:
+        graph_def.ParseFromString(file.read_bytes())
+    except DecodeError as exc:
+        raise DamagedModelError(f"{file} is corrupt ({first_line(exc)})") from None
+    return graph_def
+
+
+def _segment(assets: Path, entry: dict[str, Any]) -> Any:
+    from workbench.engines.segment import SegmentGraph
+
+    info = _info_from_json(entry["info"])
+    return SegmentGraph(
+        engine=info,
+        graph_def=_graph_def(assets / f"{info.name}.segment.pb"),
+        input_names=entry["input_names"], output_names=entry["output_names"],
+        input_specs=[_spec(s) for s in entry["input_specs"]],
+        output_specs=[_spec(s) for s in entry["output_specs"]],
+    )
+
+
+def _load_engines(model: ConvertedModel, assets: Path, entry: dict[str, Any]) -> None:
+    name = entry["info"]["name"]
+    op = model.ops[name]
+    for saved in entry["engines"]:
+        file = assets / saved["file"]
+        if not file.is_file():
+            raise DamagedModelError(f"engine file {file} is missing; save the model again")
+        try:
+            backend = model.backend if model.backend.name == saved["backend"] else None
+            if backend is None:
+                from workbench.engines.backend import get_backend
+
+                backend = get_backend(saved["backend"])
+            engine = backend.deserialize(file.read_bytes(), name)
+        except Exception as exc:
+            raise DamagedModelError(f"engine file {file} cannot be loaded: {first_line(exc)}"
+                                    ) from None
+        key = _key_from_json(saved["key"])
+        if not op.config.use_implicit_batch:
+            op.profiles = key
+        op.add_engine(key, engine)
+
+
+# --- JSON forms -----------------------------------------------------------------------------
+
+
+def _info_json(info: EngineInfo) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(info)))
+
+
+def _info_from_json(data: dict[str, Any]) -> EngineInfo:
+    def shapes(items: list) -> tuple:
+        return tuple(None if s is None else tuple(s) for s in items)
+
+    return EngineInfo(
+        name=data["name"], nodes=tuple(data["nodes"]), native_ops=dict(data["native_ops"]),
+        native_node_count=data["native_node_count"], effective_size=data["effective_size"],
+        input_dtypes=tuple(data["input_dtypes"]), output_dtypes=tuple(data["output_dtypes"]),
+        input_shapes=shapes(data["input_shapes"]), output_shapes=shapes(data["output_shapes"]),
+        inputs=tuple(data["inputs"]), outputs=tuple(data["outputs"]), device=data["device"],
+    )
+
+
+def _spec(data: dict[str, Any]) -> TensorSpec:
+    shape = data["shape"]
+    return TensorSpec(data["dtype"], None if shape is None else tuple(shape))
+
+
+def _key_json(key: Any) -> dict[str, Any]:
+    if key and isinstance(key[0], Profile):
+        return {"profiles": [{"min": p.min, "opt": p.opt, "max": p.max} for p in key]}
+    return {"shapes": [list(s) for s in key]}
+
+
+def _key_from_json(data: dict[str, Any]) -> Any:
+    def shape_set(items: list) -> tuple:
+        return tuple(tuple(int(d) for d in s) for s in items)
+
+    if "profiles" in data:
+        return tuple(Profile(shape_set(p["min"]), shape_set(p["opt"]), shape_set(p["max"]))
+                     for p in data["profiles"])
+    return shape_set(data["shapes"])
