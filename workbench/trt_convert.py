@@ -2,8 +2,9 @@
 
 Code from the TF-TRT user guide runs after changing its import to
 `from workbench import trt_convert as trt`. `convert()` and `summary()` need no GPU: the
-segmentation is the workbench's reimplementation of TF-TRT's. Engines (`build`, `save`) come
-with the engine backends.
+segmentation is the workbench's reimplementation of TF-TRT's. `convert()` returns a
+`ConvertedModel` (engines on the active backend, native TensorFlow between them); `build()` and
+`save()` behave like TF-TRT's (`workbench/engines/runtime.py`, `saving.py`).
 """
 
 from __future__ import annotations
@@ -124,16 +125,19 @@ class TrtGraphConverterV2:
         self._result: ConversionResult | None = None
         self._converted_func: Any = None
         self._calibration_input_fn: Callable | None = None
+        self._calibrated = False
+        self._built = False
 
     @property
     def params(self) -> ConversionParams:
         return self._params
 
     def convert(self, calibration_input_fn: Callable | None = None) -> Any:
-        """Segments the graph as TF-TRT would and returns the signature function.
+        """Segments the graph as TF-TRT would and returns the converted function.
 
-        Until engines are built, calling the returned function runs the whole model in
-        TensorFlow (every segment natively, as TF-TRT does when it has no engine).
+        Calling it runs the converted graph: engines (built on first use when `build()` was
+        not called, as TF-TRT did) for the segments, TensorFlow for the rest. INT8 with
+        calibration calibrates here, or in `build()` with dynamic shapes (TF-TRT's order).
         """
         if self._result is not None:
             raise RuntimeError("convert() was already called; create a new converter to "
@@ -155,22 +159,51 @@ class TrtGraphConverterV2:
         )
         self._result = self._session.convert(self._params)
         _log_nonconversion_report(self._result)
-        self._converted_func = self._session.loaded
+        self._converted_func = _converted_model(self._session, self._result, self._params)
         _export_graphviz(self._session, self._result)
+        if needs_calibration and not self._params.use_dynamic_shape:
+            self._converted_func.calibrate(calibration_input_fn)
+            self._calibrated = True
         return self._converted_func
 
     def build(self, input_fn: Callable) -> None:
-        raise NotImplementedError(
-            "build() needs the engine backends, which are not part of the workbench yet; "
-            "convert(), summary() and report work now"
-        )
+        """TF-TRT's build(): engines for the input shapes `input_fn` yields (callable once).
+
+        Implicit batch: each distinct input shape builds an engine (up to
+        `maximum_cached_engines`). Dynamic shape: every input's shapes make the optimization
+        profiles of the chosen strategy, then one engine per segment holds them all.
+        """
+        if self._built:
+            raise RuntimeError("build() is already called. It is not supported to call "
+                               "build() more than once.")
+        if not input_fn:
+            raise RuntimeError("input_fn is None. Method build() needs input_fn to be "
+                               "specified in order to build TensorRT engines")
+        if self._converted_func is None:
+            raise RuntimeError("Need to call convert() before build()")
+        if self._params.needs_calibration and not self._calibrated:
+            self._converted_func.calibrate(self._calibration_input_fn)
+            self._calibrated = True
+        self._converted_func.build(input_fn)
+        self._built = True
 
     def save(self, output_saved_model_dir: str, save_gpu_specific_engines: bool = True,
-             options: Any = None) -> None:
-        raise NotImplementedError(
-            "save() needs the engine backends, which are not part of the workbench yet; "
-            "convert(), summary() and report work now"
-        )
+             options: Any = None, *, overwrite: bool = False) -> None:
+        """Writes a SavedModel that plain TensorFlow runs natively (each segment its
+        `<engine>_native_segment` function) with the engines and one ONNX model per segment in
+        its assets; `workbench.load()` reloads it with the engines. An existing non-empty
+        directory is refused unless `overwrite=True`. `options` is accepted for TF-TRT
+        compatibility and not used."""
+        if self._converted_func is None:
+            raise RuntimeError("Need to call convert() before save()")
+        if self._params.needs_calibration and not self._calibrated:
+            raise RuntimeError("A model that requires INT8 calibration has to be built before "
+                               "saving it. Call build() to build and calibrate the TensorRT "
+                               "engines.")
+        from workbench.engines.saving import save_converted
+
+        save_converted(self._converted_func, output_saved_model_dir, overwrite=overwrite,
+                       save_engines=save_gpu_specific_engines)
 
     def summary(self, line_length: int = 160, detailed: bool = True,
                 print_fn: Callable[[str], Any] | None = None) -> None:
@@ -199,6 +232,23 @@ class TrtGraphConverterV2:
     def sweep(self, thresholds: Sequence[int] = range(1, 65)) -> list[ConversionResult]:
         """The conversion for every `minimum_segment_size` in `thresholds`, at once."""
         return self.session.sweep(self._params, thresholds)
+
+
+def _converted_model(session: ConversionSession, result: ConversionResult,
+                     params: ConversionParams) -> Any:
+    """The converted function; its graph is put together on first use."""
+    from workbench.engines.runtime import ConvertedModel, RuntimeSettings, runtime_graph
+
+    settings = RuntimeSettings(
+        precision_mode=params.precision_mode,
+        use_dynamic_shape=params.use_dynamic_shape,
+        dynamic_shape_profile_strategy=params.dynamic_shape_profile_strategy,
+        maximum_cached_engines=params.maximum_cached_engines,
+        allow_build_at_runtime=params.allow_build_at_runtime,
+        max_workspace_size_bytes=params.max_workspace_size_bytes,
+        use_calibration=params.use_calibration,
+    )
+    return ConvertedModel(lambda: runtime_graph(session, result), settings)
 
 
 def _log_nonconversion_report(result: ConversionResult) -> None:

@@ -9,6 +9,7 @@ together on first use, so `convert()` itself stays as fast as the segmentation.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,13 @@ from workbench.engines.engine_op import EngineOp, EngineOpConfig
 from workbench.engines.hybrid import engine_function, wrap_converted
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
+
+# TF-TRT's switch to make every engine build fail (to exercise the native fallback).
+ABORT_BUILD_ENV = "TF_TRT_ABORT_CUDA_ENGINE_BUILD"
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true")
 
 
 @dataclass
@@ -166,6 +174,8 @@ class ConvertedModel:
     def _build_engine(self, runtime: SegmentRuntime, spec: dict[str, Any]) -> Any:
         from workbench.engines.backend import BuildSpec
 
+        if _env_true(ABORT_BUILD_ENV):
+            raise WorkbenchError(f"engine build aborted by {ABORT_BUILD_ENV}")
         if runtime.export_error:
             raise WorkbenchError(runtime.export_error)
         model = self.onnx_model(runtime.segment.engine.name)
