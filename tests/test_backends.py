@@ -1,0 +1,373 @@
+"""Engine backends: the ONNX Runtime backend for real, TensorRT's pure helpers, the registry."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from workbench.engines.backend import (
+    BackendUnavailableError,
+    BuildSpec,
+    CalibrationDataError,
+    EngineBuildError,
+    available_backends,
+    backend_status,
+    get_backend,
+)
+from workbench.engines.onnxruntime_backend import OnnxRuntimeBackend
+from workbench.engines.profiles import Profile
+from workbench.errors import WorkbenchError
+
+RNG = np.random.default_rng(7)
+# FP16 tolerance: float16 keeps 11 significant bits (relative step 2**-11 ~ 5e-4); a few layers
+# of rounding stay well inside 1e-2 absolute plus 1e-2 relative on these O(1) outputs.
+FP16_ATOL = FP16_RTOL = 1e-2
+
+
+def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(array, name)
+
+
+def conv_model() -> onnx.ModelProto:
+    """Conv + Relu + Reshape + MatMul + Add + Softmax, nodes named like TF nodes."""
+    inits = [
+        _init("w", RNG.normal(size=(4, 3, 3, 3)).astype(np.float32)),
+        _init("b", RNG.normal(size=(4,)).astype(np.float32)),
+        _init("m", (RNG.normal(size=(256, 5)) / 16).astype(np.float32)),
+        _init("bias", RNG.normal(size=(5,)).astype(np.float32)),
+        _init("shape", np.array([-1, 256], np.int64)),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="net/conv/Conv2D", pads=[1] * 4),
+        helper.make_node("Relu", ["c"], ["r"], name="net/conv/Relu"),
+        helper.make_node("Reshape", ["r", "shape"], ["f"], name="net/flatten/Reshape"),
+        helper.make_node("MatMul", ["f", "m"], ["d"], name="net/dense/MatMul"),
+        helper.make_node("Add", ["d", "bias"], ["l"], name="net/dense/BiasAdd"),
+        helper.make_node("Softmax", ["l"], ["y"], name="net/softmax/Softmax"),
+    ]
+    graph = helper.make_graph(
+        nodes, "segment", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def fp32_only_model() -> onnx.ModelProto:
+    """Mul, then TopK (kept in float32) and Resize (float32 scales) side by side."""
+    inits = [_init("scale", np.float32(1.5) * np.ones((1, 1, 4, 4), np.float32)),
+             _init("k", np.array([3], np.int64)),
+             _init("scales", np.array([1, 1, 2, 2], np.float32))]
+    nodes = [
+        helper.make_node("Mul", ["x", "scale"], ["s"], name="scale/Mul"),
+        helper.make_node("TopK", ["s", "k"], ["top", "idx"], name="top/TopKV2"),
+        helper.make_node("Resize", ["s", "", "scales"], ["up"], name="up/Resize", mode="nearest"),
+    ]
+    graph = helper.make_graph(
+        nodes, "segment", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 4, 4])],
+        [helper.make_tensor_value_info("top", TensorProto.FLOAT, [2, 1, 4, 3]),
+         helper.make_tensor_value_info("up", TensorProto.FLOAT, [2, 1, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def plain_run(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The model run as is: default session, no workbench code."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.ir_version = 10
+    session = ort.InferenceSession(copy.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, dict(zip(names, inputs, strict=True)))
+
+
+def calibration(n: int = 6, batch: int = 4) -> tuple[tuple[np.ndarray, ...], ...]:
+    return tuple((RNG.normal(size=(batch, 3, 8, 8)).astype(np.float32),) for _ in range(n))
+
+
+@pytest.fixture(scope="module")
+def backend() -> OnnxRuntimeBackend:
+    return OnnxRuntimeBackend()
+
+
+def x_input(batch: int = 2) -> np.ndarray:
+    return RNG.normal(size=(batch, 3, 8, 8)).astype(np.float32)
+
+
+# --- registry ---
+
+def test_registry_picks_onnxruntime_without_tensorrt():
+    assert available_backends() == ["onnxruntime"]
+    chosen = get_backend()
+    assert chosen.name == "onnxruntime" and chosen.device.startswith("CPU")
+    ok, reason = backend_status()["tensorrt"]
+    assert not ok and "tensorrt" in reason
+    with pytest.raises(BackendUnavailableError, match="'tensorrt' is not available here"):
+        get_backend("tensorrt")
+    with pytest.raises(WorkbenchError, match="unknown backend 'cuda'"):
+        get_backend("cuda")
+
+
+def test_build_spec_checks_precision():
+    assert BuildSpec("fp16").precision == "FP16"
+    with pytest.raises(WorkbenchError, match="unknown precision 'FP8'"):
+        BuildSpec("FP8")
+    with pytest.raises(WorkbenchError, match="max_batch_size"):
+        BuildSpec(max_batch_size=0)
+
+
+# --- ONNX Runtime: precisions ---
+
+def test_fp32_equals_the_plain_onnx_run(backend):
+    model, x = conv_model(), x_input(3)
+    engine = backend.build(model, BuildSpec(), "TRTEngineOp_000_000")
+    (out,) = engine.run([x])
+    (expected,) = plain_run(model, [x])
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    assert (engine.name, engine.backend, engine.precision) == (
+        "TRTEngineOp_000_000", "onnxruntime", "FP32")
+    assert engine.device == backend.device
+
+
+def test_fp32_matches_numpy_reference(backend):
+    """Independent of ORT: the dense half of the model computed with numpy."""
+    w, bias = RNG.normal(size=(6, 4)).astype(np.float32), np.arange(4, dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["d"], name="dense/MatMul"),
+         helper.make_node("Add", ["d", "b"], ["a"], name="dense/BiasAdd"),
+         helper.make_node("Relu", ["a"], ["y"], name="dense/Relu")],
+        "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [_init("w", w), _init("b", bias)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = RNG.normal(size=(5, 6)).astype(np.float32)
+    (out,) = backend.build(model, BuildSpec(), "mlp").run([x])
+    np.testing.assert_allclose(out, np.maximum(x @ w + bias, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_fp16_is_close_and_computes_in_half_precision(backend):
+    model, x = conv_model(), x_input(4)
+    engine = backend.build(model, BuildSpec("FP16"), "e")
+    (out,) = engine.run([x])
+    (expected,) = plain_run(model, [x])
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, rtol=FP16_RTOL, atol=FP16_ATOL)
+    floats = [t for t in engine.model.graph.initializer
+              if t.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16)]
+    assert floats and all(t.data_type == TensorProto.FLOAT16 for t in floats)
+    io = [*engine.model.graph.input, *engine.model.graph.output]
+    assert all(v.type.tensor_type.elem_type == TensorProto.FLOAT for v in io)
+    assert not np.array_equal(out, plain_run(model, [x])[0])  # really rounded somewhere
+
+
+def test_fp16_keeps_float32_only_ops_and_inputs(backend):
+    model = fp32_only_model()
+    x = RNG.normal(size=(2, 1, 4, 4)).astype(np.float32)
+    engine = backend.build(model, BuildSpec("FP16"), "e")
+    for out, expected in zip(engine.run([x]), plain_run(model, [x]), strict=True):
+        np.testing.assert_allclose(out, expected, rtol=FP16_RTOL, atol=FP16_ATOL)
+    nodes = {n.name: n for n in engine.model.graph.node}
+    casts = {o: n for n in engine.model.graph.node if n.op_type == "Cast" for o in n.output}
+    topk_in = casts[nodes["top/TopKV2"].input[0]]
+    assert topk_in.attribute[0].i == TensorProto.FLOAT  # cast back to float32 for TopK
+    assert nodes["up/Resize"].input[2] == "scales"  # scales stay float32, uncast
+    assert {t.name: t.data_type for t in engine.model.graph.initializer}["scales"] == \
+        TensorProto.FLOAT
+
+
+def test_int8_quantizes_statically_and_stays_close(backend):
+    model, x = conv_model(), x_input(4)
+    engine = backend.build(model, BuildSpec("INT8", calibration_data=calibration()), "e")
+    ops = {n.op_type for n in engine.model.graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    (out,) = engine.run([x])
+    (expected,) = plain_run(model, [x])
+    assert np.abs(out - expected).max() < 0.1  # softmax probabilities
+    assert (out.argmax(1) == expected.argmax(1)).mean() >= 0.75
+
+
+def test_calibration_errors_come_before_any_work(backend):
+    broken = conv_model()
+    broken.graph.node[1].op_type = "NoSuchOp"  # any build attempt would fail on this
+    mixed = (calibration(1, batch=4)[0], calibration(1, batch=2)[0])
+    with pytest.raises(CalibrationDataError, match="mixed shapes: batch 0 is"):
+        backend.build(broken, BuildSpec("INT8", calibration_data=mixed), "e")
+    with pytest.raises(CalibrationDataError, match="needs calibration data"):
+        backend.build(broken, BuildSpec("INT8"), "e")
+    pair = ((x_input(), x_input()),)
+    with pytest.raises(CalibrationDataError, match="has 2 tensors; the engine has 1 inputs"):
+        backend.build(broken, BuildSpec("INT8", calibration_data=pair), "e")
+    assert not issubclass(CalibrationDataError, EngineBuildError)  # no silent fallback
+    with pytest.raises(EngineBuildError, match="could not build INT8 engine 'e'"):
+        backend.build(broken, BuildSpec("INT8", calibration_data=calibration(2)), "e")
+
+
+def test_run_checks_the_number_of_inputs(backend):
+    engine = backend.build(conv_model(), BuildSpec(), "e")
+    with pytest.raises(WorkbenchError, match="takes 1 inputs"):
+        engine.run([x_input(), x_input()])
+    with pytest.raises(EngineBuildError, match="failed"):  # wrong shape: runtime falls back
+        engine.run([np.zeros((1, 3, 5, 5), np.float32)])
+
+
+# --- serialization ---
+
+@pytest.mark.parametrize("precision", ["FP32", "FP16", "INT8"])
+def test_serialize_round_trip_without_rebuilding(backend, precision):
+    spec = BuildSpec(precision, calibration_data=calibration() if precision == "INT8" else ())
+    engine = backend.build(conv_model(), spec, "e")
+    data = engine.serialize()
+    again = backend.deserialize(data, "e")
+    x = x_input(3)
+    np.testing.assert_array_equal(again.run([x])[0], engine.run([x])[0])
+    assert again.precision == precision
+    # The bytes carry the converted model: nothing is converted or calibrated again.
+    assert again.model.SerializeToString() == engine.model.SerializeToString()
+
+
+def test_damaged_serialized_engines_are_clear_errors(backend):
+    data = backend.build(conv_model(), BuildSpec(), "e").serialize()
+    with pytest.raises(EngineBuildError, match="missing workbench header"):
+        backend.deserialize(b"garbage", "e")
+    with pytest.raises(EngineBuildError, match="damaged serialized onnxruntime engine 'e'"):
+        backend.deserialize(data[: len(data) // 2], "e")
+    with pytest.raises(EngineBuildError, match="serialized by 'tensorrt'"):
+        backend.deserialize(data.replace(b'"onnxruntime"', b'"tensorrt"', 1), "e")
+
+
+# --- per-layer timings ---
+
+def _optimized_node_count(model: onnx.ModelProto, tmp_path) -> int:
+    """What ORT runs, saved by ORT itself with the backend's optimisation level."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    options.log_severity_level = 3
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.ir_version = 10
+    ort.InferenceSession(copy.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return len(onnx.load(str(tmp_path / "optimized.onnx")).graph.node)
+
+
+def test_layer_timings_one_row_per_ort_node(backend, tmp_path):
+    model = conv_model()
+    engine = backend.build(model, BuildSpec(), "TRTEngineOp_000_000")
+    table = engine.layer_timings([x_input(2)], runs=4)
+    assert len(table) == _optimized_node_count(model, tmp_path)
+    assert table["layer"].is_unique
+    assert (table["avg_ms"] > 0).all() and (table["median_ms"] > 0).all()
+    assert set(table["source"]) == {"onnxruntime"}
+    assert set(table["device"]) == {backend.device}
+    assert set(table["engine"]) == {"TRTEngineOp_000_000"}
+    assert set(table["run"]) == {"TRTEngineOp_000_000 FP32"}
+    assert set(table["precision"]) == {"FP32"}
+    assert table["pct"].sum() == pytest.approx(100.0)
+    # Every TF node is accounted for, fused or not, and names map back exactly.
+    covered = {n for nodes in table["tf_nodes"] for n in nodes}
+    assert covered == {n.name for n in model.graph.node}
+    by_layer = dict(zip(table["layer"], table["tf_nodes"], strict=True))
+    assert by_layer["net/softmax/Softmax"] == ["net/softmax/Softmax"]
+
+
+def test_int8_layer_timings_report_int8_kernels(backend):
+    engine = backend.build(conv_model(), BuildSpec("INT8", calibration_data=calibration()), "e")
+    table = engine.layer_timings([x_input(2)], runs=2, run="digits INT8")
+    assert "INT8" in set(table["precision"])
+    assert set(table["run"]) == {"digits INT8"}
+    assert any("net/conv/Conv2D" in nodes for nodes in table["tf_nodes"])
+
+
+# --- TensorRT and TF-TRT, which cannot run here ---
+
+def test_tensorrt_helpers():
+    from workbench.engines import tensorrt_backend as trt_backend
+
+    assert trt_backend.precision_flags("FP32") == ()
+    assert trt_backend.precision_flags("fp16") == ("FP16",)
+    assert trt_backend.precision_flags("INT8") == ("FP16", "INT8")  # as TF-TRT set them
+    profile = Profile(min=((1, 128), (1, 3)), opt=((4, 256), (4, 3)), max=((8, 384), (8, 3)))
+    assert trt_backend.profile_shapes(profile, 0) == ((1, 128), (4, 256), (8, 384))
+    assert trt_backend.profile_shapes(profile, 1) == ((1, 3), (4, 3), (8, 3))
+    implicit = trt_backend.implicit_batch_profile(16, [(-1, 224, 224, 3), (-1, 10)])
+    assert implicit.min == ((1, 224, 224, 3), (1, 10))
+    assert implicit.opt == implicit.max == ((16, 224, 224, 3), (16, 10))
+    with pytest.raises(EngineBuildError, match="non-batch dimension"):
+        trt_backend.implicit_batch_profile(4, [(-1, -1, 3)])
+    ok, reason = trt_backend.status()
+    assert not ok and reason == "the tensorrt Python package is not installed"
+
+
+def test_tftrt_not_available_on_this_tensorflow():
+    import tensorflow as tf
+
+    from workbench.engines import tftrt_backend
+
+    ok, reason = tftrt_backend.status()
+    assert not ok and not tftrt_backend.available()
+    assert reason.startswith("not available here: ")
+    assert f"TensorFlow {tf.__version__}" in reason and "2.17" in reason
+    assert tftrt_backend._version("2.17.1") == (2, 17) <= tftrt_backend.LAST_VERSION
+    assert tftrt_backend._version("2.18.0rc0") > tftrt_backend.LAST_VERSION
+
+
+# --- real segments of digits_cnn ---
+
+@pytest.fixture(scope="module")
+def digits_engines():
+    """The digits_cnn segments as ONNX, with the calibration and test split."""
+    export = pytest.importorskip("workbench.engines.onnx_export")
+    import sample_models
+    from workbench.conversion.params import ConversionParams
+    from workbench.conversion.session import ConversionSession
+    from workbench.engines.segment import extract_segment
+
+    session = ConversionSession.open(sample_models.build("digits_cnn"))
+    result = session.convert(ConversionParams())
+    prepared = session.prepared("FP32")
+    models = [export.export_onnx(extract_segment(prepared, e)) for e in result.engines]
+    return models, result.engines, sample_models.data("digits_cnn")
+
+
+def _run_chain(backend, models, engines, data, precision):
+    """Builds every segment's engine (INT8 calibrated on x_calib) and runs them in a chain;
+    between the segments TF only flattens, which numpy's reshape does here."""
+    calib, x = data["x_calib"].astype(np.float32), data["x_test"].astype(np.float32)
+    for model, info in zip(models, engines, strict=True):
+        batches = tuple((calib[i:i + 32],) for i in range(0, len(calib), 32))
+        engine = backend.build(model, BuildSpec(precision, calibration_data=batches), info.name)
+        x, calib = engine.run([x])[0], engine.run([calib])[0]
+        x, calib = x.reshape(len(x), -1), calib.reshape(len(calib), -1)
+    return x
+
+
+@pytest.mark.slow
+def test_digits_segments_in_every_precision(backend, digits_engines):
+    models, engines, data = digits_engines
+    labels = data["y_test"]
+    fp32 = _run_chain(backend, models, engines, data, "FP32")
+    fp16 = _run_chain(backend, models, engines, data, "FP16")
+    int8 = _run_chain(backend, models, engines, data, "INT8")
+    top1 = {p: float((out.argmax(1) == labels).mean())
+            for p, out in [("FP32", fp32), ("FP16", fp16), ("INT8", int8)]}
+    assert top1["FP32"] >= 0.95
+    scale = np.abs(fp32).max()
+    np.testing.assert_allclose(fp16, fp32, atol=FP16_ATOL * scale)
+    assert top1["FP16"] == top1["FP32"]
+    assert top1["INT8"] >= top1["FP32"] - 0.01  # the issue's INT8 budget: <= 1 point of top-1
+
+
+@pytest.mark.slow
+def test_digits_fp32_segment_equals_plain_run_and_maps_to_tf_nodes(backend, digits_engines):
+    models, engines, data = digits_engines
+    x = data["x_test"][:16].astype(np.float32)
+    engine = backend.build(models[0], BuildSpec(), engines[0].name)
+    np.testing.assert_allclose(engine.run([x])[0], plain_run(models[0], [x])[0],
+                               rtol=1e-5, atol=1e-5)
+    table = engine.layer_timings([x], runs=2)
+    mapped = {n for nodes in table["tf_nodes"] for n in nodes}
+    # TF node names of the segment (the exporter's layout helpers folded into their op), plus
+    # TF-TRT's output placeholder that the segment graph ends in.
+    assert mapped - set(engines[0].nodes) == {"TensorRTOutputPH_0"}
+    ops = {name.rsplit("/", 1)[-1] for name in mapped}
+    assert {"Relu", "MaxPool2d", "mul_1", "add_1"} <= ops  # conv (BN folded), bias, relu, pool
