@@ -1,0 +1,160 @@
+"""One engine's subgraph as a standalone TensorFlow GraphDef, and running it natively.
+
+The GraphDef mirrors TF-TRT's `<engine>_native_segment` function (spec §2.11): the segment's
+nodes, the outside Consts they read copied in, each engine input a Placeholder
+`TensorRTInputPH_<port>` and each engine output an Identity `TensorRTOutputPH_<port>`, in the
+port order of `EngineInfo.inputs` / `EngineInfo.outputs`. Placeholders stand in for TF-TRT's
+`_Arg`/`_Retval` so the GraphDef imports and runs as an ordinary graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workbench.conversion.result import EngineInfo
+from workbench.errors import WorkbenchError
+from workbench.graph.nodes import DTYPE_NAMES, Graph, TensorRef, TensorSpec, numpy_dtype_name
+from workbench.graph.prepare import PreparedGraph
+
+INPUT_PREFIX = "TensorRTInputPH_"
+OUTPUT_PREFIX = "TensorRTOutputPH_"
+_DTYPE_ENUMS = {name: enum for enum, name in DTYPE_NAMES.items()}
+
+
+@dataclass
+class SegmentGraph:
+    """An engine's subgraph with named inputs and outputs.
+
+    Specs are the prepared graph's static properties (TF dtype names, Grappler's symbolic
+    unknown dims -1, -2, ... kept, so equal negative dims are equal at run time).
+    """
+
+    engine: EngineInfo
+    graph_def: Any
+    input_names: list[str]
+    output_names: list[str]
+    input_specs: list[TensorSpec]
+    output_specs: list[TensorSpec]
+
+
+def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph:
+    """The segment GraphDef of `engine`, cut out of the prepared graph it was found in."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph = prepared.graph
+    node_defs = {nd.name: nd for nd in prepared.graph_def.node}
+    members = set(engine.nodes)
+    missing = sorted(members - node_defs.keys())
+    if missing:
+        raise WorkbenchError(f"{engine.name}: node {missing[0]} is not in the prepared graph")
+    input_ports = {TensorRef.parse(text): i for i, text in enumerate(engine.inputs)}
+    input_specs = [_spec(graph, ref, engine.name) for ref in input_ports]
+    output_refs = [TensorRef.parse(text) for text in engine.outputs]
+    output_specs = [_spec(graph, ref, engine.name) for ref in output_refs]
+
+    segment = graph_pb2.GraphDef()
+    segment.versions.CopyFrom(prepared.graph_def.versions)
+    for name in _copied_consts(graph, members):  # at the front, as TF-TRT places them
+        _copy_node(segment, node_defs[name], members, input_ports)
+    for name in sorted(members, key=lambda n: graph[n].id):
+        _copy_node(segment, node_defs[name], members, input_ports)
+    input_names = [f"{INPUT_PREFIX}{i}" for i in range(len(input_specs))]
+    output_names = [f"{OUTPUT_PREFIX}{i}" for i in range(len(output_refs))]
+    for name, spec in zip(input_names, input_specs, strict=True):
+        _add_placeholder(segment, name, spec)
+    for name, ref, spec in zip(output_names, output_refs, output_specs, strict=True):
+        _add_output(segment, name, ref, spec)
+    return SegmentGraph(engine, segment, input_names, output_names, input_specs, output_specs)
+
+
+def _spec(graph: Graph, ref: TensorRef, engine: str) -> TensorSpec:
+    spec = graph.output_spec(ref)
+    if spec is None or spec.dtype not in _DTYPE_ENUMS:
+        raise WorkbenchError(f"{engine}: the dtype of tensor {ref} is unknown")
+    return spec
+
+
+def _copied_consts(graph: Graph, members: set[str]) -> list[str]:
+    """Outside Consts read by segment nodes, in node-id order."""
+    names = {
+        ref.node
+        for name in members
+        for ref in graph[name].inputs
+        if ref.node not in members and graph[ref.node].op == "Const"
+    }
+    return sorted(names, key=lambda n: graph[n].id)
+
+
+def _copy_node(segment: Any, node_def: Any, members: set[str], ports: dict) -> None:
+    """Copies one NodeDef, rewiring engine inputs to their Placeholders.
+
+    Control inputs from outside the segment are dropped: inside the native function nothing
+    outside exists (TF-TRT moves them onto the TRTEngineOp itself).
+    """
+    copy = segment.node.add()
+    copy.CopyFrom(node_def)
+    del copy.input[:]
+    for text in node_def.input:
+        if text.startswith("^"):
+            if text[1:] in members:
+                copy.input.append(text)
+            continue
+        ref = TensorRef.parse(text)
+        port = ports.get(ref)
+        copy.input.append(text if port is None else f"{INPUT_PREFIX}{port}")
+
+
+def _add_placeholder(segment: Any, name: str, spec: TensorSpec) -> None:
+    node = segment.node.add(name=name, op="Placeholder")
+    node.attr["dtype"].type = _DTYPE_ENUMS[spec.dtype]
+    shape = node.attr["shape"].shape
+    if spec.shape is None:
+        shape.unknown_rank = True
+        return
+    for dim in spec.shape:
+        shape.dim.add(size=max(dim, -1))
+
+
+def _add_output(segment: Any, name: str, ref: TensorRef, spec: TensorSpec) -> None:
+    node = segment.node.add(name=name, op="Identity")
+    node.input.append(ref.node if ref.port == 0 else str(ref))
+    node.attr["T"].type = _DTYPE_ENUMS[spec.dtype]
+
+
+def numpy_dtype(spec: TensorSpec) -> np.dtype:
+    """The numpy dtype of a segment input or output."""
+    return np.dtype(numpy_dtype_name(spec.dtype))
+
+
+class NativeSegment:
+    """Runs a segment in TensorFlow: what TF-TRT falls back to when an engine cannot run."""
+
+    def __init__(self, segment: SegmentGraph):
+        import tensorflow as tf
+
+        self.segment = segment
+
+        def _import() -> None:
+            tf.compat.v1.import_graph_def(segment.graph_def, name="")
+
+        wrapped = tf.compat.v1.wrap_function(_import, [])
+        tensor = wrapped.graph.get_tensor_by_name
+        self._function = wrapped.prune(
+            [tensor(f"{name}:0") for name in segment.input_names],
+            [tensor(f"{name}:0") for name in segment.output_names],
+        )
+        self._dtypes = [numpy_dtype(spec) for spec in segment.input_specs]
+
+    def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if len(inputs) != len(self._dtypes):
+            raise WorkbenchError(
+                f"{self.segment.engine.name} takes {len(self._dtypes)} inputs, got {len(inputs)}"
+            )
+        import tensorflow as tf
+
+        tensors = [tf.convert_to_tensor(np.asarray(x, dtype=d))
+                   for x, d in zip(inputs, self._dtypes, strict=True)]
+        return [out.numpy() for out in self._function(*tensors)]
