@@ -95,11 +95,13 @@ def test_calibration_input_fn_rules() -> None:
         fp32.convert(calibration_input_fn=lambda: iter([]))
 
 
-def test_build_and_save_say_they_are_not_there_yet() -> None:
+def test_build_and_save_need_convert_first() -> None:
     converter = trt.TrtGraphConverterV2(input_saved_model_dir="unused")
-    with pytest.raises(NotImplementedError, match="engine backends"):
+    with pytest.raises(RuntimeError, match="Need to call convert\\(\\) before build\\(\\)"):
         converter.build(lambda: iter([]))
-    with pytest.raises(NotImplementedError, match="engine backends"):
+    with pytest.raises(RuntimeError, match="input_fn is None"):
+        converter.build(None)
+    with pytest.raises(RuntimeError, match="Need to call convert\\(\\) before save\\(\\)"):
         converter.save("out")
 
 

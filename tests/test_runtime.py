@@ -3,11 +3,17 @@ save and load (TF-TRT's TRTEngineOp kernel and TrtGraphConverterV2.build/save)."
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
+import sample_models
+import workbench
+from workbench import trt_convert as trt
 from workbench.engines.engine_op import (
     EngineOp,
     EngineOpConfig,
@@ -15,6 +21,8 @@ from workbench.engines.engine_op import (
     compatible_key,
 )
 from workbench.engines.profiles import optimization_profiles
+from workbench.engines.saving import MANIFEST, DamagedModelError
+from workbench.errors import WorkbenchError
 
 # --- a tiny segment, y = 2x + 1, with an honest numpy engine ---------------------------------
 
@@ -174,3 +182,199 @@ def test_collecting_shapes_and_calibration_batches_runs_natively() -> None:
     assert op.collected_shapes == [((2, 4),), ((3, 4),)]
     assert [b[0].shape for b in op.collected_batches] == [(2, 4), (3, 4)]
     assert builds == [] and op.stats.native_calls == 2
+
+
+# --- the converted model on real sample models ------------------------------------------------
+
+
+
+def converter_for(name: str, **kwargs: Any) -> trt.TrtGraphConverterV2:
+    return trt.TrtGraphConverterV2(input_saved_model_dir=str(sample_models.build(name)),
+                                   **kwargs)
+
+
+def builds_of(model: Any) -> int:
+    return sum(op.stats.builds for op in model.ops.values())
+
+
+def test_user_guide_quickstart_with_one_import_changed(tmp_path: Path) -> None:
+    """The user guide's quickstart steps 5-8 (convert, build, save, infer) on quickstart_mlp,
+    then the saved model reloaded with its engines and with plain TensorFlow."""
+    x_test = sample_models.data("quickstart_mlp")["x_test"]
+    converter = trt.TrtGraphConverterV2(
+        input_saved_model_dir=str(sample_models.build("quickstart_mlp")),
+        precision_mode=trt.TrtPrecisionMode.FP32,
+    )
+    trt_func = converter.convert()
+    converter.summary(print_fn=lambda line: None)
+
+    MAX_BATCH_SIZE = 128
+
+    def input_fn():
+        batch_size = MAX_BATCH_SIZE
+        x = x_test[0:batch_size, :]
+        yield [x]
+
+    converter.build(input_fn=input_fn)
+    assert builds_of(trt_func) == len(converter.result.engines) == 1
+    OUTPUT_SAVED_MODEL_DIR = str(tmp_path / "tftrt_saved_model")
+    converter.save(output_saved_model_dir=OUTPUT_SAVED_MODEL_DIR)
+
+    native = converter.session.loaded
+    infer_batch_size = MAX_BATCH_SIZE // 2
+    for i in range(3):
+        x = x_test[i * infer_batch_size:(i + 1) * infer_batch_size, :]
+        np.testing.assert_allclose(trt_func(x)["logits"], native(x)["logits"], atol=1e-4)
+    op = trt_func.ops["TRTEngineOp_000_000"]
+    assert op.stats.native_calls == 0 and builds_of(trt_func) == 1  # batch 64 <= 128: reused
+
+    reloaded = workbench.load(OUTPUT_SAVED_MODEL_DIR)
+    x = x_test[:64]
+    np.testing.assert_allclose(reloaded(x)["logits"], trt_func(x)["logits"], atol=1e-6)
+    assert builds_of(reloaded) == 0 and reloaded.ops["TRTEngineOp_000_000"].stats.engine_calls
+
+    plain = tf.saved_model.load(OUTPUT_SAVED_MODEL_DIR).signatures["serving_default"]
+    np.testing.assert_allclose(plain(**{reloaded.input_names[0]: tf.constant(x)})["logits"],
+                               native(x)["logits"], atol=1e-5)
+
+
+def test_saved_model_keeps_each_segment_as_a_function_named_after_its_engine(
+        tmp_path: Path) -> None:
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    converter = converter_for("digits_cnn")
+    converter.convert()
+    converter.save(str(tmp_path / "out"))
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((tmp_path / "out" / "saved_model.pb").read_bytes())
+    functions = {f.signature.name: f for f in proto.meta_graphs[0].graph_def.library.function}
+    for engine in converter.result.engines:
+        native = functions[f"{engine.name}_native_segment"]
+        assert {n.name for n in native.node_def} >= set(engine.nodes)
+        assert (tmp_path / "out" / "assets" / f"{engine.name}.onnx").is_file()
+
+
+def test_digits_cnn_fp32_matches_native_and_reloads_without_rebuilding(tmp_path: Path) -> None:
+    data = sample_models.data("digits_cnn")
+    converter = converter_for("digits_cnn")
+    func = converter.convert()
+    converter.build(lambda: iter([[data["x_test"][:32]], [data["x_test"][:8]]]))
+    assert builds_of(func) == len(converter.result.engines) == 2  # batch 8 reuses batch 32
+    native = converter.session.loaded(data["x_test"][:32])["logits"].numpy()
+    converted = func(data["x_test"][:32])["logits"].numpy()
+    np.testing.assert_allclose(converted, native, atol=1e-4, rtol=1e-4)
+    assert (converted.argmax(1) == native.argmax(1)).all()
+    assert all(op.stats.native_calls == 0 for op in func.ops.values())
+
+    converter.save(str(tmp_path / "m"))
+    reloaded = workbench.load(tmp_path / "m")
+    np.testing.assert_allclose(reloaded(images=data["x_test"][:16])["logits"],
+                               native[:16], atol=1e-4)
+    assert builds_of(reloaded) == 0
+    assert reloaded.engine_table()["engine_calls"].tolist() == [1, 1]
+
+
+def test_forced_build_failure_runs_the_native_segment_with_its_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_TRT_ABORT_CUDA_ENGINE_BUILD", "1")
+    x = sample_models.data("quickstart_mlp")["x_test"][:16]
+    converter = converter_for("quickstart_mlp")
+    func = converter.convert()
+    np.testing.assert_allclose(func(x)["logits"], converter.session.loaded(x)["logits"],
+                               atol=1e-5)
+    table = func.engine_table()
+    assert table["builds"].tolist() == [0] and table["native_calls"].tolist() == [1]
+    assert "aborted by TF_TRT_ABORT_CUDA_ENGINE_BUILD" in table["native_reasons"][0]
+    monkeypatch.setenv("TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION", "false")
+    with pytest.raises(Exception, match="User disallowed engine native segment execution"):
+        func(x)
+
+
+def test_allow_build_at_runtime_false_in_the_saved_model(tmp_path: Path) -> None:
+    x = sample_models.data("quickstart_mlp")["x_test"]
+    converter = converter_for("quickstart_mlp", allow_build_at_runtime=False)
+    converter.convert()
+    converter.build(lambda: iter([[x[:8]]]))
+    converter.save(str(tmp_path / "m"))
+    reloaded = workbench.load(tmp_path / "m")
+    reloaded(x[:8])
+    out = reloaded(x[:20])  # larger than the saved engine's batch: no build, native
+    np.testing.assert_allclose(out["logits"], converter.session.loaded(x[:20])["logits"],
+                               atol=1e-5)
+    (op,) = reloaded.ops.values()
+    assert op.stats.builds == 0 and op.stats.engine_calls == 1 and op.stats.native_calls == 1
+    assert "allow_build_at_runtime=False" in next(iter(op.fallback_reasons))
+
+
+def test_dynamic_shape_build_makes_the_strategys_profiles() -> None:
+    x = sample_models.data("quickstart_mlp")["x_test"]
+    converter = converter_for("quickstart_mlp", use_dynamic_shape=True,
+                              dynamic_shape_profile_strategy="Optimal")
+    func = converter.convert()
+    converter.build(lambda: iter([[x[:8]], [x[:4]]]))
+    (op,) = func.ops.values()
+    assert [p.describe() for p in op.profiles] == ["[8, 8, 8]", "[4, 8, 8]"]
+    assert op.stats.builds == 1
+    func(x[:4])
+    func(x[:6])  # no Optimal profile for batch 6: native, TF-TRT's rule
+    assert op.stats.engine_calls == 1 and op.stats.native_calls >= 1
+    assert "no optimization profile" in op.native_runs[-1].reason
+
+
+def test_build_errors_come_before_any_work() -> None:
+    converter = converter_for("quickstart_mlp")
+    with pytest.raises(RuntimeError, match="Need to call convert\\(\\) before build\\(\\)"):
+        converter.build(lambda: iter([]))
+    func = converter.convert()
+    with pytest.raises(WorkbenchError, match="input_fn yielded nothing"):
+        converter.build(lambda: iter([]))
+    x = np.zeros([2, 8, 8], np.float32)
+    with pytest.raises(WorkbenchError, match="yielded 2 tensor\\(s\\) in set 0; the model takes 1"):
+        converter.build(lambda: iter([[x, x]]))
+    assert builds_of(func) == 0
+    converter.build(lambda: iter([[x]]))
+    with pytest.raises(RuntimeError, match="build\\(\\) is already called"):
+        converter.build(lambda: iter([[x]]))
+
+
+def test_int8_calibration_data_must_have_one_shape() -> None:
+    x = sample_models.data("quickstart_mlp")["x_calib"]
+    converter = converter_for("quickstart_mlp", precision_mode="INT8")
+    with pytest.raises(WorkbenchError, match="calibration data must have a single shape"):
+        converter.convert(calibration_input_fn=lambda: iter([[x[:32]], [x[:16]]]))
+
+
+def test_save_refuses_an_existing_directory_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    converter = converter_for("quickstart_mlp")
+    converter.convert()
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    with pytest.raises(WorkbenchError, match="already exists and is not empty"):
+        converter.save(str(target))
+    assert os.listdir(target) == ["keep.txt"]
+    converter.save(str(target), overwrite=True)
+    assert (target / "saved_model.pb").is_file() and not (target / "keep.txt").exists()
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # no staging or replaced directories left
+
+
+def test_damaged_saved_models_are_clear_errors(tmp_path: Path) -> None:
+    converter = converter_for("quickstart_mlp")
+    converter.convert()
+    converter.build(lambda: iter([[np.zeros([4, 8, 8], np.float32)]]))
+    converter.save(str(tmp_path / "m"))
+    assets = tmp_path / "m" / "assets"
+    (engine_file,) = assets.glob("trt-serialized-engine.*")
+    engine_file.write_bytes(b"not an engine")
+    with pytest.raises(DamagedModelError, match="cannot be loaded"):
+        workbench.load(tmp_path / "m")
+    engine_file.unlink()
+    with pytest.raises(DamagedModelError, match="is missing"):
+        workbench.load(tmp_path / "m")
+    manifest = assets / MANIFEST
+    manifest.write_text(manifest.read_text()[:50])
+    with pytest.raises(DamagedModelError, match="is corrupt"):
+        workbench.load(tmp_path / "m")
+    manifest.unlink()
+    with pytest.raises(DamagedModelError, match="has no assets/"):
+        workbench.load(tmp_path / "m")

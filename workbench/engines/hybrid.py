@@ -185,6 +185,12 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
             if node.name in engine_functions:
                 node.op = "StatefulPartitionedCall"
                 node.attr["f"].func.name = engine_functions[node.name].name
+        # Native segment functions are not called in process; leaving them out keeps their
+        # fixed names out of TensorFlow's process-wide function registry.
+        natives = {native_function_name(name) for name in engine_functions}
+        kept = [f for f in graph_def.library.function if f.signature.name not in natives]
+        del graph_def.library.function[:]
+        graph_def.library.function.extend(kept)
 
     def _import(*args: Any) -> list[Any]:
         for function in (engine_functions or {}).values():
@@ -194,3 +200,19 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
             return_elements=list(fetches), name="")
 
     return tf.compat.v1.wrap_function(_import, list(feed_specs))
+
+
+def forget_functions(names: Sequence[str]) -> None:
+    """Removes functions from TensorFlow's process-wide registry, where the fixed
+    `<engine>_native_segment` names of one model would clash with another model's (their
+    owners remove them when collected; this is for owners still alive)."""
+    import gc
+
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    if any(ctx.has_function(name) for name in names):
+        gc.collect()
+    for name in names:
+        if ctx.has_function(name):
+            ctx.remove_function(name)

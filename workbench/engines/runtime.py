@@ -145,10 +145,8 @@ class ConvertedModel:
         return {name: s.op for name, s in self.segments.items()}
 
     def _segment_runtime(self, segment: Any) -> SegmentRuntime:
-        from workbench.engines.segment import NativeSegment
-
         runtime = SegmentRuntime(segment, None)  # type: ignore[arg-type]
-        native = _LazyNative(lambda: NativeSegment(segment))
+        native = _LazyNative(lambda: native_segment_function(segment))
         runtime.op = EngineOp(
             segment.engine.name,
             lambda **spec: self._build_engine(runtime, spec),
@@ -307,6 +305,24 @@ class ConvertedModel:
     def __repr__(self) -> str:
         engines = len(self.graph.segments) if self._graph is not None else "?"
         return f"ConvertedModel({engines} engines, precision {self.settings.precision_mode})"
+
+
+def native_segment_function(segment: Any) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+    """Runs a SegmentGraph in TensorFlow (the native fallback): its GraphDef wrapped once as
+    a function of its placeholders, called with tensors of their dtypes."""
+    import tensorflow as tf
+
+    specs = [tf.TensorSpec(None, tf.as_dtype(numpy_dtype_name(s.dtype)))
+             for s in segment.input_specs]
+    function = wrap_converted(segment.graph_def, [f"{n}:0" for n in segment.input_names], specs,
+                              [f"{n}:0" for n in segment.output_names])
+
+    def run(inputs: list[np.ndarray]) -> list[np.ndarray]:
+        tensors = [tf.convert_to_tensor(x, dtype=s.dtype) for x, s in zip(inputs, specs,
+                                                                           strict=True)]
+        return [out.numpy() for out in function(*tensors)]
+
+    return run
 
 
 class _LazyNative:

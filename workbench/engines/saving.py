@@ -11,6 +11,7 @@ so a failed save leaves nothing half-written.
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import tempfile
@@ -96,6 +97,19 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
 
 
 def _write_saved_model(graph: RuntimeGraph, out: Path) -> None:
+
+    from workbench.engines.hybrid import forget_functions, native_function_name
+
+    # Native segment functions have fixed names, registered process-wide while the function
+    # saving them lives: collect it once saved, so the next model's save can use the names.
+    forget_functions([native_function_name(e.name) for e in graph.engines])
+    try:
+        _save_signature(graph, out)
+    finally:
+        gc.collect()
+
+
+def _save_signature(graph: RuntimeGraph, out: Path) -> None:
     import tensorflow as tf
 
     from workbench.engines.hybrid import wrap_converted
