@@ -294,6 +294,12 @@ def test_tensorrt_helpers():
     assert implicit.opt == implicit.max == ((16, 224, 224, 3), (16, 10))
     with pytest.raises(EngineBuildError, match="non-batch dimension"):
         trt_backend.implicit_batch_profile(4, [(-1, -1, 3)])
+    # Layer precision from the inspector's output formats, as trtexec's layer info spells them.
+    fmt = "Thirty-two wide channel vectorized row major Int8 format"
+    assert trt_backend._layer_precision({"Outputs": [{"Format/Datatype": fmt}]}) == "INT8"
+    assert trt_backend._layer_precision(
+        {"Outputs": [{"Format/Datatype": "Row major linear FP32"}]}) == "FP32"
+    assert trt_backend._layer_precision({"Name": "reformatter"}) is None
     ok, reason = trt_backend.status()
     assert not ok and reason == "the tensorrt Python package is not installed"
 

@@ -31,6 +31,11 @@ class EngineBuildError(WorkbenchError):
     """An engine could not be built or loaded; the runtime falls back to the native segment."""
 
 
+class EngineRunError(EngineBuildError):
+    """An engine failed while running (bad shapes, a kernel error): a subclass so that the
+    runtime's native-segment fallback catches it like a failed build."""
+
+
 class BackendUnavailableError(WorkbenchError):
     """A backend that cannot run here (its library or device is missing); says why."""
 

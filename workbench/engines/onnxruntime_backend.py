@@ -11,12 +11,14 @@ the exporter names ONNX nodes after their TF nodes, each ORT node maps back to T
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import statistics
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 from workbench.engines.backend import (
     BuildSpec,
     EngineBuildError,
+    EngineRunError,
     check_calibration_data,
     pack_engine,
     unpack_engine,
@@ -62,10 +65,6 @@ _ORT_TYPES = {
 }
 # Profiler type names of a node's first input -> the layer's precision.
 _PRECISION_OF = {"float": "FP32", "float16": "FP16", "int8": "INT8", "uint8": "INT8"}
-
-
-class EngineRunError(EngineBuildError):
-    """An engine failed while running (bad shapes, kernel error); the runtime falls back too."""
 
 
 def status() -> tuple[bool, str]:
@@ -382,7 +381,7 @@ def quantize_int8(model: onnx.ModelProto, batches: list[tuple[np.ndarray, ...]]
     reader_class = type("Reader", (_CalibrationReader, CalibrationDataReader), {})
     reader = reader_class([i.name for i in _graph_inputs(model)], batches)
     model = _readable(model)  # quantize_static moves the initializers of what it is given
-    with tempfile.TemporaryDirectory(prefix="workbench-int8-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="workbench-int8-") as tmp, _quiet_root_logger():
         out = Path(tmp) / "int8.onnx"
         quantize_static(
             model, out, reader, quant_format=QuantFormat.QDQ, per_channel=False,
@@ -391,6 +390,18 @@ def quantize_int8(model: onnx.ModelProto, batches: list[tuple[np.ndarray, ...]]
             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True},
         )
         return _readable(onnx.load(str(out)))
+
+
+@contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    """quantize_static logs a pre-processing hint on the root logger at every call."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        root.setLevel(level)
 
 
 # --- profiler trace -> layer rows ---

@@ -20,6 +20,7 @@ import numpy as np
 from workbench.engines.backend import (
     BuildSpec,
     EngineBuildError,
+    EngineRunError,
     check_calibration_data,
     pack_engine,
     unpack_engine,
@@ -124,6 +125,8 @@ class TensorRTBackend:
                    batches: list[tuple[np.ndarray, ...]]) -> None:
         trt = self._trt
         for flag in precision_flags(spec.precision):
+            if not hasattr(trt.BuilderFlag, flag):  # weakly typed precisions may be removed
+                raise EngineBuildError(f"this TensorRT has no BuilderFlag.{flag}")
             config.set_flag(getattr(trt.BuilderFlag, flag))  # IBuilderConfig.set_flag
         if spec.workspace_bytes:
             # IBuilderConfig.set_memory_pool_limit(MemoryPoolType.WORKSPACE, bytes)
@@ -140,6 +143,10 @@ class TensorRTBackend:
                 trt_profile.set_shape(tensor.name, *profile_shapes(profile, index))
             config.add_optimization_profile(trt_profile)
         if batches:
+            if not hasattr(trt, "IInt8EntropyCalibrator2"):
+                raise EngineBuildError(
+                    "this TensorRT has no INT8 calibrator (implicit quantization was removed); "
+                    "give the segment explicit QuantizeLinear/DequantizeLinear nodes instead")
             if profiles:  # dynamic shapes calibrate at the first-seen shape, like TF-TRT
                 shapes = [tuple(x.shape) for x in batches[0]]
                 calib = builder.create_optimization_profile()
@@ -223,7 +230,7 @@ class TensorRTEngine:
         stream = _cudart_call("cudaStreamCreate")
         try:
             if not ctx.execute_async_v3(stream):  # IExecutionContext.execute_async_v3
-                raise EngineBuildError(f"TensorRT engine {self.name!r} failed to run")
+                raise EngineRunError(f"TensorRT engine {self.name!r} failed to run")
             _cudart_call("cudaStreamSynchronize", stream)
         finally:
             _cudart_call("cudaStreamDestroy", stream)
@@ -279,17 +286,16 @@ class TensorRTEngine:
                     self._context.set_optimization_profile_async(index, 0)
                 return
         if engine.num_optimization_profiles > 1:
-            raise EngineBuildError(f"no optimization profile of {self.name!r} accepts {shapes}")
+            raise EngineRunError(f"no optimization profile of {self.name!r} accepts {shapes}")
 
 
 def _layer_precision(layer: dict) -> str | None:
+    """From the first output's format, e.g. `Row major linear FP32` (trtexec's layer info)."""
+    from workbench.profiling.trtexec import precision_of_format
+
     outputs = layer.get("Outputs") or []
-    fmt = outputs[0].get("Format/Datatype", "") if outputs and isinstance(outputs[0], dict) \
-        else ""
-    for token, precision in (("Int8", "INT8"), ("Half", "FP16"), ("Float", "FP32")):
-        if token in fmt:
-            return precision
-    return None
+    first = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
+    return precision_of_format(first.get("Format/Datatype"))
 
 
 def _profiler(trt: Any) -> Any:
