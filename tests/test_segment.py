@@ -69,10 +69,8 @@ def model_inputs(prepared: PreparedGraph, batch: int, seed: int = 0) -> dict[str
     return feeds
 
 
-def run_prepared(
-    prepared: PreparedGraph, feeds: dict[str, np.ndarray], tensors: list[str]
-) -> dict[str, np.ndarray]:
-    """Values of `tensors` ("node:port") when the whole prepared graph runs on `feeds`."""
+def prepared_function(prepared: PreparedGraph, tensors: list[str]):
+    """The whole prepared graph as a function: model inputs -> `tensors` ("node:port")."""
     import tensorflow as tf
 
     def _import() -> None:
@@ -80,18 +78,31 @@ def run_prepared(
 
     wrapped = tf.compat.v1.wrap_function(_import, [])
     get = wrapped.graph.get_tensor_by_name
-    function = wrapped.prune([get(f"{n}:0") for n in feeds], [get(t) for t in tensors])
+    feeds = [get(f"{n}:0") for n in prepared.optimized.input_nodes]
+    return wrapped.prune(feeds, [get(t) for t in tensors])
+
+
+@cache
+def _engine_tensors(model: str) -> tuple[list[str], object]:
+    tensors = sorted({t for mode in MODES for seg in segments(model, mode)
+                      for t in (*seg.engine.inputs, *seg.engine.outputs)})
+    return tensors, prepared_function(session(model).prepared("FP32"), tensors)
+
+
+@cache
+def engine_io_values(model: str, batch: int) -> dict[str, np.ndarray]:
+    """Every engine input and output of `model` (both modes), from one run of the whole graph."""
+    import tensorflow as tf
+
+    tensors, function = _engine_tensors(model)
+    feeds = model_inputs(session(model).prepared("FP32"), batch)
     values = function(*(tf.convert_to_tensor(v) for v in feeds.values()))
     return {t: v.numpy() for t, v in zip(tensors, values, strict=True)}
 
 
 @cache
-def engine_io_values(model: str, mode: str, batch: int) -> dict[str, np.ndarray]:
-    """Every engine input and output of `model` in `mode`, from one run of the whole graph."""
-    prepared = session(model).prepared("FP32")
-    tensors = sorted({t for seg in segments(model, mode)
-                      for t in (*seg.engine.inputs, *seg.engine.outputs)})
-    return run_prepared(prepared, model_inputs(prepared, batch), tensors)
+def native_segments(model: str, mode: str) -> list[NativeSegment]:
+    return [NativeSegment(seg) for seg in segments(model, mode)]
 
 
 def _normalized(shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -127,9 +138,9 @@ def test_segment_io_matches_engine_info(model: str, mode: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_native_segment_equals_whole_graph(model: str, mode: str) -> None:
     for batch in (1, 4):
-        values = engine_io_values(model, mode, batch)
-        for seg in segments(model, mode):
-            outputs = NativeSegment(seg)([values[t] for t in seg.engine.inputs])
+        values = engine_io_values(model, batch)
+        for seg, native in zip(segments(model, mode), native_segments(model, mode), strict=True):
+            outputs = native([values[t] for t in seg.engine.inputs])
             assert len(outputs) == len(seg.engine.outputs)
             for name, got in zip(seg.engine.outputs, outputs, strict=True):
                 want = values[name]
