@@ -246,3 +246,119 @@ def table_document(table: pd.DataFrame) -> dict:
     """The table as one JSON-ready document: the rows plus the reader's metadata (attrs)."""
     rows = json.loads(table.to_json(orient="records"))
     return {"layers": rows, **{k: v for k, v in table.attrs.items() if v is not None}}
+
+
+# --- Aligning runs -------------------------------------------------------------------------
+# Quantization toolkits rename layers ("quant_conv1_conv") and add quantizer scopes; format
+# copies repeat the names of the layer they feed, so they align by exact name only.
+_QUANT_PREFIX = re.compile(r"(^|/)quant_")
+_QUANTIZER_SCOPES = re.compile(r"/(LastValueQuant|AllValuesQuantize|MovingAvgQuantize)/.*$")
+_COPY_PREFIX = "Reformatting CopyNode"
+
+
+def layer_scopes(tf_nodes: Iterable[str]) -> set[str]:
+    """The Keras layers (TF name scopes) of a layer's TF nodes, in one spelling for all runs."""
+    scopes = set()
+    for name in tf_nodes:
+        loose = _QUANT_PREFIX.sub(r"\1", _QUANTIZER_SCOPES.sub("", _loose_name(name)))
+        scope = loose.rpartition("/")[0]
+        if scope:
+            scopes.add(scope)
+    return scopes
+
+
+def align_runs(table: pd.DataFrame, runs: Iterable[str] | None = None) -> pd.DataFrame:
+    """Layers of several runs side by side: one row per aligned layer, `<run>` columns in ms.
+
+    A layer joins the row with its exact name, else the row whose layers share the most TF name
+    scopes with it (same kind of layer: a convolution never aligns with a shuffle); otherwise it
+    gets a row of its own. `layer` names the row after its first run; `<run>:layer` columns keep
+    each run's own layer name.
+    """
+    order = list(runs) if runs is not None else list(dict.fromkeys(table["run"]))
+    groups: list[dict] = []
+    for run in order:
+        last = -1
+        for row in table[table["run"] == run].itertuples(index=False):
+            index = _find_group(groups, run, row)
+            if index is None:
+                index = last + 1
+                groups.insert(index, {"layer": row.layer, "scopes": set(), "family": None})
+            group = groups[index]
+            group[run], group[f"{run}:layer"] = float(row.avg_ms), row.layer
+            group["scopes"] |= layer_scopes(row.tf_nodes)
+            group["family"] = group["family"] or _family(row.layer_type)
+            last = index
+    columns = ["layer", *order, *(f"{r}:layer" for r in order)]
+    return pd.DataFrame([{c: g.get(c) for c in columns} for g in groups], columns=columns)
+
+
+def _find_group(groups: list[dict], run: str, row: object) -> int | None:
+    layer, scopes = row.layer, layer_scopes(row.tf_nodes)  # type: ignore[attr-defined]
+    family = _family(row.layer_type)  # type: ignore[attr-defined]
+    best, best_overlap = None, 0
+    for index, group in enumerate(groups):
+        if run in group:
+            continue
+        if any(group.get(k) == layer for k in group if k.endswith(":layer")):
+            return index
+        if layer.startswith(_COPY_PREFIX) or (family and group["family"]
+                                              and family != group["family"]):
+            continue
+        overlap = len(scopes & group["scopes"])
+        if overlap > best_overlap:
+            best, best_overlap = index, overlap
+    return best
+
+
+def _family(layer_type: object) -> str | None:
+    if not isinstance(layer_type, str) or not layer_type:
+        return None
+    for family in ("Convolution", "Pooling", "SoftMax", "Reformat", "Shuffle"):
+        if family.lower() in layer_type.lower():
+            return family
+    return layer_type
+
+
+def shared_node_groups(table: pd.DataFrame, first: str, second: str) -> pd.DataFrame:
+    """Time of the same TF nodes in two runs (any two sources): one row per group of layers.
+
+    Layers of either run that share a TF node (compared loosely, as `NodeLinker` does) fall in
+    one group, so three native TF ops fused into one engine layer make one row. Rows are only
+    kept when both runs have time there. Columns: `label`, `first_ms`, `second_ms`, the layer
+    names of each side, and `tf_nodes`.
+    """
+    rows = [r for r in table.itertuples(index=False) if r.run in (first, second) and r.tf_nodes]
+    parent = list(range(len(rows)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        for node in row.tf_nodes:
+            key = _loose_name(node)
+            if key in owner:
+                parent[root(i)] = root(owner[key])
+            owner.setdefault(key, i)
+    groups: dict[int, list] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(root(i), []).append(row)
+    out = [_group_row(members, first, second) for members in groups.values()]
+    columns = ["label", "first_ms", "second_ms", "first_layers", "second_layers", "tf_nodes"]
+    return pd.DataFrame([r for r in out if r["first_ms"] and r["second_ms"]], columns=columns)
+
+
+def _group_row(members: list, first: str, second: str) -> dict:
+    side = {run: [m for m in members if m.run == run] for run in (first, second)}
+    nodes = list(dict.fromkeys(n for m in members for n in m.tf_nodes))
+    label = side[second][0].layer if side[second] else members[0].layer
+    return {"label": label,
+            "first_ms": sum(m.avg_ms for m in side[first]),
+            "second_ms": sum(m.avg_ms for m in side[second]),
+            "first_layers": [m.layer for m in side[first]],
+            "second_layers": [m.layer for m in side[second]],
+            "tf_nodes": nodes}
