@@ -474,25 +474,25 @@ def _tf_name(name: str, by_name: dict[str, onnx.NodeProto]) -> str:
     return parent if parent in by_name else name
 
 
-# ORT's names for nodes it creates: a prefix for inserted casts, suffixes for layouts and fusions.
+# ORT names a node it creates after a source node or tensor plus suffixes (`_token_7`, `_mul`,
+# `_nchwc`); inserted casts get a prefix.
 _ORT_PREFIXES = ("InsertedPrecisionFreeCast_",)
-_ORT_SUFFIX = re.compile(r"(_token_\d+|_nchwc|_QuantizeLinear|_DequantizeLinear)$")
+_CUT = re.compile(r"[_:]")
 
 
 def _named_node(name: str, by_name: dict[str, onnx.NodeProto],
                 producer: dict[str, onnx.NodeProto]) -> onnx.NodeProto | None:
-    """The source node an ORT node name points at, directly or through a tensor name."""
+    """The source node an ORT node name starts with: the longest prefix ending before `_` or
+    `:` that names a source node or a source tensor (then its producer)."""
     for prefix in _ORT_PREFIXES:
         name = name.removeprefix(prefix)
-    while name:
-        if name in by_name:
-            return by_name[name]
-        if name in producer:
-            return producer[name]
-        match = _ORT_SUFFIX.search(name)
-        if match is None:
-            return None
-        name = name[: match.start()]
+    cuts = [len(name)] + [m.start() for m in reversed(list(_CUT.finditer(name)))]
+    for cut in cuts:
+        head = name[:cut]
+        if head in by_name:
+            return by_name[head]
+        if head in producer:
+            return producer[head]
     return None
 
 
