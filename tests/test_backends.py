@@ -377,3 +377,22 @@ def test_digits_fp32_segment_equals_plain_run_and_maps_to_tf_nodes(backend, digi
     assert mapped - set(engines[0].nodes) == {"TensorRTOutputPH_0"}
     ops = {name.rsplit("/", 1)[-1] for name in mapped}
     assert {"Relu", "MaxPool2d", "mul_1", "add_1"} <= ops  # conv (BN folded), bias, relu, pool
+
+
+def test_ort_created_node_names_point_back_to_source_nodes():
+    from workbench.engines.onnxruntime_backend import _named_node
+
+    conv = helper.make_node("Conv", ["x", "w"], ["net/conv:nchw"], name="net/conv")
+    mul = helper.make_node("Mul", ["net/conv:nchw", "s"], ["net/bn/mul_1"], name="net/bn/mul_1")
+    relu = helper.make_node("Relu", ["net/bn/mul_1"], ["r"], name="net/relu")
+    by_name = {n.name: n for n in (conv, mul, relu)}
+    producer = {o: n for n in (conv, mul, relu) for o in n.output}
+    cases = {
+        "net/bn/mul_1_token_1_mul_nchwc": "net/bn/mul_1",  # node name + ORT suffixes
+        "net/conv:nchw_nchwc": "net/conv",  # tensor name -> its producer
+        "InsertedPrecisionFreeCast_r_nchwc": "net/relu",  # inserted cast around tensor r
+        "net/relu": "net/relu",
+    }
+    for ort_name, source in cases.items():
+        assert _named_node(ort_name, by_name, producer).name == source, ort_name
+    assert _named_node("ReorderOutput_token_9", by_name, producer) is None
