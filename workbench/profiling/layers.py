@@ -252,7 +252,7 @@ def table_document(table: pd.DataFrame) -> dict:
 # Quantization toolkits rename layers ("quant_conv1_conv") and add quantizer scopes; format
 # copies repeat the names of the layer they feed, so they align by exact name only.
 _QUANT_PREFIX = re.compile(r"(^|/)quant_")
-_QUANTIZER_SCOPES = re.compile(r"/(LastValueQuant|AllValuesQuantize|MovingAvgQuantize)/.*$")
+_QUANTIZER_SCOPES = re.compile(r"/(lastvaluequant|allvaluesquantize|movingavgquantize)/")
 _COPY_PREFIX = "Reformatting CopyNode"
 
 
@@ -260,8 +260,10 @@ def layer_scopes(tf_nodes: Iterable[str]) -> set[str]:
     """The Keras layers (TF name scopes) of a layer's TF nodes, in one spelling for all runs."""
     scopes = set()
     for name in tf_nodes:
-        loose = _QUANT_PREFIX.sub(r"\1", _QUANTIZER_SCOPES.sub("", _loose_name(name)))
-        scope = loose.rpartition("/")[0]
+        loose = _QUANT_PREFIX.sub(r"\1", _loose_name(name))
+        quantizer = _QUANTIZER_SCOPES.search(loose)
+        # A quantizer's scope sits inside its layer's; any other name ends in its op.
+        scope = loose[: quantizer.start()] if quantizer else loose.rpartition("/")[0]
         if scope:
             scopes.add(scope)
     return scopes
