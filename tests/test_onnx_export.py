@@ -1,0 +1,268 @@
+"""The ONNX exporter: every sample engine runs in ONNX Runtime as it runs in TensorFlow."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from functools import cache
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from test_segment import (
+    MODELS,
+    MODES,
+    engine_io_values,
+    native_segments,
+    segments,
+    session,
+)
+
+from workbench.engines.onnx_export import ExportError, export_onnx
+from workbench.engines.segment import NativeSegment, SegmentGraph, extract_segment
+
+# Engines whose op set ONNX cannot express simply: (model, mode) -> the op ExportError names.
+UNEXPORTABLE = {("detector", "dynamic"): "CombinedNonMaxSuppression"}
+
+pytestmark = pytest.mark.slow
+
+
+def ort_session(model: onnx.ModelProto) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+@cache
+def exported(model: str, mode: str) -> list[onnx.ModelProto | ExportError]:
+    results: list[onnx.ModelProto | ExportError] = []
+    for seg in segments(model, mode):
+        try:
+            results.append(export_onnx(seg))
+        except ExportError as exc:
+            results.append(exc)
+    return results
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("model", MODELS)
+def test_exported_engine_matches_native(model: str, mode: str) -> None:
+    for seg, onnx_model, native in zip(
+        segments(model, mode), exported(model, mode), native_segments(model, mode), strict=True
+    ):
+        if isinstance(onnx_model, ExportError):
+            assert onnx_model.op_type == UNEXPORTABLE.get((model, mode)), str(onnx_model)
+            continue
+        session = ort_session(onnx_model)
+        for batch in (1, 4):
+            values = engine_io_values(model, batch)
+            inputs = [values[t] for t in seg.engine.inputs]
+            want = native(inputs)
+            got = session.run(seg.output_names, dict(zip(seg.input_names, inputs, strict=True)))
+            for name, g, w in zip(seg.engine.outputs, got, want, strict=True):
+                assert g.dtype == w.dtype and g.shape == w.shape, (seg.engine.name, name)
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4,
+                                           err_msg=f"{seg.engine.name} {name} batch {batch}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("model", MODELS)
+def test_onnx_names_trace_back_to_tf_nodes(model: str, mode: str) -> None:
+    for seg, onnx_model in zip(segments(model, mode), exported(model, mode), strict=True):
+        if isinstance(onnx_model, ExportError):
+            continue
+        tf_names = {nd.name for nd in seg.graph_def.node}
+        for node in onnx_model.graph.node:
+            base = node.name.rsplit("/", 1)[0] if node.name not in tf_names else node.name
+            assert node.name in tf_names or base in tf_names, node.name
+        assert [i.name for i in onnx_model.graph.input] == seg.input_names
+        assert [o.name for o in onnx_model.graph.output] == seg.output_names
+        exported_nodes = {n.name for n in onnx_model.graph.node}
+        consts = {nd.name for nd in seg.graph_def.node if nd.op == "Const"}
+        assert set(seg.engine.nodes) - consts <= exported_nodes  # one ONNX node per TF node
+
+
+# The softmax outputs of the random-weight classifiers are ~1e-3 (MobileNetV2's are exactly
+# uniform), so atol 1e-4 alone would prove little: inner tensors are compared relative to their
+# own magnitude (MobileNetV2's activations shrink to 1e-11 through its random-weight blocks).
+INNER_OPS = {"Conv2D", "DepthwiseConv2dNative", "Relu", "Relu6", "AddV2", "MatMul"}
+
+
+@pytest.mark.parametrize("model", ["resnet50", "mobilenet_v2"])
+def test_inner_tensors_match_relative_to_their_scale(model: str) -> None:
+    seg = segments(model, "implicit")[0]
+    prepared = session(model).prepared("FP32")
+    order = sorted(seg.engine.nodes, key=lambda n: prepared.graph[n].id)
+    inner = [n for n in order if prepared.graph[n].op in INNER_OPS]
+    picks = [*inner[:: len(inner) // 8], inner[-1]]
+    engine = replace(seg.engine, outputs=(*seg.engine.outputs, *(f"{n}:0" for n in picks)))
+    probed = extract_segment(prepared, engine)
+    x = engine_io_values(model, 4)[seg.engine.inputs[0]]
+    want = NativeSegment(probed)([x])
+    got = ort_session(export_onnx(probed)).run(None, {probed.input_names[0]: x})
+    for name, g, w in zip(engine.outputs, got, want, strict=True):
+        scale = float(np.abs(w).max())
+        assert float(np.abs(g - w).max()) <= 1e-4 * scale, (name, scale)
+
+
+def test_implicit_batch_engine_has_a_symbolic_batch_dim() -> None:
+    onnx_model = exported("resnet50", "implicit")[0]
+    dims = onnx_model.graph.input[0].type.tensor_type.shape.dim
+    assert dims[0].dim_param and [d.dim_value for d in dims[1:]] == [224, 224, 3]
+    out_dims = onnx_model.graph.output[0].type.tensor_type.shape.dim
+    assert out_dims[0].dim_param == dims[0].dim_param  # Grappler proved them equal
+
+
+def test_weights_are_initializers_and_shape_ints_int64() -> None:
+    onnx_model = exported("digits_cnn", "dynamic")[0]
+    kinds = {i.name: i.data_type for i in onnx_model.graph.initializer}
+    conv = next(n for n in onnx_model.graph.node if n.op_type == "Conv")
+    assert kinds[conv.input[1]] == onnx.TensorProto.FLOAT
+    reshape = next(n for n in onnx_model.graph.node if n.op_type == "Reshape")
+    producer = next(n for n in onnx_model.graph.node if reshape.input[1] in n.output)
+    assert producer.op_type == "Cast"  # a shape computed at run time (dynamic shape mode)
+
+
+def function_segment(body, *specs) -> SegmentGraph:
+    """One engine holding every node of `body` (all but its inputs and outputs), prepared the
+    way TF-TRT prepares a model (Grappler first)."""
+    import tensorflow as tf
+
+    from workbench.conversion.result import EngineInfo
+    from workbench.graph.prepare import graph_from_function
+
+    @tf.function(input_signature=[tf.TensorSpec(shape, dtype, name=f"x{i}")
+                                  for i, (shape, dtype) in enumerate(specs)])
+    def forward(*args):
+        result = body(*args)
+        results = result if isinstance(result, tuple) else (result,)
+        return {f"y{i}": tf.identity(r) for i, r in enumerate(results)}
+
+    prepared = graph_from_function(forward.get_concrete_function())
+    ends = {*prepared.optimized.input_nodes, *prepared.optimized.output_nodes}
+    members = [n for n in prepared.graph.real_nodes if n.name not in ends]
+    names = {n.name for n in members}
+    inputs = dict.fromkeys(str(r) for n in members for r in n.inputs if r.node not in names)
+    outputs = dict.fromkeys(str(r) for name in prepared.optimized.output_nodes
+                            for r in prepared.graph[name].inputs)
+    engine = EngineInfo(
+        name="TRTEngineOp_000_000", nodes=tuple(sorted(names)), native_ops={},
+        native_node_count=len(members), effective_size=len(members),
+        input_dtypes=(), output_dtypes=(), input_shapes=(), output_shapes=(),
+        inputs=tuple(inputs), outputs=tuple(outputs),
+    )
+    return extract_segment(prepared, engine)
+
+
+def assert_onnx_matches_native(seg: SegmentGraph, inputs: list[np.ndarray]) -> None:
+    want = NativeSegment(seg)(inputs)
+    feeds = dict(zip(seg.input_names, inputs, strict=True))
+    got = ort_session(export_onnx(seg)).run(seg.output_names, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def _cases():
+    """Ops the exporter supports beyond the sample models' engines: (id, body, input specs)."""
+    import tensorflow as tf
+
+    image = ([None, 7, 7, 4], tf.float32)
+    matrix = ([None, 6], tf.float32)
+    nn = tf.nn
+    w = np.random.default_rng(3).standard_normal((3, 3, 4, 5)).astype(np.float32)
+    dw = np.random.default_rng(4).standard_normal((3, 3, 4, 2)).astype(np.float32)
+    stats = [np.linspace(0.5, 2, 4, dtype=np.float32) + k for k in range(4)]
+    return [
+        ("conv_valid_dilated", lambda x: nn.conv2d(x, w, 1, "VALID", dilations=2), [image]),
+        ("conv_same_strided", lambda x: nn.conv2d(x, w, 2, "SAME"), [image]),
+        ("conv_explicit", lambda x: nn.conv2d(x, w, 1, [[0, 0], [1, 2], [2, 0], [0, 0]]), [image]),
+        ("depthwise_multiplier", lambda x: nn.depthwise_conv2d(x, dw, [1, 2, 2, 1], "SAME"),
+         [image]),
+        ("pools", lambda x: (nn.avg_pool2d(x, 3, 2, "SAME"), nn.max_pool2d(x, 2, 2, "VALID")),
+         [image]),
+        ("fused_batch_norm", lambda x: tf.compat.v1.nn.fused_batch_norm(
+            x, stats[0], stats[1], stats[2], stats[3], is_training=False)[0], [image]),
+        ("bias_pad_mirror", lambda x: tf.pad(nn.bias_add(x, stats[0]), [[0, 0], [1, 1], [2, 0],
+                                             [0, 0]], mode="REFLECT") + tf.pad(x, [[0, 0], [1, 1],
+                                             [2, 0], [0, 0]], constant_values=2.0), [image]),
+        ("unary", lambda x: (nn.relu6(x * 4), nn.leaky_relu(x, 0.3), tf.square(x),
+                             tf.math.erfc(x), nn.elu(x), nn.selu(x), nn.softplus(x),
+                             tf.abs(x), tf.floor(x), tf.sign(x), tf.math.rsqrt(tf.abs(x) + 1)),
+         [matrix]),
+        ("binary", lambda x, y: (tf.maximum(x, y), tf.minimum(x, y), tf.pow(tf.abs(x) + 1, y),
+                                 tf.math.squared_difference(x, y), tf.math.floordiv(x, y + 3),
+                                 tf.cast(tf.not_equal(x > 0, y > 0), tf.int32), tf.add_n([x, y, x]),
+                                 tf.where(x > y, x, y), x / (y * y + 1)), [matrix, matrix]),
+        ("matmuls", lambda x, y: (tf.matmul(x, y, transpose_a=True),
+                                  tf.linalg.matmul(x[:, None], y[:, None], adjoint_b=True),
+                                  tf.einsum("bi,bj->bij", x, y)), [matrix, matrix]),
+        ("softmaxes", lambda x: (nn.softmax(x), nn.log_softmax(x)), [matrix]),
+        ("shapes", lambda x: (tf.transpose(x, [0, 2, 1, 3]), tf.squeeze(x[:, :1, :, :1], [1, 3]),
+                              tf.unstack(x, axis=3)[1], tf.stack([x, x], axis=-1),
+                              tf.concat([x, x], 2), tf.tile(x, [1, 2, 1, 1]),
+                              tf.reshape(x, [-1, 196]), tf.slice(x, [0, 1, 2, 0], [-1, 3, 2, 2])),
+         [image]),
+        ("reductions", lambda x: (tf.reduce_sum(x, [1, 2]), tf.reduce_max(x, -1, keepdims=True),
+                                  tf.reduce_min(x, 1), tf.reduce_prod(x[..., :2] * 0.5 + 1, 3),
+                                  tf.argmax(x, 2), tf.argmin(x, 1, output_type=tf.int32)),
+         [image]),
+        ("dynamic_fill_range", lambda x: (tf.fill(tf.shape(x), 3.0), tf.ones_like(x),
+                                          tf.zeros_like(x), tf.range(tf.shape(x)[0]) * 2,
+                                          tf.reshape(x, tf.stack([tf.shape(x)[0], 3, 2]))),
+         [matrix]),
+        ("gather_cast", lambda x, i: (tf.gather(x, i, axis=1), tf.cast(tf.gather(x, i[0]),
+                                                                       tf.int32)),
+         [matrix, ([3], tf.int32)]),
+    ]
+
+
+CASES = {case[0]: case for case in _cases()}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_op_family_matches_tensorflow(case: str) -> None:
+    _, body, specs = CASES[case]
+    seg = function_segment(body, *specs)
+    rng = np.random.default_rng(5)
+    inputs = []
+    for spec in seg.input_specs:
+        shape = tuple(d if d >= 0 else 3 for d in spec.shape)
+        if spec.dtype == "int32":
+            inputs.append(rng.integers(0, 3, shape).astype(np.int32))
+        else:
+            inputs.append(rng.standard_normal(shape).astype(np.float32))
+    assert_onnx_matches_native(seg, inputs)
+
+
+def test_unsupported_op_raises_export_error_naming_op_and_node() -> None:
+    import tensorflow as tf
+
+    seg = function_segment(lambda x: tf.math.cumsum(tf.nn.relu(x), axis=1), ([None, 4], tf.float32))
+    with pytest.raises(ExportError, match=r"Cannot export Cumsum node .*Cumsum") as info:
+        export_onnx(seg)
+    assert info.value.op_type == "Cumsum"
+    ones = np.ones((2, 4), np.float32)
+    assert np.allclose(NativeSegment(seg)([ones])[0], [[1, 2, 3, 4]] * 2)
+
+
+def test_strided_slice_masks_match_tensorflow() -> None:
+    import tensorflow as tf
+
+    # begin/end masks, a new axis, an ellipsis, a shrunk axis and a negative stride at once.
+    seg = function_segment(
+        lambda x: (x[:, tf.newaxis, ..., ::-2], x[1:, -1:][:, 0][:, None], x[-1, 1::2, ..., 0],
+                   x[::-1, :, tf.newaxis, -1]),
+        ([None, 3, 4, 5], tf.float32),
+    )
+    x = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+    assert_onnx_matches_native(seg, [x])
+
+
+def test_resnet50_export_time() -> None:
+    seg = segments("resnet50", "implicit")[0]
+    start = time.perf_counter()
+    onnx_model = export_onnx(seg)
+    seconds = time.perf_counter() - start
+    print(f"\nResNet-50 engine ({len(seg.engine.nodes)} TF nodes -> "
+          f"{len(onnx_model.graph.node)} ONNX nodes) exported in {seconds:.2f} s")
+    assert seconds < 5.0  # tf2onnx took 30 s for the whole model

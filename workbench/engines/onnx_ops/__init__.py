@@ -1,0 +1,10 @@
+"""ONNX converters per TF op family; `CONVERTERS` maps a TF op type to its converter."""
+
+from workbench.engines.onnx_ops import elementwise, nn, shapes, slicing
+
+CONVERTERS = {
+    **elementwise.CONVERTERS,
+    **nn.CONVERTERS,
+    **shapes.CONVERTERS,
+    **slicing.CONVERTERS,
+}

@@ -1,0 +1,185 @@
+"""Neural-network layers: convolutions, pooling, bias, batch norm, matrix products, softmax.
+
+ONNX convolutions and pools are NCHW only. NHWC TF ops get a Transpose on each side, named
+`<op>/to_nchw` and `<op>/to_nhwc`; ONNX Runtime cancels the pairs between consecutive layers.
+Filters are transposed once, at export time, when they are constants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from workbench.engines.onnx_export import ExportContext, ExportError
+
+NHWC_TO_NCHW = [0, 3, 1, 2]
+NCHW_TO_NHWC = [0, 2, 3, 1]
+
+
+def _is_nchw(op: Any) -> bool:
+    return op.get_attr("data_format") in (b"NCHW", b"NCDHW")
+
+
+def _spatial(values: list[int], nchw: bool) -> list[int]:
+    return list(values[2:4]) if nchw else list(values[1:3])
+
+
+def _padding(op: Any, nchw: bool) -> dict[str, Any]:
+    padding = op.get_attr("padding").decode()
+    if padding == "SAME":  # TF puts the odd pixel at the end, like SAME_UPPER
+        return {"auto_pad": "SAME_UPPER"}
+    if padding == "VALID":
+        return {"auto_pad": "VALID"}
+    explicit = list(op.get_attr("explicit_paddings"))
+    pairs = _spatial([explicit[2 * i : 2 * i + 2] for i in range(4)], nchw)
+    return {"pads": [p[0] for p in pairs] + [p[1] for p in pairs]}
+
+
+def _nchw_node(
+    ctx: ExportContext, op: Any, onnx_op: str, inputs: list[str], nchw: bool, **attrs: Any
+) -> None:
+    """`onnx_op` on NCHW data, wrapped in Transposes when the TF op works on NHWC."""
+    if nchw:
+        ctx.node(op, onnx_op, inputs, **attrs)
+        return
+    data = ctx.helper(op, "to_nchw", "Transpose", inputs[:1], perm=NHWC_TO_NCHW)
+    result = f"{op.name}:nchw"  # ":" never occurs in TF node names
+    ctx.node(op, onnx_op, [data, *inputs[1:]], outputs=[result], **attrs)
+    ctx.helper_to(op, "to_nhwc", "Transpose", [result], ctx.output(op), perm=NCHW_TO_NHWC)
+
+
+def _filter(ctx: ExportContext, op: Any, depthwise: bool) -> str:
+    """TF's HWIO filter (HWCM for depthwise) as ONNX's OIHW."""
+    value = ctx.const(op, 1)
+    if value is None:
+        if depthwise:
+            raise ExportError(op, "its filter must be a constant")
+        return ctx.helper(op, "oihw", "Transpose", [ctx.input(op, 1)], perm=[3, 2, 0, 1])
+    value = np.asarray(value)
+    if depthwise:
+        h, w, c, m = value.shape
+        # Output channel c*M+m of a depthwise conv is group c's m-th filter.
+        oihw = value.reshape(h, w, c * m).transpose(2, 0, 1)[:, None]
+    else:
+        oihw = value.transpose(3, 2, 0, 1)
+    return ctx.constant(op, "oihw", np.ascontiguousarray(oihw))
+
+
+def conv2d(ctx: ExportContext, op: Any) -> None:
+    nchw = _is_nchw(op)
+    depthwise = op.type == "DepthwiseConv2dNative"
+    weights = _filter(ctx, op, depthwise)
+    attrs = _padding(op, nchw)
+    attrs["strides"] = _spatial(op.get_attr("strides"), nchw)
+    attrs["dilations"] = _spatial(op.get_attr("dilations"), nchw)
+    if depthwise:
+        attrs["group"] = int(np.asarray(ctx.const(op, 1)).shape[2])
+    _nchw_node(ctx, op, "Conv", [ctx.input(op, 0), weights], nchw, **attrs)
+
+
+def pool(onnx_op: str):
+    def convert(ctx: ExportContext, op: Any) -> None:
+        nchw = _is_nchw(op)
+        attrs = _padding(op, nchw)
+        attrs["kernel_shape"] = _spatial(op.get_attr("ksize"), nchw)
+        attrs["strides"] = _spatial(op.get_attr("strides"), nchw)
+        # TF's AvgPool averages over the valid pixels only: ONNX's count_include_pad=0.
+        _nchw_node(ctx, op, onnx_op, [ctx.input(op, 0)], nchw, **attrs)
+
+    return convert
+
+
+def _channel_vector(ctx: ExportContext, op: Any, index: int, rank: int | None) -> str:
+    """A per-channel vector that broadcasts against NCHW data (shape [C, 1, 1])."""
+    if rank is None:
+        raise ExportError(op, "NCHW needs the input rank")
+    axes = ctx.constant(op, f"axes_{index}", list(range(1, rank - 1)), np.int64)
+    return ctx.helper(op, f"channels_{index}", "Unsqueeze", [ctx.input(op, index), axes])
+
+
+def bias_add(ctx: ExportContext, op: Any) -> None:
+    bias = ctx.input(op, 1)
+    if _is_nchw(op):
+        bias = _channel_vector(ctx, op, 1, ctx.rank(op, 0))
+    ctx.node(op, "Add", [ctx.input(op, 0), bias])
+
+
+def fused_batch_norm(ctx: ExportContext, op: Any) -> None:
+    """Inference batch norm as x * scale' + offset' (folded when the statistics are consts)."""
+    if op.get_attr("is_training"):
+        raise ExportError(op, "training-mode batch norm is not an inference op")
+    for port in range(1, len(op.outputs)):
+        if op.outputs[port].consumers():
+            raise ExportError(op, f"its output {port} (batch statistics) is used")
+    epsilon = op.get_attr("epsilon")
+    values = [ctx.const(op, i) for i in range(1, 5)]
+    if any(v is None for v in values):
+        raise ExportError(op, "its scale, offset, mean and variance must be constants")
+    scale, offset, mean, variance = (np.asarray(v, np.float64) for v in values)
+    factor = scale / np.sqrt(variance + epsilon)
+    shift = offset - mean * factor
+    dtype = ctx.dtype(op, 0)
+    mul, add = ctx.constant(op, "scale", factor, dtype), ctx.constant(op, "shift", shift, dtype)
+    if _is_nchw(op):
+        rank = ctx.rank(op, 0) or 4
+        shape = ctx.constant(op, "channel_shape", [-1] + [1] * (rank - 2), np.int64)
+        mul = ctx.helper(op, "scale_nchw", "Reshape", [mul, shape])
+        add = ctx.helper(op, "shift_nchw", "Reshape", [add, shape])
+    scaled = ctx.helper(op, "mul", "Mul", [ctx.input(op, 0), mul])
+    ctx.node(op, "Add", [scaled, add], outputs=[ctx.output(op, 0)])
+
+
+def _swap_last(ctx: ExportContext, op: Any, index: int, label: str) -> str:
+    """Input `index` with its last two axes swapped (TF's transpose_a/b, adj_x/y)."""
+    value = ctx.const(op, index)
+    if value is not None:
+        return ctx.constant(op, label, np.ascontiguousarray(np.swapaxes(value, -1, -2)))
+    rank = ctx.rank(op, index)
+    if rank is None:
+        raise ExportError(op, "transposing an operand needs its rank")
+    perm = [*range(rank - 2), rank - 1, rank - 2]
+    return ctx.helper(op, label, "Transpose", [ctx.input(op, index)], perm=perm)
+
+
+def matmul(ctx: ExportContext, op: Any) -> None:
+    flags = ("transpose_a", "transpose_b") if op.type == "MatMul" else ("adj_x", "adj_y")
+    inputs = [
+        _swap_last(ctx, op, i, f"{flag}") if op.get_attr(flag) else ctx.input(op, i)
+        for i, flag in enumerate(flags)
+    ]
+    ctx.node(op, "MatMul", inputs)
+
+
+def einsum(ctx: ExportContext, op: Any) -> None:
+    equation = op.get_attr("equation").decode().replace(" ", "")
+    if "." in equation:  # ONNX Runtime's Einsum handles ellipses poorly; none in our models
+        raise ExportError(op, "ellipsis equations are not exported")
+    inputs = [ctx.input(op, i) for i in range(len(op.inputs))]
+    ctx.node(op, "Einsum", inputs, equation=equation)
+
+
+def softmax(onnx_op: str):
+    def convert(ctx: ExportContext, op: Any) -> None:
+        ctx.node(op, onnx_op, [ctx.input(op, 0)], axis=-1)  # TF normalizes the last axis
+
+    return convert
+
+
+def combined_nms(ctx: ExportContext, op: Any) -> None:
+    # ONNX's NonMaxSuppression returns selected indices; TF's padded per-class top-k boxes,
+    # scores, classes and counts would take a dozen ops with their own edge cases.
+    raise ExportError(op, "ONNX has no equivalent of its padded per-class outputs")
+
+
+CONVERTERS = {
+    "Conv2D": conv2d, "DepthwiseConv2dNative": conv2d,
+    "MaxPool": pool("MaxPool"), "AvgPool": pool("AveragePool"),
+    "BiasAdd": bias_add,
+    "FusedBatchNorm": fused_batch_norm, "FusedBatchNormV2": fused_batch_norm,
+    "FusedBatchNormV3": fused_batch_norm,
+    "MatMul": matmul, "BatchMatMul": matmul, "BatchMatMulV2": matmul, "BatchMatMulV3": matmul,
+    "Einsum": einsum,
+    "Softmax": softmax("Softmax"), "LogSoftmax": softmax("LogSoftmax"),
+    "CombinedNonMaxSuppression": combined_nms,
+}
