@@ -275,6 +275,19 @@ def test_layer_table_validates_and_combine_recomputes_shares():
         layer_table([{"layer": "x", "avg_ms": -1}], "a", "trtexec", "GPU")
 
 
+def test_layer_table_accepts_missing_tf_nodes_from_pandas():
+    table = layer_table([{"layer": "x", "avg_ms": 1.0, "tf_nodes": float("nan")}], "a",
+                        "onnxruntime", "CPU")
+    assert table["tf_nodes"].tolist() == [[]]
+
+
+def test_fixtures_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKBENCH_TRTEXEC_FIXTURES", str(tmp_path))
+    assert fixtures_dir() == tmp_path
+    monkeypatch.setenv("WORKBENCH_TRTEXEC_FIXTURES", str(tmp_path / "absent"))
+    assert fixtures_dir() is None
+
+
 # --- CLI -----------------------------------------------------------------------------------
 
 def test_cli_prints_the_table(capsys):

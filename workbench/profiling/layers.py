@@ -107,8 +107,8 @@ def _time(value: object, name: str, layer: str) -> float:
 
 
 def _node_list(value: object) -> list[str]:
-    if value is None:
-        return []
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []  # a missing cell once the table went through pandas
     if isinstance(value, str):
         return [value] if value else []
     return [str(v) for v in value]  # type: ignore[union-attr]
