@@ -159,10 +159,12 @@ def function_segment(body, *specs) -> SegmentGraph:
     return extract_segment(prepared, engine)
 
 
-def assert_onnx_matches_native(seg: SegmentGraph, inputs: list[np.ndarray]) -> None:
+def assert_onnx_matches_native(
+    seg: SegmentGraph, inputs: list[np.ndarray], opset: int = 17
+) -> None:
     want = NativeSegment(seg)(inputs)
     feeds = dict(zip(seg.input_names, inputs, strict=True))
-    got = ort_session(export_onnx(seg)).run(seg.output_names, feeds)
+    got = ort_session(export_onnx(seg, opset)).run(seg.output_names, feeds)
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
@@ -172,7 +174,7 @@ def _cases():
     """Ops the exporter supports beyond the sample models' engines: (id, body, input specs)."""
     import tensorflow as tf
 
-    image = ([None, 7, 7, 4], tf.float32)
+    image = ([None, 8, 8, 4], tf.float32)  # even sizes: SAME pads one pixel, at the end
     matrix = ([None, 6], tf.float32)
     nn = tf.nn
     w = np.random.default_rng(3).standard_normal((3, 3, 4, 5)).astype(np.float32)
@@ -206,7 +208,7 @@ def _cases():
         ("shapes", lambda x: (tf.transpose(x, [0, 2, 1, 3]), tf.squeeze(x[:, :1, :, :1], [1, 3]),
                               tf.unstack(x, axis=3)[1], tf.stack([x, x], axis=-1),
                               tf.concat([x, x], 2), tf.tile(x, [1, 2, 1, 1]),
-                              tf.reshape(x, [-1, 196]), tf.slice(x, [0, 1, 2, 0], [-1, 3, 2, 2])),
+                              tf.reshape(x, [-1, 256]), tf.slice(x, [0, 1, 2, 0], [-1, 3, 2, 2])),
          [image]),
         ("reductions", lambda x: (tf.reduce_sum(x, [1, 2]), tf.reduce_max(x, -1, keepdims=True),
                                   tf.reduce_min(x, 1), tf.reduce_prod(x[..., :2] * 0.5 + 1, 3),
@@ -225,8 +227,13 @@ def _cases():
 CASES = {case[0]: case for case in _cases()}
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_op_family_matches_tensorflow(case: str) -> None:
+# Opset 13 is the oldest we export (Unsqueeze/Squeeze axes inputs); 18 moved reduction axes to
+# inputs and gave Split `num_outputs`.
+@pytest.mark.parametrize(
+    ("case", "opset"), [(case, 17) for case in CASES] + [("shapes", 13), ("reductions", 13),
+                                                          ("shapes", 18), ("reductions", 18)]
+)
+def test_op_family_matches_tensorflow(case: str, opset: int) -> None:
     _, body, specs = CASES[case]
     seg = function_segment(body, *specs)
     rng = np.random.default_rng(5)
@@ -237,7 +244,7 @@ def test_op_family_matches_tensorflow(case: str) -> None:
             inputs.append(rng.integers(0, 3, shape).astype(np.int32))
         else:
             inputs.append(rng.standard_normal(shape).astype(np.float32))
-    assert_onnx_matches_native(seg, inputs)
+    assert_onnx_matches_native(seg, inputs, opset)
 
 
 def test_unsupported_op_raises_export_error_naming_op_and_node() -> None:
