@@ -9,7 +9,8 @@ and every ONNX node keeps the name of the TF node it came from (helper nodes add
 Tensors keep their TF layout and dtype: NHWC convolutions and pools are wrapped in Transposes
 (ONNX Runtime's transpose optimizer cancels the pairs between consecutive layers), int32 shape
 arithmetic stays int32 and is cast to int64 only where ONNX demands it. Unknown dims become
-symbolic (`unk_<n>`, shared where Grappler proved two dims equal), so one model serves every
+symbolic (`dim_<k>` for Grappler's symbolic dim -k, shared where Grappler proved two dims
+equal; `unknown_<n>` for each plain -1), so one model serves every
 batch size. An op without a converter raises `ExportError`; the runtime then falls back to the
 native segment, as TF-TRT does when an engine cannot be built.
 """
@@ -34,7 +35,7 @@ Converter = Callable[["ExportContext", Any], None]
 class ExportError(WorkbenchError):
     """A segment op the exporter cannot express in ONNX (names the op and the node)."""
 
-    def __init__(self, op: Any, reason: str = "has no ONNX converter"):
+    def __init__(self, op: Any, reason: str = "the exporter has no converter for this op"):
         self.op_type = op.type
         self.node = op.name
         super().__init__(f"Cannot export {op.type} node {op.name} to ONNX: {reason}")
@@ -208,8 +209,8 @@ class _DimNames:
         if dim >= 0:
             return dim
         if dim == -1:
-            return f"unk_{next(self._fresh)}_"
-        return f"unk_{-dim}"
+            return f"unknown_{next(self._fresh)}"
+        return f"dim_{-dim}"
 
 
 def _value_info(name: str, spec: TensorSpec, dims: _DimNames) -> onnx.ValueInfoProto:
