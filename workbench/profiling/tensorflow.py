@@ -12,14 +12,14 @@ through TF-TRT's Grappler configuration when it was prepared.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from workbench.conversion.session import ConversionSession
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import Graph, Node, numpy_dtype_name
 from workbench.profiling.latency import cpu_device_name
 from workbench.profiling.layers import layer_table
@@ -149,6 +149,22 @@ def native_callable(session: ConversionSession, inputs: Mapping[str, np.ndarray]
         return {name: value.numpy() for name, value in session.loaded(**tensors).items()}
 
     return call
+
+
+def tensor_values(session: ConversionSession, inputs: Mapping[str, np.ndarray],
+                  tensors: Sequence[str], precision_mode: str = "FP32") -> list[np.ndarray]:
+    """The values of prepared-graph tensors (`node:port`) for these model inputs, e.g. the
+    inputs an engine sees."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(session.prepared(precision_mode).graph_def, name="")
+    try:
+        with tf.compat.v1.Session(graph=graph, config=_session_config()) as sess:
+            return list(sess.run(list(tensors), _feeds(session, inputs)))
+    except (tf.errors.OpError, ValueError, TypeError) as exc:
+        raise WorkbenchError(f"TensorFlow could not run the model: {first_line(exc)}") from None
 
 
 def device_label(devices: set[str]) -> str:

@@ -1,0 +1,58 @@
+"""Per-layer timings of a conversion's engines on the active backend, next to native TF.
+
+Each engine's segment is exported to ONNX, built on the backend (ONNX Runtime here, TensorRT on a
+GPU machine) and profiled on the tensors it really receives for the given model inputs. The rows
+share the one layer table with the TensorFlow profile, so both compare by TF node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.session import ConversionSession
+from workbench.engines.backend import Backend, BuildSpec, get_backend
+from workbench.engines.onnx_export import ExportError, export_onnx
+from workbench.engines.segment import extract_segment
+from workbench.profiling.layers import combine
+from workbench.profiling.tensorflow import profile_tensorflow, tensor_values
+
+
+def profile_engines(session: ConversionSession, params: ConversionParams,
+                    inputs: Mapping[str, np.ndarray], *, backend: Backend | None = None,
+                    runs: int = 10, run: str | None = None) -> pd.DataFrame:
+    """One layer table for every engine of the conversion `params` gives.
+
+    Engines the exporter cannot handle are skipped (TF-TRT would run them natively); their
+    names are listed in the table's `attrs["skipped"]`.
+    """
+    backend = backend or get_backend()
+    params = params.validated()
+    result = session.convert(params)
+    prepared = session.prepared(params.precision_mode)
+    label = run or f"{backend.name} {params.precision_mode}"
+    tables, skipped = [], []
+    for info in result.engines:
+        try:
+            model = export_onnx(extract_segment(prepared, info))
+        except ExportError as exc:
+            skipped.append(f"{info.name}: {exc}")
+            continue
+        engine = backend.build(model, BuildSpec(precision=params.precision_mode), info.name)
+        engine_inputs = tensor_values(session, inputs, info.inputs, params.precision_mode)
+        table = engine.layer_timings(engine_inputs, runs=runs, run=label)
+        tables.append(table.assign(engine=info.name))
+    combined = combine(tables) if tables else pd.DataFrame()
+    combined.attrs["skipped"] = skipped
+    return combined
+
+
+def native_and_engines(session: ConversionSession, params: ConversionParams,
+                       inputs: Mapping[str, np.ndarray], *, runs: int = 10) -> pd.DataFrame:
+    """The native TF profile and the engines' profile in one table (runs "native TF" and
+    "<backend> <precision>")."""
+    native = profile_tensorflow(session, inputs, runs=runs)
+    return combine([native, profile_engines(session, params, inputs, runs=runs)])
