@@ -33,7 +33,7 @@ def test_loads_and_shows_every_tab(app: Workbench) -> None:
     assert "Cannot Convert Bilinear Resize when align_corners=False" in app.nonconversion.value
     assert app.graph.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg
     assert app.tabs.titles == ("Summary", "Non-conversion report", "Segment graph", "Charts",
-                               "Runs")
+                               "Runs", "Profiling")
     assert set(app.figures) >= {"sweep", "engine_sizes"}
     assert not any(w.disabled for w in app.controls.all if w is not app.controls.profile_strategy)
     assert "Conv2D" in app.controls.denylist.allowed_tags
@@ -116,3 +116,11 @@ def test_background_loading_then_ready(tmp_path: Path) -> None:
     app.wait(120)
     assert app.result is not None and "ready" in app.status.value
     assert app.controls.minimum_segment_size.value == 2
+
+
+def test_profiling_tab(app: Workbench) -> None:
+    app.profile(runs=1)
+    table = app.profile_table
+    assert set(table["source"]) == {"tensorflow", "onnxruntime"}
+    assert "native TF on CPU" in app.profile_note.value
+    assert "profile: native TF vs engines" in app.figures

@@ -26,13 +26,17 @@ from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.conversion.whatif import blocking_op_types
 from workbench.errors import WorkbenchError
+from workbench.profiling.engines import native_and_engines
+from workbench.profiling.tensorflow import random_inputs
 from workbench.ui.controls import Controls
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tables import STYLE, note_html, pre_html, table_html
 from workbench.ui.tasks import Progress, TaskRunner
 from workbench.viz import charts, graphs
+from workbench.viz.profile_charts import native_vs_engine_chart, profile_figures
 
-TAB_TITLES = ("Summary", "Non-conversion report", "Segment graph", "Charts", "Runs")
+TAB_TITLES = ("Summary", "Non-conversion report", "Segment graph", "Charts", "Runs",
+              "Profiling")
 GRAPH_VIEWS = ("Converted", "Full", "One engine")
 
 
@@ -152,6 +156,12 @@ class Workbench:
         self.keep_button.on_click(lambda _b: self._keep_clicked())
         self.runs_table, self.runs_problems = widgets.HTML(), widgets.HTML()
         self.runs_out = widgets.Output()
+        self.profile_button = widgets.Button(
+            description="Profile native TF and engines", icon="clock-o",
+            layout=widgets.Layout(width="260px"))
+        self.profile_button.on_click(lambda _b: self.profile())
+        self.profile_note, self.profile_out = widgets.HTML(), widgets.Output()
+        self.profile_table = None
         self.tabs = widgets.Tab(children=[
             self.summary,
             self.nonconversion,
@@ -160,6 +170,7 @@ class Workbench:
                           self.blocking_out]),
             widgets.VBox([widgets.HBox([self.run_name, self.keep_button]), self.runs_problems,
                           self.runs_table, self.runs_out]),
+            widgets.VBox([self.profile_button, self.profile_note, self.profile_out]),
         ], titles=TAB_TITLES)
         bar = widgets.HBox([self.status, self.progress, self.cancel_button],
                            layout=widgets.Layout(align_items="center"))
@@ -205,6 +216,37 @@ class Workbench:
             return blocking_op_types(session, params)
 
         self._start(body, self._show_blocking, "Analysing")
+
+    def profile(self, runs: int = 5) -> None:
+        """Per-layer timings of native TF and of the engines on the active backend, for one
+        random batch (background step)."""
+        if self.session is None:
+            return
+        session, params = self.session, self.params
+
+        def body() -> Generator[Progress, None, Any]:
+            yield 0.1, "Profiling native TF and building and profiling each engine"
+            return native_and_engines(session, params, random_inputs(session, 1), runs=runs)
+
+        self._start(body, self._show_profile, "Profiling")
+
+    def _show_profile(self, table: pd.DataFrame) -> None:
+        self.profile_table = table
+        runs = table.groupby(["run", "device"])["avg_ms"].sum()
+        lines = [f"{run} on {device}: {ms:.1f} ms summed over layers"
+                 for (run, device), ms in runs.items()]
+        skipped = table.attrs.get("skipped", [])
+        self.profile_note.value = "".join(note_html(line) for line in lines + [
+            f"run natively (not exportable): {s}" for s in skipped])
+        engine_run = next((r for r in table["run"].unique() if r != "native TF"), None)
+        figures = profile_figures(table, engine_run)
+        if engine_run is not None:
+            figures["native TF vs engines"] = native_vs_engine_chart(table, "native TF",
+                                                                     engine_run)
+        self.figures.update({f"profile: {k}": v for k, v in figures.items()})
+        self.profile_out.clear_output()
+        for figure in figures.values():
+            _append_figure(self.profile_out, figure)
 
     def _on_progress(self, fraction: float, message: str) -> None:
         self.progress.value = fraction
@@ -352,6 +394,12 @@ def _left_out_table(report: ConversionReport) -> Any:
         return frame
     left_out = frame[~frame["in_tftrt_report"]]
     return left_out[["name", "op", "reason"]]
+
+
+def _append_figure(output: widgets.Output, figure: Any) -> None:
+    if getattr(get_ipython(), "kernel", None) is not None:
+        with output:
+            display(figure)
 
 
 def _show_figure(output: widgets.Output, figure: Any) -> None:
