@@ -138,10 +138,19 @@ class EngineOp:
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         arrays = [np.asarray(x) for x in inputs]
+        outputs = self.try_engine(*arrays)
+        return outputs if outputs is not None else self._cast(self.native(arrays))
+
+    def try_engine(self, *inputs: np.ndarray) -> list[np.ndarray] | None:
+        """The engine's outputs, or None when the native segment must run (recorded with its
+        reason; raises when the user disallowed native execution). The converted graph runs
+        the native segment itself, so no TensorFlow call is nested inside this one."""
+        arrays = [np.asarray(x) for x in inputs]
         shapes = tuple(tuple(int(d) for d in x.shape) for x in arrays)
         self.stats.calls += 1
         if self.collected_shapes is not None or self.collected_batches is not None:
-            return self._collect(arrays, shapes)
+            self._collect(arrays, shapes)
+            return None
         engine, reason = self.engine_for(shapes)
         if engine is not None:
             try:
@@ -151,7 +160,8 @@ class EngineOp:
             else:
                 self.stats.engine_calls += 1
                 return self._cast(outputs)
-        return self.run_native(arrays, shapes, reason)
+        self.record_native(shapes, reason)
+        return None
 
     # --- engine selection ---------------------------------------------------------------------
 
@@ -252,9 +262,8 @@ class EngineOp:
 
     # --- native execution ---------------------------------------------------------------------
 
-    def run_native(self, arrays: list[np.ndarray], shapes: ShapeSet, reason: str
-                   ) -> list[np.ndarray]:
-        """The native segment, recorded with its reason; refused when the user disallows it."""
+    def record_native(self, shapes: ShapeSet, reason: str) -> None:
+        """Records a native run and its reason; refused when the user disallows it."""
         if not native_execution_allowed():
             raise NativeExecutionDisallowedError(
                 f"User disallowed engine native segment execution ({NATIVE_ENV}=false): "
@@ -262,15 +271,13 @@ class EngineOp:
         self.stats.native_calls += 1
         if len(self.native_runs) < MAX_RECORDED_FALLBACKS:
             self.native_runs.append(NativeRun(shapes, reason))
-        return self._cast(self.native(arrays))
 
-    def _collect(self, arrays: list[np.ndarray], shapes: ShapeSet) -> list[np.ndarray]:
+    def _collect(self, arrays: list[np.ndarray], shapes: ShapeSet) -> None:
         if self.collected_shapes is not None:
             self.collected_shapes.append(shapes)
         if self.collected_batches is not None:
             self.collected_batches.append(tuple(np.array(x) for x in arrays))
         self.stats.native_calls += 1
-        return self._cast(self.native(arrays))
 
     def _cast(self, outputs: Sequence[Any]) -> list[np.ndarray]:
         return [np.asarray(out).astype(numpy_dtype_name(dtype), copy=False)

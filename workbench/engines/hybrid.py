@@ -10,7 +10,7 @@ is saved is exactly what runs, minus the engines.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from workbench.conversion.result import EngineInfo
@@ -155,16 +155,36 @@ def with_native_functions(converted: Any, segments: Sequence[Any]) -> Any:
     return out
 
 
-def engine_function(op: Callable[..., Any], name: str, input_dtypes: Sequence[str],
-                    output_dtypes: Sequence[str]) -> Any:
-    """A ConcreteFunction running `op` on numpy arrays (the in-process TRTEngineOp)."""
+def engine_function(op: Any, segment: Any) -> Any:
+    """A ConcreteFunction standing for one TRTEngineOp in process: the engine op runs (a
+    `numpy_function`) and, when it reports no engine ran, the native segment runs in the same
+    graph (a `cond`), never nested inside the Python call, which could starve TensorFlow's
+    inter-op threads."""
+    import numpy as np
     import tensorflow as tf
 
-    tout = [tf.as_dtype(numpy_dtype_name(t)) for t in output_dtypes]
-    specs = [tf.TensorSpec(None, tf.as_dtype(numpy_dtype_name(t))) for t in input_dtypes]
+    tout = [tf.as_dtype(numpy_dtype_name(s.dtype)) for s in segment.output_specs]
+    specs = [tf.TensorSpec(None, tf.as_dtype(numpy_dtype_name(s.dtype)))
+             for s in segment.input_specs]
+    placeholders = [np.zeros((), t.as_numpy_dtype) for t in tout]
+
+    def attempt(*arrays: Any) -> list[Any]:
+        outputs = op.try_engine(*arrays)
+        return [*(placeholders if outputs is None else outputs), np.bool_(outputs is not None)]
 
     def run(*inputs: Any) -> list[Any]:
-        return tf.numpy_function(op, list(inputs), tout, stateful=True, name=name)
+        *outputs, ran = tf.numpy_function(attempt, list(inputs), [*tout, tf.bool],
+                                          stateful=True, name=segment.engine.name)
+
+        def native() -> list[Any]:
+            captured = [tf.identity(x) for x in inputs]  # brings the inputs into the branch
+            return tf.compat.v1.import_graph_def(
+                segment.graph_def,
+                input_map={f"{n}:0": x for n, x in zip(segment.input_names, captured,
+                                                         strict=True)},
+                return_elements=[f"{n}:0" for n in segment.output_names], name="native")
+
+        return tf.cond(tf.reshape(ran, []), lambda: [tf.identity(o) for o in outputs], native)
 
     return tf.function(run, input_signature=specs, autograph=False).get_concrete_function()
 

@@ -186,10 +186,7 @@ class ConvertedModel:
             graph = self.graph
             for segment in graph.segments:
                 name = segment.engine.name
-                self._engine_functions[name] = engine_function(
-                    self.segments[name].op, name,
-                    [s.dtype for s in segment.input_specs],
-                    [s.dtype for s in segment.output_specs])
+                self._engine_functions[name] = engine_function(self.segments[name].op, segment)
             self._function = wrap_converted(graph.converted_graph_def, graph.input_tensors,
                                             graph.feed_specs(), graph.output_tensors,
                                             self._engine_functions)
