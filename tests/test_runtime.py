@@ -465,3 +465,23 @@ def test_user_guide_int8_post_training_quantization(tmp_path: Path) -> None:
     reloaded = workbench.load(OUTPUT_SAVED_MODEL_DIR)
     np.testing.assert_array_equal(reloaded(x_test)["logits"].numpy().argmax(1), int8)
     assert builds_of(reloaded) == 0
+
+
+def test_engines_export_as_onnx_per_segment_for_use_elsewhere(tmp_path: Path) -> None:
+    import onnx
+    import onnxruntime as ort
+
+    x = sample_models.data("digits_cnn")["x_test"][:8]
+    converter = converter_for("digits_cnn")
+    func = converter.convert()
+    converter.build(lambda: iter([[x]]))
+    files = func.export_engines(tmp_path)
+    assert files == ["TRTEngineOp_000_000.onnx", "TRTEngineOp_000_000.0.onnxruntime",
+                     "TRTEngineOp_000_001.onnx", "TRTEngineOp_000_001.0.onnxruntime"]
+    model = onnx.load(tmp_path / "TRTEngineOp_000_000.onnx")
+    names = {n.name for n in model.graph.node}
+    assert any(n in names for n in converter.result.engines[0].nodes)  # traceable to TF nodes
+    session = ort.InferenceSession(str(tmp_path / "TRTEngineOp_000_000.onnx"))
+    (first,) = session.run(None, {session.get_inputs()[0].name: x})
+    (expected,) = func.segments["TRTEngineOp_000_000"].op(x)
+    np.testing.assert_allclose(first, expected, atol=1e-5)

@@ -277,6 +277,35 @@ class ConvertedModel:
             for op in ops.values():
                 op.collected_shapes = op.collected_batches = None
 
+    # --- export -------------------------------------------------------------------------------
+
+    def export_engines(self, directory: str | os.PathLike) -> list[str]:
+        """Writes, for use elsewhere, each segment's ONNX model (`<engine>.onnx`, for
+        `trtexec --onnx=...`) and each built engine: a TensorRT plan as `<engine>.<n>.plan`,
+        another backend's payload as `<engine>.<n>.<backend>` (an ONNX Runtime engine is its
+        ONNX model at the engine's precision). Returns the file names; a segment the exporter
+        cannot express gets `<engine>.onnx.txt` saying why."""
+        from pathlib import Path
+
+        from workbench.engines.backend import unpack_engine
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, runtime in self.segments.items():
+            try:
+                (out / f"{name}.onnx").write_bytes(self.onnx_model(name).SerializeToString())
+                written.append(f"{name}.onnx")
+            except Exception as exc:
+                (out / f"{name}.onnx.txt").write_text(f"not exported: {exc}\n")
+                written.append(f"{name}.onnx.txt")
+            for index, (_, engine) in enumerate(runtime.op.engines()):
+                _, payload = unpack_engine(engine.serialize(), engine.backend)
+                suffix = "plan" if engine.backend == "tensorrt" else engine.backend
+                (out / f"{name}.{index}.{suffix}").write_bytes(payload)
+                written.append(f"{name}.{index}.{suffix}")
+        return written
+
     # --- what happened ------------------------------------------------------------------------
 
     def engine_table(self) -> pd.DataFrame:
