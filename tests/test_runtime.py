@@ -485,3 +485,32 @@ def test_engines_export_as_onnx_per_segment_for_use_elsewhere(tmp_path: Path) ->
     (first,) = session.run(None, {session.get_inputs()[0].name: x})
     (expected,) = func.segments["TRTEngineOp_000_000"].op(x)
     np.testing.assert_allclose(first, expected, atol=1e-5)
+
+
+def sample_inputs(func: Any, batch: int = 2) -> dict[str, np.ndarray]:
+    """Inputs of the signature's dtypes and shapes (unknown dims `batch`; ids stay in range)."""
+    rng = np.random.default_rng(0)
+    inputs = {}
+    for name, dtype, shape in zip(func.input_names, func.graph.input_dtypes,
+                                  func.graph.input_shapes, strict=True):
+        dims = [d if d > 0 else batch if i == 0 else 16 for i, d in enumerate(shape or [])]
+        if np.dtype(dtype).kind in "iu":
+            inputs[name] = (rng.integers(0, 2, dims) if "mask" in name or "type" in name
+                            else rng.integers(0, 255, dims)).astype(dtype)
+        else:
+            inputs[name] = rng.random(dims, np.float32).astype(dtype)
+    return inputs
+
+
+@pytest.mark.parametrize("name", ["quickstart_mlp", "digits_cnn", "resnet50", "mobilenet_v2",
+                                  "tiny_bert", "detector"])
+def test_every_sample_model_fp32_matches_native(name: str) -> None:
+    converter = converter_for(name)
+    func = converter.convert()
+    inputs = sample_inputs(func)
+    converted, native = func(**inputs), converter.session.loaded(**inputs)
+    assert sorted(converted) == sorted(native)
+    for key in native:
+        np.testing.assert_allclose(converted[key], native[key], atol=1e-4, rtol=1e-3)
+    table = func.engine_table()
+    assert (table["engine_calls"] == 1).all(), table.to_string()
