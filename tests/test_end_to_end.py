@@ -116,7 +116,7 @@ def test_user_guide_flow_with_one_import_changed(capsys: pytest.CaptureFixture) 
     converter.summary(print_fn=lines.append)
     assert lines[0].startswith("TRTEngineOP Name")
     assert any("[*] Total number of TensorRT engines: 1" in line for line in lines)
-    # Until engines exist the function runs natively and gives the model's outputs.
+    # The converted model is called like the original and gives the model's named outputs.
     import numpy as np
 
     outputs = func(np.zeros([2, 8, 8], np.float32))
