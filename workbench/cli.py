@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
+EXIT_MISMATCH = 3  # validate: outputs differ beyond the tolerances
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="the HTML file to write (default: report.html)")
     report.set_defaults(run=_run_report)
     _add_profile_command(commands)
+    _add_validate_command(commands)
     return parser
 
 
@@ -88,6 +90,35 @@ def _add_profile_command(commands: argparse._SubParsersAction) -> None:
                          help="print exactly one JSON document on stdout")
     profile.add_argument("--debug", action="store_true", help="show tracebacks")
     profile.set_defaults(run=_run_profile)
+
+
+def _add_validate_command(commands: argparse._SubParsersAction) -> None:
+    validate = commands.add_parser(
+        "validate", help="run the converted model against native TensorFlow and compare "
+                         f"outputs, Polygraphy's way (exit {EXIT_MISMATCH} on a mismatch)")
+    _add_model_arguments(validate)
+    validate.add_argument("--precision", default="FP32", help="FP32, FP16 or INT8")
+    validate.add_argument("--minimum-segment-size", type=int, default=3)
+    validate.add_argument("--use-dynamic-shape", action="store_true")
+    validate.add_argument("--profile-strategy", default=None)
+    validate.add_argument("--inputs", default=None, metavar="FILE.npz",
+                          help="arrays named by input, split into batches on the first axis "
+                               "(default: random inputs)")
+    validate.add_argument("--input-key", default=None,
+                          help="the array of --inputs feeding a single-input model")
+    validate.add_argument("--calibration-key", default=None,
+                          help="INT8: the array of --inputs to calibrate with "
+                               "(default: random inputs)")
+    validate.add_argument("--batch-size", type=int, default=32)
+    validate.add_argument("--batches", type=int, default=4, help="random batches")
+    validate.add_argument("--atol", type=float, default=1e-5)
+    validate.add_argument("--rtol", type=float, default=1e-5)
+    validate.add_argument("--check-error-stat", default="elemwise",
+                          help="elemwise, max, mean, median or quantile")
+    validate.add_argument("--error-quantile", type=float, default=0.99)
+    validate.add_argument("--json", action="store_true",
+                          help="print exactly one JSON document on stdout")
+    validate.set_defaults(run=_run_validate)
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -186,6 +217,77 @@ def _run_profile(args: argparse.Namespace) -> int:
         print(f"workbench: warning: {warning.message}", file=sys.stderr)
     print(json.dumps(table_document(table)) if args.json else table_text(table))
     return 0
+
+
+def _run_validate(args: argparse.Namespace) -> int:
+    import json
+
+    from workbench import trt_convert
+    from workbench.engines.validate import generated_inputs, validate
+
+    if args.batch_size < 1 or args.batches < 1:
+        raise WorkbenchError("--batch-size and --batches must be >= 1")
+    converter = trt_convert.TrtGraphConverterV2(
+        input_model=args.model, input_saved_model_tags=_split(args.tags),
+        input_saved_model_signature_key=args.signature_key, output_node_names=_split(args.outputs),
+        precision_mode=args.precision, minimum_segment_size=args.minimum_segment_size,
+        use_dynamic_shape=args.use_dynamic_shape,
+        dynamic_shape_profile_strategy=args.profile_strategy)
+    arrays = _npz(args.inputs) if args.inputs else {}
+
+    def calibration() -> Any:
+        if args.calibration_key:
+            # TF-TRT calibrates on one shape: a ragged last batch is left out.
+            return _batches(converter, arrays, args.calibration_key, args.batch_size,
+                            whole=True)
+        return generated_inputs(converter.session, args.batches, args.batch_size, seed=1000)
+
+    func = converter.convert(calibration if converter.params.needs_calibration else None)
+    inputs = (_batches(converter, arrays, args.input_key, args.batch_size) if args.inputs
+              else list(generated_inputs(converter.session, args.batches, args.batch_size)))
+    report = validate(func, converter.session.loaded, inputs, atol=args.atol, rtol=args.rtol,
+                      check_error_stat=args.check_error_stat, error_quantile=args.error_quantile)
+    if args.json:
+        table = report.table()
+        print(json.dumps({"passed": report.passed, "backend": report.backend,
+                          "device": report.device, "precision": report.precision,
+                          "batches": report.batches, "native_runs": report.native_runs,
+                          "outputs": json.loads(table.to_json(orient="records"))}))
+    else:
+        print(report)
+    return 0 if report.passed else EXIT_MISMATCH
+
+
+def _npz(path: str) -> dict[str, Any]:
+    import numpy as np
+
+    try:
+        with np.load(path) as npz:
+            return dict(npz)
+    except (OSError, ValueError) as exc:
+        raise WorkbenchError(f"cannot read --inputs {path}: {exc}") from None
+
+
+def _batches(converter: Any, arrays: dict[str, Any], key: str | None, size: int,
+             whole: bool = False) -> list[dict[str, Any]]:
+    """Input sets of `size` rows (`whole`: full batches only): the array `key` for a
+    single-input model, else one array per input name."""
+    names = converter.session.loaded.input_names
+    if key is not None:
+        if len(names) != 1 or key not in arrays:
+            raise WorkbenchError(f"--input-key/--calibration-key {key!r} needs a single-input "
+                                 f"model and an array of that name; inputs: {', '.join(names)}; "
+                                 f"arrays: {', '.join(arrays)}")
+        feeds = {names[0]: arrays[key]}
+    else:
+        missing = [n for n in names if n not in arrays]
+        if missing:
+            raise WorkbenchError(f"--inputs has no array for input(s) {', '.join(missing)} "
+                                 f"(arrays: {', '.join(arrays)}); name them or use --input-key")
+        feeds = {n: arrays[n] for n in names}
+    rows = min(len(a) for a in feeds.values())
+    stop = rows - rows % size if whole else rows
+    return [{n: a[i:i + size] for n, a in feeds.items()} for i in range(0, stop, size)]
 
 
 def _sibling_metadata(profile: str) -> str | None:
