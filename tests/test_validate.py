@@ -143,6 +143,15 @@ def test_without_shape_check_equal_sizes_compare_in_the_expected_shape() -> None
     assert not one(np.zeros(6), np.zeros(5), check_shapes=False).passed
 
 
+def test_scalars_empty_and_bool_outputs_compare() -> None:
+    scalar = one(np.float32(2.0), np.float32(2.0))
+    assert scalar.passed and scalar.shape == () and "PASSED y [scalar]" in str(scalar)
+    empty = one(np.zeros((0, 3)), np.zeros((0, 3)))
+    assert empty.passed and empty.max_abs == 0.0 and empty.elements == 0
+    (flags,) = compare_outputs({"b": np.array([True, False])}, {"b": np.array([True, True])})
+    assert not flags.passed and flags.mismatches == 1 and flags.max_abs == 1.0
+
+
 def test_an_output_missing_on_either_side_fails() -> None:
     results = compare_outputs({"a": np.ones(1), "b": np.ones(1)}, {"a": np.ones(1),
                                                                    "c": np.ones(1)})

@@ -107,7 +107,7 @@ class ValidationReport:
     def table(self) -> pd.DataFrame:
         """One row per output, with the backend, device and precision on each."""
         rows = [{"backend": self.backend, "device": self.device, "precision": self.precision,
-                 **{k: v for k, v in vars(o).items()}} for o in self.outputs]
+                 **vars(o)} for o in self.outputs]
         return pd.DataFrame(rows)
 
     def __str__(self) -> str:
@@ -141,9 +141,11 @@ def _errors(actual: np.ndarray, expected: np.ndarray, infinities_compare_equal: 
             absdiff = np.abs(a - b)
         if infinities_compare_equal:
             absdiff = np.where(np.isinf(a) & (a == b), 0.0, absdiff)
-    reference = np.abs(expected.astype(np.float64)) if expected.dtype.kind not in "OSU" \
-        else np.ones(expected.shape)
-    reference = np.where(reference == 0, EPSILON, reference)
+    if expected.dtype.kind in "OSU":  # strings: an unequal element is a relative error of 1
+        reference = np.ones(expected.shape)
+    else:
+        reference = np.abs(expected.astype(np.float64))
+        reference = np.where(reference == 0, EPSILON, reference)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         return absdiff, absdiff / reference
 
