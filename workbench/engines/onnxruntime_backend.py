@@ -145,14 +145,16 @@ class OnnxRuntimeBackend:
         meta, payload = unpack_engine(data, NAME)
         try:
             model = onnx.load_model_from_string(payload)
-            return self._engine(model, name, meta["precision"])
+            return self._engine(model, name, meta["precision"], payload)
         except Exception as error:
             raise EngineBuildError(
                 f"damaged serialized onnxruntime engine {name!r}: {first_line(error)}"
             ) from error
 
-    def _engine(self, model: onnx.ModelProto, name: str, precision: str) -> OrtEngine:
-        return OrtEngine(model, name, precision, self.providers, self.threads, self.device)
+    def _engine(self, model: onnx.ModelProto, name: str, precision: str,
+                data: bytes | None = None) -> OrtEngine:
+        return OrtEngine(model, name, precision, self.providers, self.threads, self.device,
+                         data)
 
 
 class OrtEngine:
@@ -161,10 +163,13 @@ class OrtEngine:
     backend = NAME
 
     def __init__(self, model: onnx.ModelProto, name: str, precision: str,
-                 providers: Sequence[str], threads: int, device: str):
+                 providers: Sequence[str], threads: int, device: str,
+                 data: bytes | None = None):
         self.model, self.name, self.precision = model, name, precision
         self.providers, self.threads, self.device = list(providers), threads, device
-        self._bytes = model.SerializeToString()
+        # `data`: the model's serialized bytes when the caller has them (deserialize): writing
+        # ResNet-50 out again took 0.2 s of a 0.56 s workbench.load.
+        self._bytes = data if data is not None else model.SerializeToString()
         self._session = self._new_session()
         self.input_names = [i.name for i in self._session.get_inputs()]
         self.output_names = [o.name for o in self._session.get_outputs()]
