@@ -8,6 +8,11 @@ the rest) and the whole model as one engine on the backend. Every latency line n
 backend and device. Then the issue's targets, each OK or MISSED.
 
     .venv/bin/python benchmarks/engines.py [--quick] [--models resnet50,digits_cnn]
+
+On our 2-core CPU machines (about 3.5 minutes) the converted ResNet-50 stays within 1-3% of the
+whole model on ONNX Runtime, so the 1.5x-over-TensorFlow target is bounded by ONNX Runtime's CPU
+kernels against TensorFlow's oneDNN ones (1.2-1.4x here), not by the engine op or the native
+parts; the cached build is about 0.45 s, mostly ONNX Runtime optimizing the graph on load.
 """
 
 from __future__ import annotations
