@@ -74,3 +74,18 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
         timeout=600,
     )
+
+
+def fixture_path(name: str = "") -> Path:
+    """A trtexec fixture folder (shared/, beside the repo); skipped locally when the fixtures
+    are absent, failed on CI, where they must be."""
+    from workbench.profiling.trtexec import fixtures_dir
+
+    root = fixtures_dir()
+    if root is None:
+        reason = ("trtexec fixtures not found at ../shared/fixtures/trtexec "
+                  "(set WORKBENCH_TRTEXEC_FIXTURES)")
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return root / name

@@ -187,7 +187,7 @@ def test_match_fusions_per_run_and_status():
 
 @pytest.mark.slow
 def test_resnet50_fusions_match_the_rtx3090_fp32_engine():
-    from test_profiling_trtexec import fixture_path
+    from conftest import fixture_path
 
     import sample_models
     from workbench.conversion.params import ConversionParams

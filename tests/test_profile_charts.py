@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_profiling_trtexec import fixture_path
+from conftest import fixture_path
 
 from workbench.errors import WorkbenchError
 from workbench.profiling import combine, layer_table, read_trtexec_dir

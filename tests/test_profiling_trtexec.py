@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from pathlib import Path
 
 import pytest
+from conftest import fixture_path
 
 from workbench.cli import main
 from workbench.errors import WorkbenchError
@@ -25,18 +25,6 @@ from workbench.profiling.trtexec import fixtures_dir, precision_of_format
 
 FIXTURES = ("keras-resnet50-rtx3090-fp32", "keras-resnet50-rtx3090-fp16",
             "keras-resnet50-rtx3090-qat", "torch-resnet18-a100-fp32", "torch-resnet18-a100-fp16")
-
-
-def fixture_path(name: str = "") -> Path:
-    """A fixture folder; skipped locally when the shared fixtures are absent, failed on CI."""
-    root = fixtures_dir()
-    if root is None:
-        reason = ("trtexec fixtures not found at ../shared/fixtures/trtexec "
-                  "(set WORKBENCH_TRTEXEC_FIXTURES)")
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return root / name
 
 
 def raw_profile(name: str) -> list[dict]:
