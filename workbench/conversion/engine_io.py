@@ -60,17 +60,16 @@ def _add(table: EdgeTable, src: int, dst: int, port: int, control: bool) -> None
     table.in_edges[dst].append(edge)
 
 
-def topological_positions(table: EdgeTable) -> list[int]:
-    """Position of each node in the reverse of TF's GetPostOrder.
+def post_order(table: EdgeTable, rank: list[int] | None = None) -> list[int]:
+    """Post-order of a stack-based DFS from `_SOURCE` along out-edges.
 
-    GetPostOrder has no comparator, so it follows out-edge iteration order; we use edge-id
-    order (what TF's EdgeSet gives for small sets), pushing neighbours so the last is explored
-    first, exactly like TF's stack-based DFS from `_SOURCE`.
+    Unvisited out-neighbours are pushed in out-edge order, or sorted by `rank` when given, so
+    the last pushed is explored first (TF's GetPostOrder and TF-TRT's StableDFS both do this).
     """
-    n = len(table.out_edges)
-    visited = [False] * n
+    visited = [False] * len(table.out_edges)
     post: list[int] = []
     stack = [SOURCE_ID]
+    dst = table.dst
     while stack:
         v = stack.pop()
         if v < 0:
@@ -80,8 +79,21 @@ def topological_positions(table: EdgeTable) -> list[int]:
             continue
         visited[v] = True
         stack.append(~v)
-        dst = table.dst
-        stack.extend(w for w in (dst[e] for e in table.out_edges[v]) if not visited[w])
+        outs = [dst[e] for e in table.out_edges[v]]
+        if rank is not None:
+            outs.sort(key=rank.__getitem__)
+        stack.extend(w for w in outs if not visited[w])
+    return post
+
+
+def topological_positions(table: EdgeTable) -> list[int]:
+    """Position of each node in the reverse of TF's GetPostOrder.
+
+    GetPostOrder has no comparator, so it follows out-edge iteration order; we use edge-id
+    order (what TF's EdgeSet gives for small sets).
+    """
+    n = len(table.out_edges)
+    post = post_order(table)
     positions = [0] * n
     for i, v in enumerate(reversed(post)):
         positions[v] = i

@@ -29,6 +29,7 @@ from workbench.conversion.engine_io import (
     EngineIO,
     build_edges,
     engine_io,
+    post_order,
     topological_positions,
 )
 from workbench.conversion.result import EngineInfo, UnconvertedNode
@@ -109,22 +110,7 @@ def dfs_order(graph: Graph, table: EdgeTable) -> list[int]:
     rank = [0] * n
     for i, v in enumerate(sorted(range(n), key=lambda v: graph.nodes[v].name)):
         rank[v] = i
-    dst = table.dst
-    visited = [False] * n
-    order: list[int] = []
-    stack = [SOURCE_ID]
-    while stack:
-        v = stack.pop()
-        if v < 0:
-            order.append(~v)
-            continue
-        if visited[v]:
-            continue
-        visited[v] = True
-        stack.append(~v)
-        outs = sorted((dst[e] for e in table.out_edges[v]), key=rank.__getitem__)
-        stack.extend(w for w in outs if not visited[w])
-    return order
+    return post_order(table, rank)
 
 
 # --- clustering (spec §2.6) -------------------------------------------------------------
