@@ -28,8 +28,10 @@ UNEXPORTABLE = {("detector", "dynamic"): "CombinedNonMaxSuppression"}
 pytestmark = pytest.mark.slow
 
 
-def ort_session(model: onnx.ModelProto) -> ort.InferenceSession:
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+def ort_session(model: onnx.ModelProto, options: ort.SessionOptions | None = None
+                ) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
 
 
 _EXPORTED: dict[tuple, onnx.ModelProto | ExportError] = {}
@@ -126,6 +128,19 @@ def test_weights_are_initializers_and_shape_ints_int64() -> None:
     reshape = next(n for n in onnx_model.graph.node if n.op_type == "Reshape")
     producer = next(n for n in onnx_model.graph.node if reshape.input[1] in n.output)
     assert producer.op_type == "Cast"  # a shape computed at run time (dynamic shape mode)
+
+
+def test_constant_operand_comes_second_so_ort_folds_batch_norm_into_conv(tmp_path) -> None:
+    onnx_model = exported("resnet50", "implicit")[0]
+    inits = {i.name for i in onnx_model.graph.initializer}
+    muls = [n for n in onnx_model.graph.node if n.op_type in ("Mul", "Add")]
+    assert muls and not [n.name for n in muls if n.input[0] in inits and n.input[1] not in inits]
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort_session(onnx_model, options)
+    optimized = onnx.load(str(tmp_path / "optimized.onnx"))
+    convs = [n for n in onnx_model.graph.node if n.op_type == "Conv"]
+    assert sum(n.op_type == "Conv" for n in optimized.graph.node) == len(convs)  # Mul folded
 
 
 def function_segment(body, *specs) -> SegmentGraph:

@@ -36,9 +36,18 @@ def _unary(onnx_op: str):
     return convert
 
 
+# Operand order does not change these results; ONNX Runtime's Conv+Mul / Conv+Add fusions only
+# fold a constant that is the second operand (ResNet-50's batch-norm Mul came first: 7% slower).
+COMMUTATIVE = frozenset({"Add", "Mul"})
+
+
 def _binary(onnx_op: str):
     def convert(ctx: ExportContext, op: Any) -> None:
-        ctx.node(op, onnx_op, [ctx.input(op, 0), ctx.input(op, 1)])
+        first, second = ctx.input(op, 0), ctx.input(op, 1)
+        if onnx_op in COMMUTATIVE and first in ctx.initializers \
+                and second not in ctx.initializers:
+            first, second = second, first
+        ctx.node(op, onnx_op, [first, second])
 
     return convert
 
