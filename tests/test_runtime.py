@@ -21,7 +21,7 @@ from workbench.engines.engine_op import (
     compatible_key,
 )
 from workbench.engines.profiles import optimization_profiles
-from workbench.engines.saving import MANIFEST, DamagedModelError
+from workbench.engines.saving import FORMAT, MANIFEST, DamagedModelError
 from workbench.errors import WorkbenchError
 
 # --- a tiny segment, y = 2x + 1, with an honest numpy engine ---------------------------------
@@ -377,6 +377,29 @@ def test_damaged_saved_models_are_clear_errors(tmp_path: Path) -> None:
         workbench.load(tmp_path / "m")
     manifest.unlink()
     with pytest.raises(DamagedModelError, match="has no assets/"):
+        workbench.load(tmp_path / "m")
+
+
+def test_segment_graphs_are_read_on_first_use_and_damage_is_still_clear(tmp_path: Path
+                                                                         ) -> None:
+    converter = converter_for("quickstart_mlp")
+    converter.convert()
+    x = np.zeros([4, 8, 8], np.float32)
+    converter.build(lambda: iter([[x]]))
+    converter.save(str(tmp_path / "m"))
+    assets = tmp_path / "m" / "assets"
+    (segment_file,) = assets.glob("*.segment.pb")
+    segment_file.write_bytes(b"\x07 not a GraphDef")
+    reloaded = workbench.load(tmp_path / "m")  # the engines load without the segment graphs
+    assert all(callable(s.source) for s in reloaded.graph.segments)
+    with pytest.raises(DamagedModelError, match="segment.pb is corrupt"):
+        reloaded(x)  # the native fallback is wired in on the first call
+    segment_file.unlink()
+    with pytest.raises(DamagedModelError, match="segment.pb is missing"):
+        workbench.load(tmp_path / "m")
+    manifest = assets / MANIFEST
+    manifest.write_text(manifest.read_text().replace(FORMAT, FORMAT[:-1] + "1"))
+    with pytest.raises(DamagedModelError, match="saved in format .*/1.*save the model again"):
         workbench.load(tmp_path / "m")
 
 

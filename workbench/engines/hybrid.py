@@ -193,7 +193,8 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
                    fetches: Sequence[str], engine_functions: dict[str, Any] | None = None) -> Any:
     """A ConcreteFunction of the converted GraphDef taking `feeds` (tensor names, with their
     tf.TensorSpecs) positionally and returning `fetches` as a list. With `engine_functions`,
-    engine nodes call them instead of their native segments."""
+    engine nodes call them instead of their native segments (which then need not be in the
+    library: their fixed names stay out of TensorFlow's process-wide function registry)."""
     import tensorflow as tf
     from tensorflow.core.framework import graph_pb2
 
@@ -205,12 +206,6 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
             if node.name in engine_functions:
                 node.op = "StatefulPartitionedCall"
                 node.attr["f"].func.name = engine_functions[node.name].name
-        # Native segment functions are not called in process; leaving them out keeps their
-        # fixed names out of TensorFlow's process-wide function registry.
-        natives = {native_function_name(name) for name in engine_functions}
-        kept = [f for f in graph_def.library.function if f.signature.name not in natives]
-        del graph_def.library.function[:]
-        graph_def.library.function.extend(kept)
 
     def _import(*args: Any) -> list[Any]:
         for function in (engine_functions or {}).values():

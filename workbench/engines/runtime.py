@@ -33,8 +33,9 @@ def _env_true(name: str) -> bool:
 
 @dataclass
 class RuntimeGraph:
-    """Everything the converted model runs from: the converted GraphDef (native segments in
-    its library), the segments, and how the signature's names map to tensors."""
+    """Everything the converted model runs from: the converted GraphDef (engine nodes in
+    place of the segments; `save()` adds the native segment functions), the segments, and how
+    the signature's names map to tensors."""
 
     converted_graph_def: Any
     segments: list[Any]  # SegmentGraph, in engine order
@@ -403,7 +404,7 @@ def collect_inputs(fn: Callable[[], Any], input_names: Sequence[str], what: str)
 
 def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
     """The converted graph of a conversion (`ConversionSession`, `ConversionResult`)."""
-    from workbench.engines.hybrid import converted_graph_def, with_native_functions
+    from workbench.engines.hybrid import converted_graph_def
     from workbench.engines.segment import extract_segment
     from workbench.graph.nodes import TensorRef
 
@@ -420,7 +421,7 @@ def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
     graph = prepared.graph
     specs = [graph.output_spec(TensorRef.parse(t)) for t in inputs]
     return RuntimeGraph(
-        converted_graph_def=with_native_functions(converted, segments),
+        converted_graph_def=converted,
         segments=segments,
         input_names=list(loaded.input_names),
         output_names=list(loaded.output_names),

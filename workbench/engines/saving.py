@@ -26,7 +26,7 @@ from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorSpec
 
 MANIFEST = "workbench_converted.json"
-FORMAT = "tftrt-workbench-converted/1"
+FORMAT = "tftrt-workbench-converted/2"
 CONVERTED_GRAPH = "converted_graph.pb"
 ENGINE_PREFIX = "trt-serialized-engine."
 
@@ -112,9 +112,10 @@ def _write_saved_model(graph: RuntimeGraph, out: Path) -> None:
 def _save_signature(graph: RuntimeGraph, out: Path) -> None:
     import tensorflow as tf
 
-    from workbench.engines.hybrid import wrap_converted
+    from workbench.engines.hybrid import with_native_functions, wrap_converted
 
-    native = wrap_converted(graph.converted_graph_def, graph.input_tensors, graph.feed_specs(),
+    converted = with_native_functions(graph.converted_graph_def, graph.segments)
+    native = wrap_converted(converted, graph.input_tensors, graph.feed_specs(),
                             graph.output_tensors)
     names = graph.output_names
 
@@ -187,8 +188,12 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise DamagedModelError(f"{file} is corrupt ({first_line(exc)}); save the model again"
                                 ) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    if not isinstance(manifest, dict) or not str(manifest.get("format")).startswith(
+            FORMAT.rpartition("/")[0]):
         raise DamagedModelError(f"{file} is not a {FORMAT} manifest")
+    if manifest["format"] != FORMAT:
+        raise DamagedModelError(f"{path} was saved in format {manifest['format']}, this "
+                                f"workbench reads {FORMAT}: convert and save the model again")
     return manifest
 
 
@@ -210,9 +215,12 @@ def _segment(assets: Path, entry: dict[str, Any]) -> Any:
     from workbench.engines.segment import SegmentGraph
 
     info = _info_from_json(entry["info"])
+    file = assets / f"{info.name}.segment.pb"
+    if not file.is_file():
+        raise DamagedModelError(f"{file} is missing; save the model again")
     return SegmentGraph(
         engine=info,
-        graph_def=_graph_def(assets / f"{info.name}.segment.pb"),
+        source=lambda: _graph_def(file),
         input_names=entry["input_names"], output_names=entry["output_names"],
         input_specs=[_spec(s) for s in entry["input_specs"]],
         output_specs=[_spec(s) for s in entry["output_specs"]],

@@ -33,11 +33,19 @@ class SegmentGraph:
     """
 
     engine: EngineInfo
-    graph_def: Any
+    # The GraphDef, or a function reading it: a saved model's segments are read on first use
+    # (engines run without them; the native fallback and the ONNX export need them).
+    source: Any
     input_names: list[str]
     output_names: list[str]
     input_specs: list[TensorSpec]
     output_specs: list[TensorSpec]
+
+    @property
+    def graph_def(self) -> Any:
+        if callable(self.source):
+            self.source = self.source()
+        return self.source
 
 
 def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph:
