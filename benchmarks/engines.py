@@ -39,6 +39,7 @@ from workbench.conversion.params import ConversionParams  # noqa: E402
 from workbench.conversion.session import ConversionSession  # noqa: E402
 from workbench.engines.backend import get_backend  # noqa: E402
 from workbench.engines.whole_model import whole_model_engine  # noqa: E402
+from workbench.profiling.conversion_check import converted_callable  # noqa: E402
 from workbench.profiling.latency import LatencyStats, cpu_device_name, measure_latency  # noqa: E402
 from workbench.profiling.tensorflow import native_callable, random_inputs  # noqa: E402
 
@@ -131,8 +132,7 @@ def bench_converted(run: Run, path: str, precision: str, session: ConversionSess
           f"[{rebuilt} rebuilt], first call after load {first_s:.3f} s", flush=True)
     label = f"converted ({func.backend.name} engines + tensorflow)"
     for batch, inputs in feeds.items():
-        tensors = _tensors(inputs)
-        measure(run, ("converted", precision, batch), _blocking(lambda t=tensors: func(**t)),
+        measure(run, ("converted", precision, batch), converted_callable(func, inputs),
                 label, func.backend.device, quick)
     if func.native_runs:  # calibration runs natively by design; only fallbacks are reported
         print(f"  !! native segment fallbacks: {func.native_runs}")
@@ -152,17 +152,6 @@ def bench_whole(run: Run, session: ConversionSession, precision: str,
         arrays = list(inputs.values())
         measure(run, ("whole", precision, batch), lambda a=arrays: engine.run(a),
                 f"whole model ({engine.backend})", engine.device, quick)
-
-
-def _tensors(inputs: dict[str, np.ndarray]) -> dict[str, Any]:
-    import tensorflow as tf
-
-    return {k: tf.convert_to_tensor(v) for k, v in inputs.items()}
-
-
-def _blocking(call: Callable[[], dict[str, Any]]) -> Callable[[], list[np.ndarray]]:
-    """TF returns tensors before they are computed: `.numpy()` waits for them."""
-    return lambda: [np.asarray(v) for v in call().values()]
 
 
 # --- targets ---------------------------------------------------------------------------------

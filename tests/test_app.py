@@ -33,7 +33,7 @@ def test_loads_and_shows_every_tab(app: Workbench) -> None:
     assert "Cannot Convert Bilinear Resize when align_corners=False" in app.nonconversion.value
     assert app.graph.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg
     assert app.tabs.titles == ("Summary", "Non-conversion report", "Segment graph", "Charts",
-                               "Runs", "Profiling")
+                               "Validation", "Runs", "Profiling")
     assert set(app.figures) >= {"sweep", "engine_sizes"}
     assert not any(w.disabled for w in app.controls.all if w is not app.controls.profile_strategy)
     assert "Conv2D" in app.controls.denylist.allowed_tags
@@ -124,3 +124,29 @@ def test_profiling_tab(app: Workbench) -> None:
     assert set(table["source"]) == {"tensorflow", "onnxruntime"}
     assert "native TF on CPU" in app.profile_note.value
     assert "profile: native TF vs engines" in app.figures
+
+
+def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench) -> None:
+    app.check_batch_sizes.value = "1, 4"
+    app.check_button.click()
+    check = app.check
+    assert check is not None and check.validation.batches == 2
+    assert sorted(set(check.latency["batch_size"])) == [1, 4]
+    assert "PASSED: FP32 converted vs native TensorFlow" in app.check_note.value
+    assert all(f"<td>{o.name}</td>" in app.check_outputs.value for o in check.validation.outputs)
+    assert "latency" in app.figures and app.check_stale.value == ""
+    names = {trace.name for trace in app.figures["latency"].data}
+    assert any(n.startswith("native TF: tensorflow on CPU") for n in names)
+    assert any(n.startswith("converted: converted (onnxruntime engines") for n in names)
+    run = app.keep_run("checked")
+    assert run.metrics["validation_passed"] is True
+    assert run.metrics["engines_backend"] == "onnxruntime"
+    assert run.metrics["converted_ms_b4"] > 0 and run.metrics["max_abs_error"] < 1e-3
+    app.controls.minimum_segment_size.value = 12  # other settings: stale, not stored
+    assert "other settings" in app.check_stale.value
+    assert app.keep_run("unchecked").metrics == {}
+    table = app.store.table()
+    assert table.set_index("name").loc["checked", "speedup_b1"] > 0
+    app.check_batch_sizes.value = "one"
+    app.check_button.click()
+    assert "batch sizes must be whole numbers" in app.status.value

@@ -19,6 +19,7 @@ from workbench.ui.store import ExperimentStore, Run
 from workbench.viz.charts import (
     blocking_ops_chart,
     engine_sizes_chart,
+    latency_chart,
     runs_chart,
     sweep_chart,
 )
@@ -218,3 +219,19 @@ def test_runs_chart_with_few_columns_or_no_runs(tmp_path: Path) -> None:
     assert [t.name for t in fig.data] == ["?"] and list(fig.data[0].x) == ["a", "b"]
     empty = runs_chart(ExperimentStore(tmp_path / "none").table())
     assert any("No runs yet" in a.text for a in empty.layout.annotations)
+
+
+def test_latency_chart_names_backend_and_device_and_whiskers_median_to_p99() -> None:
+    rows = [{"model": "native TF", "backend": "tensorflow", "device": "CPU X", "batch_size": b,
+             "mean_ms": 10.0 * b, "median_ms": 9.0 * b, "p90_ms": 12.0 * b, "p95_ms": 13.0 * b,
+             "p99_ms": 15.0 * b, "throughput": 100.0} for b in (1, 8)]
+    rows += [{**r, "model": "converted", "backend": "converted (onnxruntime engines)",
+              "mean_ms": r["mean_ms"] / 2} for r in rows]
+    fig = latency_chart(pd.DataFrame(rows))
+    native, converted = fig.data
+    assert native.name == "native TF: tensorflow on CPU X"
+    assert converted.name == "converted: converted (onnxruntime engines) on CPU X"
+    assert list(native.x) == ["batch 1", "batch 8"] and list(converted.y) == [5.0, 40.0]
+    assert list(native.error_y.array) == [5.0, 40.0]  # p99 - mean
+    assert list(native.error_y.arrayminus) == [1.0, 8.0]  # mean - median
+    assert list(converted.error_y.arrayminus) == [0.0, 0.0]  # median above mean: no whisker

@@ -32,6 +32,7 @@ from workbench.conversion.report import (
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
+from workbench.engines.runtime import converted_model
 
 logger = logging.getLogger("workbench.trt_convert")
 
@@ -159,7 +160,7 @@ class TrtGraphConverterV2:
         )
         self._result = self._session.convert(self._params)
         _log_nonconversion_report(self._result)
-        self._converted_func = _converted_model(self._session, self._result, self._params)
+        self._converted_func = converted_model(self._session, self._result, self._params)
         _export_graphviz(self._session, self._result)
         if needs_calibration and not self._params.use_dynamic_shape:
             self._converted_func.calibrate(calibration_input_fn)
@@ -232,23 +233,6 @@ class TrtGraphConverterV2:
     def sweep(self, thresholds: Sequence[int] = range(1, 65)) -> list[ConversionResult]:
         """The conversion for every `minimum_segment_size` in `thresholds`, at once."""
         return self.session.sweep(self._params, thresholds)
-
-
-def _converted_model(session: ConversionSession, result: ConversionResult,
-                     params: ConversionParams) -> Any:
-    """The converted function; its graph is put together on first use."""
-    from workbench.engines.runtime import ConvertedModel, RuntimeSettings, runtime_graph
-
-    settings = RuntimeSettings(
-        precision_mode=params.precision_mode,
-        use_dynamic_shape=params.use_dynamic_shape,
-        dynamic_shape_profile_strategy=params.dynamic_shape_profile_strategy,
-        maximum_cached_engines=params.maximum_cached_engines,
-        allow_build_at_runtime=params.allow_build_at_runtime,
-        max_workspace_size_bytes=params.max_workspace_size_bytes,
-        use_calibration=params.use_calibration,
-    )
-    return ConvertedModel(lambda: runtime_graph(session, result), settings)
 
 
 def _log_nonconversion_report(result: ConversionResult) -> None:

@@ -402,6 +402,21 @@ def collect_inputs(fn: Callable[[], Any], input_names: Sequence[str], what: str)
     return InputSets(sets)
 
 
+def converted_model(session: Any, result: Any, params: Any) -> ConvertedModel:
+    """The converted function of a conversion (`ConversionSession`, `ConversionResult`,
+    `ConversionParams`); its graph is put together on first use."""
+    settings = RuntimeSettings(
+        precision_mode=params.precision_mode,
+        use_dynamic_shape=params.use_dynamic_shape,
+        dynamic_shape_profile_strategy=params.dynamic_shape_profile_strategy,
+        maximum_cached_engines=params.maximum_cached_engines,
+        allow_build_at_runtime=params.allow_build_at_runtime,
+        max_workspace_size_bytes=params.max_workspace_size_bytes,
+        use_calibration=params.use_calibration,
+    )
+    return ConvertedModel(lambda: runtime_graph(session, result), settings)
+
+
 def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
     """The converted graph of a conversion (`ConversionSession`, `ConversionResult`)."""
     from workbench.engines.hybrid import converted_graph_def

@@ -26,6 +26,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.conversion.whatif import blocking_op_types
 from workbench.errors import WorkbenchError
+from workbench.profiling.conversion_check import ConversionCheck, conversion_check_steps
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
 from workbench.ui.controls import Controls
@@ -35,8 +36,8 @@ from workbench.ui.tasks import Progress, TaskRunner
 from workbench.viz import charts, graphs
 from workbench.viz.profile_charts import native_vs_engine_chart, profile_figures
 
-TAB_TITLES = ("Summary", "Non-conversion report", "Segment graph", "Charts", "Runs",
-              "Profiling")
+TAB_TITLES = ("Summary", "Non-conversion report", "Segment graph", "Charts", "Validation",
+              "Runs", "Profiling")
 GRAPH_VIEWS = ("Converted", "Full", "One engine")
 
 
@@ -62,6 +63,7 @@ class Workbench:
         self.svg = ""
         self.error: str | None = None
         self.timings: dict[str, float] = {}
+        self.check: ConversionCheck | None = None
         self._open_args = (signature_key, tags, output_node_names)
         self._background = background
         self.controls = Controls(params or ConversionParams())
@@ -89,10 +91,14 @@ class Workbench:
         return self
 
     def keep_run(self, name: str | None = None) -> Run:
-        """Saves the current conversion as a run in the experiment store."""
+        """Saves the current conversion as a run in the experiment store, with the
+        validation and latency figures when the last check was of these same settings."""
         if self.result is None:
             raise WorkbenchError("nothing to keep: the model has not been converted")
-        run = self.store.add(Run.from_result(self.result, self.params, name or None))
+        run = Run.from_result(self.result, self.params, name or None)
+        if self.check is not None and self.check.params == self.params.validated().as_dict():
+            run.metrics = self.check.metrics()
+        run = self.store.add(run)
         self._show_runs()
         return run
 
@@ -115,6 +121,7 @@ class Workbench:
             return
         converted = time.perf_counter()
         self._show_results()
+        self._show_check_staleness()
         shown = time.perf_counter()
         self._show_graph()
         self.timings = {"convert_ms": (converted - start) * 1000,
@@ -161,6 +168,21 @@ class Workbench:
             layout=widgets.Layout(width="260px"))
         self.profile_button.on_click(lambda _b: self.profile())
         self.profile_note, self.profile_out = widgets.HTML(), widgets.Output()
+        self.check_batch_sizes = widgets.Text(value="1", description="batch sizes",
+                                              layout=widgets.Layout(width="220px"))
+        self.check_batches = widgets.BoundedIntText(value=2, min=1, max=100,
+                                                    description="batches",
+                                                    layout=widgets.Layout(width="160px"))
+        self.check_atol = widgets.FloatText(value=1e-5, description="atol",
+                                            layout=widgets.Layout(width="160px"))
+        self.check_rtol = widgets.FloatText(value=1e-5, description="rtol",
+                                            layout=widgets.Layout(width="160px"))
+        self.check_button = widgets.Button(
+            description="Validate and time", icon="check", layout=widgets.Layout(width="200px"))
+        self.check_button.on_click(lambda _b: self._check_clicked())
+        self.check_stale, self.check_note = widgets.HTML(), widgets.HTML()
+        self.check_outputs = widgets.HTML()
+        self.check_out = widgets.Output()
         self.profile_table = None
         self.tabs = widgets.Tab(children=[
             self.summary,
@@ -168,6 +190,10 @@ class Workbench:
             widgets.VBox([widgets.HBox([self.graph_view, self.engine_choice]), self.graph]),
             widgets.VBox([self.sweep_out, self.sizes_out, self.blocking_button,
                           self.blocking_out]),
+            widgets.VBox([widgets.HBox([self.check_batch_sizes, self.check_batches,
+                                        self.check_atol, self.check_rtol, self.check_button]),
+                          self.check_stale, self.check_note, self.check_outputs,
+                          self.check_out]),
             widgets.VBox([widgets.HBox([self.run_name, self.keep_button]), self.runs_problems,
                           self.runs_table, self.runs_out]),
             widgets.VBox([self.profile_button, self.profile_note, self.profile_out]),
@@ -229,6 +255,55 @@ class Workbench:
             return native_and_engines(session, params, random_inputs(session, 1), runs=runs)
 
         self._start(body, self._show_profile, "Profiling")
+
+    def validate(self, batch_sizes: Sequence[int] = (1,), batches: int = 2, **options: Any
+                 ) -> None:
+        """Builds the current conversion's engines, compares its outputs with native TF on
+        generated batches and times both per batch size (background step; `options` go to
+        `conversion_check_steps`: atol, rtol, iterations, ...). `keep_run` then stores the
+        figures with the run."""
+        if self.session is None:
+            return
+        session, params = self.session, self.params
+
+        def body() -> Generator[Progress, None, Any]:
+            return (yield from conversion_check_steps(
+                session, params, batch_sizes=batch_sizes, batches=batches, **options))
+
+        self._start(body, self._show_check, "Validating")
+
+    def _check_clicked(self) -> None:
+        try:
+            sizes = [int(t) for t in self.check_batch_sizes.value.replace(",", " ").split()]
+        except ValueError:
+            sizes = []
+        if not sizes or min(sizes) < 1:
+            self._set_status(f"batch sizes must be whole numbers >= 1 separated by commas, "
+                             f"got {self.check_batch_sizes.value!r}", error=True)
+            return
+        self.validate(sizes, self.check_batches.value, atol=self.check_atol.value,
+                      rtol=self.check_rtol.value)
+
+    def _show_check(self, check: ConversionCheck) -> None:
+        self.check = check
+        validation = check.validation
+        lines = check.summary().splitlines()
+        self.check_note.value = note_html(lines[0], error=not validation.passed) + "".join(
+            note_html(line) for line in lines[1:]) + note_html(
+            "Kept runs of these settings store these figures (Runs tab).")
+        columns = ["name", "passed", "shape", "max_abs", "mean_abs", "max_rel", "mean_rel",
+                   "mismatches", "elements", "top1_agreement", "reason"]
+        self.check_outputs.value = "<b>Outputs: converted vs native TF</b>" + table_html(
+            validation.table()[columns])
+        self.figures["latency"] = charts.latency_chart(check.latency)
+        _show_figure(self.check_out, self.figures["latency"])
+
+    def _show_check_staleness(self) -> None:
+        stale = self.check is not None and \
+            self.check.params != self.params.validated().as_dict()
+        self.check_stale.value = note_html(
+            "These figures were measured with other settings: press 'Validate and time' to "
+            "measure the current ones.", error=True) if stale else ""
 
     def _show_profile(self, table: pd.DataFrame) -> None:
         self.profile_table = table

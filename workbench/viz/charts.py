@@ -1,4 +1,5 @@
-"""Plotly charts of conversions: threshold sweep, engine sizes, blocking op types, runs.
+"""Plotly charts of conversions: threshold sweep, engine sizes, blocking op types, runs,
+latency.
 
 Every function returns a `plotly.graph_objects.Figure` and displays nothing. Figures carry
 their data inline, so `fig.to_html(include_plotlyjs=True)` renders offline. Colours come from
@@ -38,6 +39,7 @@ RECOMMENDATION_STYLES = {  # field -> (label, colour, dash)
 }
 PRECISION_COLORS = {"FP32": ENGINE_COLORS[8], "FP16": ENGINE_COLORS[10], "INT8": ENGINE_COLORS[11]}
 OTHER_PRECISION_COLOR = "#7f7f7f"
+LATENCY_COLORS = ("#7f7f7f", ENGINE_COLORS[8], ENGINE_COLORS[9])  # native grey, then engines
 
 # The experiment store's own columns; any other numeric column is a measurement to plot.
 RUN_BASE_COLUMNS = frozenset({
@@ -208,6 +210,33 @@ def runs_chart(runs: pd.DataFrame) -> go.Figure:
 
 
 # sweep chart parts
+
+
+def latency_chart(latency: pd.DataFrame) -> go.Figure:
+    """Mean latency per batch size, one bar per model (`ConversionCheck.latency`), whiskers
+    from the median to p99; each bar's legend entry and hover say what ran it, on which device."""
+    fig = go.Figure()
+    for index, (model, rows) in enumerate(latency.groupby("model", sort=False)):
+        backend, device = rows["backend"].iloc[0], rows["device"].iloc[0]
+        fig.add_trace(go.Bar(
+            name=f"{model}: {backend} on {device}", x=[f"batch {b}" for b in rows["batch_size"]],
+            y=rows["mean_ms"], marker={"color": LATENCY_COLORS[index % len(LATENCY_COLORS)]},
+            error_y={"type": "data", "symmetric": False,
+                     "array": (rows["p99_ms"] - rows["mean_ms"]).clip(lower=0),
+                     "arrayminus": (rows["mean_ms"] - rows["median_ms"]).clip(lower=0)},
+            texttemplate="%{y:.3~g} ms", textposition="outside",
+            customdata=rows[["median_ms", "p90_ms", "p99_ms", "throughput"]].to_numpy(),
+            hovertemplate=(f"<b>{model}</b> ({backend} on {device})<br>%{{x}}: mean %{{y:.3f}} "
+                           "ms, median %{customdata[0]:.3f}, p90 %{customdata[1]:.3f}, "
+                           "p99 %{customdata[2]:.3f}<br>%{customdata[3]:.1f} samples/s"
+                           "<extra></extra>"),
+        ))
+    _layout(fig, "Latency per call (mean; whiskers from median to p99)", height=420,
+            barmode="group")
+    fig.update_yaxes(title_text="ms", rangemode="tozero")
+    if latency.empty:
+        _note(fig, "not measured")
+    return fig
 
 
 def _converted_trace(points: list[ConversionResult], x: list[int]) -> go.Scatter:

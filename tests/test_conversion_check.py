@@ -1,0 +1,57 @@
+"""Checking a conversion: engines built, outputs compared with native TF, both timed."""
+
+from __future__ import annotations
+
+import pytest
+
+import sample_models
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.session import ConversionSession
+from workbench.engines.runtime import ABORT_BUILD_ENV
+from workbench.errors import WorkbenchError
+from workbench.profiling.conversion_check import CONVERTED, NATIVE, check_conversion
+
+FAST = {"warmup": 1, "iterations": 3}
+
+
+@pytest.fixture(scope="module")
+def session() -> ConversionSession:
+    return ConversionSession.open(sample_models.build("digits_cnn"))
+
+
+def test_fp32_check_passes_and_labels_every_timing(session: ConversionSession) -> None:
+    check = check_conversion(session, ConversionParams(), batch_sizes=(8, 1), **FAST)
+    assert check.validation.passed and check.validation.native_runs == {}
+    latency = check.latency.set_index(["model", "batch_size"])
+    assert sorted(latency.index) == [(CONVERTED, 1), (CONVERTED, 8), (NATIVE, 1), (NATIVE, 8)]
+    assert latency.loc[(NATIVE, 1), "backend"] == "tensorflow"
+    assert latency.loc[(CONVERTED, 8), "backend"] == "converted (onnxruntime engines + tensorflow)"
+    assert latency["device"].str.startswith("CPU").all()
+    metrics = check.metrics()
+    assert metrics["top1_agreement_pct"] == 100.0 and metrics["native_segment_calls"] == 0
+    assert metrics["speedup_b8"] == pytest.approx(
+        latency.loc[(NATIVE, 8), "mean_ms"] / latency.loc[(CONVERTED, 8), "mean_ms"])
+    assert check.summary().splitlines()[1].startswith("batch 1: native TF ")
+
+
+def test_int8_check_calibrates_then_runs_its_engines(session: ConversionSession) -> None:
+    check = check_conversion(session, ConversionParams(precision_mode="INT8"), batch_sizes=(4,),
+                             **FAST)
+    assert check.validation.precision == "INT8" and check.validation.native_runs == {}
+    assert check.metrics()["max_abs_error"] > 1e-5  # quantized: not bit-equal to FP32
+
+
+def test_native_fallback_is_said_not_passed_off_as_engines(
+        session: ConversionSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ABORT_BUILD_ENV, "1")
+    check = check_conversion(session, ConversionParams(), **FAST)
+    converted = check.latency.set_index("model").loc[CONVERTED]
+    assert converted["backend"].startswith("converted (tensorflow: segments TRTEngineOp_000_")
+    assert check.metrics()["native_segment_calls"] > 0
+
+
+@pytest.mark.parametrize("options", [{"batch_sizes": ()}, {"batch_sizes": (0,)},
+                                     {"batches": 0}, {"iterations": 0}])
+def test_bad_options_are_clear_errors(session: ConversionSession, options: dict) -> None:
+    with pytest.raises(WorkbenchError, match=">= 1"):
+        check_conversion(session, ConversionParams(), **options)

@@ -1,0 +1,151 @@
+"""Checking one conversion end to end: build its engines, compare its outputs with native
+TensorFlow (Polygraphy's rules, `engines/validate.py`) and time both, per batch size.
+
+The figures become a run's metrics in the workbench (`ConversionCheck.metrics`), each timing
+labelled with the backend and device that produced it. Inputs are generated (the model's input
+specs, fixed seeds), so a check needs nothing but the model; INT8 calibrates on generated
+batches too, which says how the engines behave, not how accurate INT8 is on real data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.session import ConversionSession
+from workbench.engines.runtime import converted_model
+from workbench.engines.validate import ValidationReport, generated_inputs, validate
+from workbench.errors import WorkbenchError
+from workbench.profiling.latency import cpu_device_name, measure_latency
+from workbench.profiling.tensorflow import native_callable, random_inputs
+
+Step = tuple[float, str]  # (fraction done, what is happening): the workbench's progress
+NATIVE = "native TF"
+CONVERTED = "converted"
+CALIBRATION_SEED = 1000  # calibration batches differ from the validation batches
+LATENCY_SEED = 2000
+
+
+@dataclass(frozen=True)
+class ConversionCheck:
+    """What one conversion's check found."""
+
+    params: dict[str, Any]  # the conversion parameters checked
+    validation: ValidationReport
+    latency: pd.DataFrame  # one row per (model, batch): `model` plus LatencyStats' columns
+
+    def metrics(self) -> dict[str, Any]:
+        """Plain numbers for a kept run (plus the backend and device that produced them)."""
+        outputs = self.validation.outputs
+        top1 = [o.top1_agreement for o in outputs if o.top1_agreement is not None]
+        metrics: dict[str, Any] = {
+            "validation_passed": self.validation.passed,
+            "max_abs_error": max(o.max_abs for o in outputs),
+        }
+        if top1:
+            metrics["top1_agreement_pct"] = 100.0 * min(top1)
+        for batch, rows in self.latency.groupby("batch_size"):
+            mean = rows.set_index("model")["mean_ms"]
+            metrics[f"native_ms_b{batch}"] = float(mean[NATIVE])
+            metrics[f"converted_ms_b{batch}"] = float(mean[CONVERTED])
+            metrics[f"speedup_b{batch}"] = float(mean[NATIVE] / mean[CONVERTED])
+        metrics["native_segment_calls"] = sum(self.validation.native_runs.values())
+        metrics["engines_backend"] = self.validation.backend
+        metrics["engines_device"] = self.validation.device
+        return metrics
+
+    def summary(self) -> str:
+        """One line per finding: validation, then latency per batch size."""
+        lines = [str(self.validation).splitlines()[0]]
+        for batch, rows in self.latency.groupby("batch_size"):
+            mean = rows.set_index("model")["mean_ms"]
+            lines.append(f"batch {batch}: native TF {mean[NATIVE]:.2f} ms, converted "
+                         f"{mean[CONVERTED]:.2f} ms ({mean[NATIVE] / mean[CONVERTED]:.2f}x)")
+        return "\n".join(lines)
+
+
+def check_conversion(session: ConversionSession, params: ConversionParams,
+                     **options: Any) -> ConversionCheck:
+    """`conversion_check_steps` run to the end (for scripts; the workbench shows the steps)."""
+    steps = conversion_check_steps(session, params, **options)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
+
+
+def conversion_check_steps(
+    session: ConversionSession, params: ConversionParams, *,
+    batch_sizes: Sequence[int] = (1,), batches: int = 2, warmup: int = 3,
+    iterations: int = 20, calibration_batches: int = 2, **tolerances: Any,
+) -> Generator[Step, None, ConversionCheck]:
+    """Builds the conversion's engines for `batch_sizes`, validates on `batches` generated
+    batches of the largest size (`tolerances`: `validate`'s atol, rtol, ...), then times native
+    TF and the converted model at each batch size. Yields progress between steps."""
+    sizes = _batch_sizes(batch_sizes)
+    if batches < 1 or warmup < 0 or iterations < 1 or calibration_batches < 1:
+        raise WorkbenchError("batches, iterations and calibration_batches must be >= 1 and "
+                             "warmup >= 0")
+    params = params.validated()
+    result = session.convert(params)
+    model = converted_model(session, result, params)
+    largest = sizes[-1]
+    if params.needs_calibration:
+        yield 0.05, f"Calibrating INT8 on {calibration_batches} generated batch(es)"
+        model.calibrate(lambda: generated_inputs(session, calibration_batches, largest,
+                                                 seed=CALIBRATION_SEED))
+    yield 0.1, f"Building {len(result.engines)} engine(s) on {model.backend.name}"
+    feeds = {b: random_inputs(session, b, seed=LATENCY_SEED + b) for b in sizes}
+    # Largest first: in implicit batch mode its engine then serves every smaller batch.
+    model.build(lambda: iter([feeds[b] for b in reversed(sizes)]))
+    yield 0.35, f"Comparing outputs with native TensorFlow on {batches} batch(es)"
+    report = validate(model, session.loaded, generated_inputs(session, batches, largest),
+                      **tolerances)
+    rows = []
+    for index, batch in enumerate(sizes):
+        yield 0.45 + 0.5 * index / len(sizes), f"Timing native TF and converted, batch {batch}"
+        rows.append(_timed(NATIVE, native_callable(session, feeds[batch]), "tensorflow",
+                           cpu_device_name(), batch, warmup, iterations))
+        engines = _converted_label(model)
+        rows.append(_timed(CONVERTED, converted_callable(model, feeds[batch]), engines,
+                           model.backend.device, batch, warmup, iterations))
+    return ConversionCheck(params=params.as_dict(), validation=report,
+                           latency=pd.DataFrame(rows))
+
+
+def _converted_label(model: Any) -> str:
+    """What ran the converted model: its engines, unless segments fell back to TF."""
+    fallbacks = sorted(model.native_runs)
+    if fallbacks:
+        return f"converted (tensorflow: segments {', '.join(fallbacks)} ran natively)"
+    return f"converted ({model.backend.name} engines + tensorflow)"
+
+
+def _batch_sizes(batch_sizes: Sequence[int]) -> list[int]:
+    sizes = sorted(set(batch_sizes))
+    if not sizes or any(not isinstance(b, (int, np.integer)) or b < 1 for b in sizes):
+        raise WorkbenchError(f"batch sizes must be integers >= 1, got {list(batch_sizes)}")
+    return [int(b) for b in sizes]
+
+
+def _timed(model: str, fn: Callable[[], Any], backend: str, device: str, batch: int,
+           warmup: int, iterations: int) -> dict[str, Any]:
+    stats = measure_latency(fn, backend=backend, device=device, batch_size=batch,
+                            warmup=warmup, iterations=iterations)
+    return {"model": model, **stats.as_row()}
+
+
+def converted_callable(model: Any, inputs: dict[str, np.ndarray]
+                       ) -> Callable[[], list[np.ndarray]]:
+    """A blocking call of a converted model on fixed inputs, for `measure_latency` (inputs
+    become tensors once, outside the timed call; `np.asarray` waits for the results)."""
+    import tensorflow as tf
+
+    tensors = {name: tf.convert_to_tensor(value) for name, value in inputs.items()}
+    return lambda: [np.asarray(v) for v in model(**tensors).values()]
