@@ -75,7 +75,22 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(run=_run_report)
     _add_profile_command(commands)
     _add_validate_command(commands)
+    _add_inspect_command(commands)
     return parser
+
+
+def _add_inspect_command(commands: argparse._SubParsersAction) -> None:
+    inspect = commands.add_parser(
+        "inspect", help="read a model TF-TRT already converted: its summary and saved engines")
+    inspect.add_argument("model", help="the SavedModel directory TF-TRT's save() wrote")
+    inspect.add_argument("--signature-key", default="serving_default",
+                         help="default: serving_default")
+    inspect.add_argument("--json", action="store_true",
+                         help="print exactly one JSON document on stdout")
+    inspect.add_argument("--export-engines", default=None, metavar="DIR",
+                         help="write each saved engine's TensorRT plan as <engine>.<n>.plan")
+    inspect.add_argument("--debug", action="store_true", help="show tracebacks")
+    inspect.set_defaults(run=_run_inspect)
 
 
 def _add_profile_command(commands: argparse._SubParsersAction) -> None:
@@ -256,6 +271,29 @@ def _run_validate(args: argparse.Namespace) -> int:
     else:
         print(report)
     return 0 if report.passed else EXIT_MISMATCH
+
+
+def _run_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from workbench.engines.tftrt_graph import inspect_tftrt
+
+    model = inspect_tftrt(args.model, args.signature_key)
+    exported = None
+    if args.export_engines:
+        exported = model.export_engines(args.export_engines)
+    if args.json:
+        document = model.to_dict()
+        if exported is not None:
+            document["exported"] = json.loads(exported.to_json(orient="records"))
+        print(json.dumps(document))
+        return 0
+    model.summary()
+    for row in [] if exported is None else exported.itertuples():
+        print(f"wrote {row.file} ({row.bytes} bytes; input shapes {row.input_shapes})")
+    if exported is not None and exported.empty:
+        print("no saved engines to export (TF-TRT builds them at run time)")
+    return 0
 
 
 def _npz(path: str) -> dict[str, Any]:

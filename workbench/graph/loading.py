@@ -166,8 +166,9 @@ def _reject_tftrt_graph(meta_graph: Any, path: Path) -> None:
         ops.update(n.op for n in fn.node_def)
     if "TRTEngineOp" in ops:
         raise ModelLoadError(
-            f"{path} is already converted by TF-TRT (it contains TRTEngineOp nodes); "
-            "convert the original SavedModel instead."
+            f"{path} is already converted by TF-TRT (it contains TRTEngineOp nodes): convert "
+            f"the original SavedModel instead, or inspect its engines with "
+            f"workbench.inspect_tftrt({str(path)!r}) or `workbench inspect {path}`."
         )
 
 
