@@ -17,6 +17,8 @@ from workbench.conversion.candidates import (
     merge_batch,
     parse_device,
 )
+from workbench.conversion.converted import converted_top_level
+from workbench.conversion.result import ConversionResult
 from workbench.conversion.segmenter import segment_graph
 from workbench.errors import ConversionParamsError
 
@@ -339,6 +341,57 @@ def test_const_feeding_only_unsupported_nodes_is_a_boundary_node_of_its_own():
     assert segmentation.segments == []
     (const,) = [u for u in segmentation.result(1).unconverted if u.name == "k"]
     assert const.reason.startswith("a Const that only feeds nodes TF-TRT does not convert")
+
+
+def converted_edges(graph, partition):
+    result = ConversionResult({}, partition.engines, partition.unconverted,
+                              partition.nonconversion, partition.not_converted_top_level)
+    return converted_top_level(graph, result).edges
+
+
+def test_boundary_const_depending_on_the_segment_is_copied_in_without_a_cycle():
+    """P -> A -> ^C, C -> D and ^C -> E inside, C -> O outside (traced by hand in TF-TRT's code).
+
+    Clustering puts P, A, C, D, E in one segment. C feeds O, so §2.8 removes it and, C being a
+    Const, its in-node A; A's out-nodes (only C) are gone already. The segment keeps P, D and E,
+    and P -> A -> C -> D, E leaves it and comes back. TF-TRT has no later cycle check, but its
+    GetEngineInfo copies C into the engine as weights and drops control edges from Consts, so
+    the converted graph is a DAG and the engine is built as usual.
+    """
+    graph = graph_of(
+        node("x", "Placeholder"), node("P", "Relu", ["x"]), node("A", "Relu", ["P"]),
+        node("C", "Const", control=["A"]), node("D", "Add", ["P", "C"]),
+        node("E", "Relu", ["D"], control=["C"]),
+        node("O", "Unsupported", ["C"]), node("y", "Unsupported", ["E"]),
+    )
+    segmentation = segment_graph(graph, EXPLICIT, allow_ops())
+    assert [(s.root, s.nodes) for s in segmentation.segments] == [("P", ("D", "E", "P"))]
+    partition = segmentation.result(3)
+    (engine,) = partition.engines
+    assert engine.inputs == ("x:0",) and engine.outputs == ("P:0", "E:0")
+    assert engine.native_ops == {"Add": 1, "Const": 1, "Relu": 2}  # C copied in
+    reasons = {u.name: u.reason for u in partition.unconverted}
+    assert reasons["C"].startswith("removed from segment P at its boundary: a Const")
+    assert reasons["A"].startswith("removed from segment P at its boundary along with")
+    assert sorted(converted_edges(graph, partition)) == [
+        ("A", "C"), ("C", "O"), ("TRTEngineOp_000_000", "A"), ("TRTEngineOp_000_000", "y"),
+        ("x", "TRTEngineOp_000_000"),
+    ]
+
+
+def test_control_edge_from_a_const_inside_an_engine_is_dropped():
+    """TF-TRT keeps an engine's control outputs only from non-Const segment nodes."""
+    graph = graph_of(
+        node("x", "Placeholder"), node("k", "Const"), node("P", "Relu", ["x"]),
+        node("D", "Add", ["P", "k"]), node("y", "Unsupported", ["D"]),
+        node("U", "Unsupported", ["x"], control=["k"]),
+    )
+    partition = segment_graph(graph, EXPLICIT, allow_ops()).result(3)
+    (engine,) = partition.engines
+    assert engine.nodes == ("D", "P", "k")
+    assert sorted(converted_edges(graph, partition)) == [
+        ("TRTEngineOp_000_000", "y"), ("x", "TRTEngineOp_000_000"), ("x", "U"),
+    ]
 
 
 def test_minimum_segment_size_counts_effective_nodes_only():

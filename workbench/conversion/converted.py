@@ -67,7 +67,7 @@ def converted_top_level(graph: Graph, result: ConversionResult) -> ConvertedGrap
     dead = _dead_consts(graph, result, segment_of)
     owner = {n.name: engine_of.get(n.name, n.name) for n in graph.real_nodes
              if n.name not in dead}
-    nodes = [_kept_node(node, owner) for node in graph.real_nodes
+    nodes = [_kept_node(graph, node, owner) for node in graph.real_nodes
              if node.name not in engine_of and node.name not in dead]
     precision = PRECISION_DTYPES.get(str(result.params.get("precision_mode", "FP32")).upper())
     nodes += [_engine_node(graph, engine, owner, precision) for engine in result.engines]
@@ -97,8 +97,12 @@ def _dead_consts(graph: Graph, result: ConversionResult, segment_of: list[int]) 
     return dead
 
 
-def _kept_node(node: Node, owner: dict[str, str]) -> ConvertedNode:
-    sources = [ref.node for ref in node.inputs] + list(node.control_inputs)
+def _kept_node(graph: Graph, node: Node, owner: dict[str, str]) -> ConvertedNode:
+    # A control edge from a Const inside an engine is dropped (TF-TRT's GetEngineInfo keeps an
+    # engine's control outputs only from non-Const segment nodes).
+    controls = [name for name in node.control_inputs
+                if owner.get(name, name) == name or graph.by_name[name].op != "Const"]
+    sources = [ref.node for ref in node.inputs] + controls
     return ConvertedNode(
         node.name, node.op, tuple(owner[s] for s in sources if s in owner),
         compute_dtype(node), node.device,
@@ -110,11 +114,15 @@ def _engine_node(
 ) -> ConvertedNode:
     members = set(engine.nodes)
     sources = [owner[TensorRef.parse(ref).node] for ref in engine.inputs]
-    # Control edges from outside the segment move to the engine node.
+    # Control edges from outside the segment move to the engine node, except those from a Const:
+    # TF-TRT's GetEngineInfo drops them (ShallKeepControlEdgeFrom), as it copies an outside
+    # Const's data into the engine instead of making it an input. A Const removed at the
+    # boundary can depend on a node that depends on the engine, so keeping the edge would make
+    # a cycle TF-TRT never builds.
     controls = {
         owner[name]: None
         for member in engine.nodes for name in graph.by_name[member].control_inputs
-        if name not in members and name in owner
+        if name not in members and name in owner and graph.by_name[name].op != "Const"
     }
     return ConvertedNode(
         engine.name, ENGINE_OP, (*sources, *controls), dtype, engine.device,
