@@ -137,7 +137,7 @@ def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench)
     assert "latency" in app.figures and app.check_stale.value == ""
     names = {trace.name for trace in app.figures["latency"].data}
     assert any(n.startswith("native TF: tensorflow on CPU") for n in names)
-    assert any(n.startswith("converted: converted (onnxruntime engines") for n in names)
+    assert any(n.startswith("converted: onnxruntime engines + tensorflow on CPU") for n in names)
     run = app.keep_run("checked")
     assert run.metrics["validation_passed"] is True
     assert run.metrics["engines_backend"] == "onnxruntime"

@@ -1,7 +1,8 @@
 """The notebook workbench in a real browser: JupyterLab + headless Chromium (Playwright).
 
-Opens `notebooks/00_workbench.ipynb`, runs it, moves the `minimum_segment_size` slider to its
-maximum and checks that TF-TRT's summary and the segment-graph SVG follow. Screenshots go to
+Opens `notebooks/00_workbench.ipynb`, runs it, validates and times the conversion in the
+Validation tab, then moves the `minimum_segment_size` slider to its maximum and checks that
+TF-TRT's summary and the segment-graph SVG follow. Screenshots go to
 `test-output/browser/`. `BROWSER_TEST_NOTEBOOK=path` points the same checks at another notebook
 (any that shows the DOM contract: `wb-app`, `wb-status`, `wb-min-segment-size`, `wb-summary`,
 `wb-graph`).
@@ -25,6 +26,7 @@ SCREENSHOTS = REPO / "test-output" / "browser"
 
 LOAD_TIMEOUT_S = 150.0  # a first run may build the sample model; a cached one loads in ~15 s
 UPDATE_TIMEOUT_S = 30.0  # a threshold change reconverts in milliseconds
+CHECK_TIMEOUT_S = 120.0  # ResNet-50: engine build ~6 s, two batches, 2 x 23 timed calls
 ENGINES = re.compile(r"Total number of TensorRT engines:\s*(\d+)")
 CONVERTED = re.compile(r"% of OPs Converted:")
 ENGINE_NAME = re.compile(r"TRTEngineOp_\d+_\d+")
@@ -45,6 +47,11 @@ READ_STATE_JS = """() => {
       .map((e) => e.textContent).filter((t) => t.includes('Traceback')),
   };
 }"""
+
+CHECK_STATE_JS = """() => ({
+  check: document.querySelector('.wb-check')?.textContent || null,
+  error: document.querySelector('.wb-status .wb-error')?.textContent || null,
+})"""
 
 KERNEL_READY_JS = """() => {
   const panel = window.jupyterapp?.shell?.currentWidget;
@@ -179,6 +186,28 @@ def wait_for_new_views(page: Any, before: dict[str, Any]) -> dict[str, Any]:
                       UPDATE_TIMEOUT_S, unchanged)
 
 
+def validate_and_time(page: Any) -> str:
+    """Opens the Validation tab, presses its button and returns the check's note."""
+    page.get_by_role("tab", name="Validation").click()
+    page.get_by_role("button", name="Validate and time").click()
+
+    def done() -> str | None:
+        found = page.evaluate(CHECK_STATE_JS)
+        if found["error"]:
+            raise AssertionError(f"the check failed: {found['error']}")
+        return found["check"]
+
+    return wait_until("the Validation tab showing the check (engines built, outputs compared, "
+                      "timed)", done, CHECK_TIMEOUT_S, lambda: page_text(page))
+
+
+def wait_for_plot(page: Any, tab: str) -> None:
+    """A plotly chart drawn in the visible tab (charts come from background steps too)."""
+    page.locator(".wb-app .widget-tab-contents .js-plotly-plot:visible").first.wait_for(
+        state="visible", timeout=20_000)
+    assert page.locator(".wb-app .lm-TabBar-tab.lm-mod-current").first.inner_text() == tab
+
+
 @contextmanager
 def screenshot_on_failure(page: Any) -> Iterator[None]:
     try:
@@ -202,14 +231,25 @@ def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
         before = open_and_run(page, lab)
         assert CONVERTED.search(before["summary"]), before["summary"]
         screenshot(page, "01_before_slider.png")
+        check = validate_and_time(page)
+        wait_for_state(page, "the workbench ready after the check", is_idle, 10)
+        wait_for_plot(page, "Validation")
+        screenshot(page, "02_validation.png")
+        page.get_by_role("tab", name="Charts").click()
+        wait_for_plot(page, "Charts")
+        screenshot(page, "03_charts.png")
 
+        page.get_by_role("tab", name="Summary").click()
         move_slider_to_max(page, before)
         after = wait_for_new_views(page, before)
-        screenshot(page, "02_after_slider.png")
+        screenshot(page, "04_after_slider.png")
         page.get_by_role("tab", name="Segment graph").click()
         page.locator(".wb-graph svg").first.wait_for(state="visible", timeout=10_000)
-        screenshot(page, "03_segment_graph.png")
+        screenshot(page, "05_segment_graph.png")
 
+    assert "PASSED: FP32 converted vs native TensorFlow" in check, check
+    assert "no engines" not in check, check
+    assert re.search(r"batch 1: native TF [\d.]+ ms, converted [\d.]+ ms", check), check
     # A larger threshold can only drop segments (the clustering does not depend on it).
     assert engines(after["summary"]) < engines(before["summary"])
     assert engines(before["summary"]) == len(set(ENGINE_NAME.findall(before["summary"])))

@@ -25,7 +25,7 @@ def test_fp32_check_passes_and_labels_every_timing(session: ConversionSession) -
     latency = check.latency.set_index(["model", "batch_size"])
     assert sorted(latency.index) == [(CONVERTED, 1), (CONVERTED, 8), (NATIVE, 1), (NATIVE, 8)]
     assert latency.loc[(NATIVE, 1), "backend"] == "tensorflow"
-    assert latency.loc[(CONVERTED, 8), "backend"] == "converted (onnxruntime engines + tensorflow)"
+    assert latency.loc[(CONVERTED, 8), "backend"] == "onnxruntime engines + tensorflow"
     assert latency["device"].str.startswith("CPU").all()
     metrics = check.metrics()
     assert metrics["top1_agreement_pct"] == 100.0 and metrics["native_segment_calls"] == 0
@@ -46,7 +46,7 @@ def test_native_fallback_is_said_not_passed_off_as_engines(
     monkeypatch.setenv(ABORT_BUILD_ENV, "1")
     check = check_conversion(session, ConversionParams(), **FAST)
     converted = check.latency.set_index("model").loc[CONVERTED]
-    assert converted["backend"].startswith("converted (tensorflow: segments TRTEngineOp_000_")
+    assert converted["backend"].startswith("tensorflow (segments TRTEngineOp_000_")
     assert check.metrics()["native_segment_calls"] > 0
 
 
@@ -55,3 +55,11 @@ def test_native_fallback_is_said_not_passed_off_as_engines(
 def test_bad_options_are_clear_errors(session: ConversionSession, options: dict) -> None:
     with pytest.raises(WorkbenchError, match=">= 1"):
         check_conversion(session, ConversionParams(), **options)
+
+
+def test_a_conversion_without_engines_says_it_is_native_tf(session: ConversionSession) -> None:
+    check = check_conversion(session, ConversionParams(minimum_segment_size=1000), **FAST)
+    assert check.engines == 0
+    assert check.latency.set_index("model").loc[CONVERTED, "backend"] == \
+        "tensorflow only (no engines)"
+    assert "no engines at these settings" in check.summary()

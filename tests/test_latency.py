@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from workbench.errors import WorkbenchError
+from workbench.hardware import cpu_device_name
 from workbench.profiling.latency import (
     LatencyStats,
     batch_sweep,
-    cpu_device_name,
     measure_latency,
     text_progress,
     widget_progress,

@@ -9,7 +9,8 @@ import sample_models
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
-from workbench.profiling.latency import batch_sweep, cpu_device_name
+from workbench.hardware import cpu_device_name
+from workbench.profiling.latency import batch_sweep
 from workbench.profiling.layers import LAYER_COLUMNS
 from workbench.profiling.tensorflow import native_callable, profile_tensorflow, random_inputs
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import statistics
 import tempfile
@@ -35,6 +34,7 @@ from workbench.engines.backend import (
     unpack_engine,
 )
 from workbench.errors import WorkbenchError, first_line
+from workbench.hardware import cpu_device_name, usable_cores
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -85,30 +85,12 @@ def default_providers() -> list[str]:
 
 
 def device_label(providers: Sequence[str]) -> str:
-    """What every timing is labelled with: `GPU (CUDA)` or `CPU (<model name>)`."""
+    """What every timing is labelled with: `GPU (CUDA)` or `cpu_device_name()`."""
     if providers and providers[0] == "CUDAExecutionProvider":
         return "GPU (CUDA)"
-    name = _cpu_name()
-    return f"CPU ({name})" if name else "CPU"
+    return cpu_device_name()
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor()
-
-
-def _threads() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 class OnnxRuntimeBackend:
@@ -118,7 +100,7 @@ class OnnxRuntimeBackend:
 
     def __init__(self, providers: Sequence[str] | None = None, threads: int | None = None):
         self.providers = list(providers or default_providers())
-        self.threads = threads or _threads()
+        self.threads = threads or usable_cores()
         self.device = device_label(self.providers)
 
     def build(self, model: onnx.ModelProto, spec: BuildSpec, name: str) -> OrtEngine:

@@ -21,7 +21,8 @@ from workbench.conversion.session import ConversionSession
 from workbench.engines.runtime import converted_model
 from workbench.engines.validate import ValidationReport, generated_inputs, validate
 from workbench.errors import WorkbenchError
-from workbench.profiling.latency import cpu_device_name, measure_latency
+from workbench.hardware import cpu_device_name
+from workbench.profiling.latency import measure_latency
 from workbench.profiling.tensorflow import native_callable, random_inputs
 
 Step = tuple[float, str]  # (fraction done, what is happening): the workbench's progress
@@ -36,6 +37,7 @@ class ConversionCheck:
     """What one conversion's check found."""
 
     params: dict[str, Any]  # the conversion parameters checked
+    engines: int  # engines the conversion made (0: the "converted" model is native TF)
     validation: ValidationReport
     latency: pd.DataFrame  # one row per (model, batch): `model` plus LatencyStats' columns
 
@@ -62,6 +64,8 @@ class ConversionCheck:
     def summary(self) -> str:
         """One line per finding: validation, then latency per batch size."""
         lines = [str(self.validation).splitlines()[0]]
+        if not self.engines:
+            lines.append("no engines at these settings: the converted model is native TF")
         for batch, rows in self.latency.groupby("batch_size"):
             mean = rows.set_index("model")["mean_ms"]
             lines.append(f"batch {batch}: native TF {mean[NATIVE]:.2f} ms, converted "
@@ -115,16 +119,19 @@ def conversion_check_steps(
         engines = _converted_label(model)
         rows.append(_timed(CONVERTED, converted_callable(model, feeds[batch]), engines,
                            model.backend.device, batch, warmup, iterations))
-    return ConversionCheck(params=params.as_dict(), validation=report,
+    return ConversionCheck(params=params.as_dict(), engines=len(result.engines),
+                           validation=report,
                            latency=pd.DataFrame(rows))
 
 
 def _converted_label(model: Any) -> str:
     """What ran the converted model: its engines, unless segments fell back to TF."""
+    if not model.graph.segments:
+        return "tensorflow only (no engines)"
     fallbacks = sorted(model.native_runs)
     if fallbacks:
-        return f"converted (tensorflow: segments {', '.join(fallbacks)} ran natively)"
-    return f"converted ({model.backend.name} engines + tensorflow)"
+        return f"tensorflow (segments {', '.join(fallbacks)} ran natively)"
+    return f"{model.backend.name} engines + tensorflow"
 
 
 def _batch_sizes(batch_sizes: Sequence[int]) -> list[int]:

@@ -7,13 +7,10 @@ ops asynchronously, so a call that returns tensors without `.numpy()` would time
 
 from __future__ import annotations
 
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from functools import cache
 from typing import Any, TextIO
 
 import numpy as np
@@ -104,13 +101,6 @@ def batch_sweep(
     return pd.DataFrame(rows)
 
 
-@cache
-def cpu_device_name() -> str:
-    """`CPU <model> (<arch>, <n> cores)`: the cores this process may use, not the host's."""
-    model = _cpu_model()
-    prefix = f"CPU {model}" if model else "CPU"
-    return f"{prefix} ({platform.machine() or 'unknown arch'}, {_usable_cores()} cores)"
-
 
 # --- progress displays ---------------------------------------------------------------------
 
@@ -195,18 +185,3 @@ def _stats(samples: list[float], backend: str, device: str, batch_size: int) -> 
                         throughput)
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor().strip()
-
-
-def _usable_cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1

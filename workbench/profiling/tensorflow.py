@@ -21,7 +21,7 @@ import pandas as pd
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import Graph, Node, numpy_dtype_name
-from workbench.profiling.latency import cpu_device_name
+from workbench.hardware import cpu_device_name
 from workbench.profiling.layers import layer_table
 
 SOURCE = "tensorflow"

@@ -16,7 +16,6 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 from IPython import get_ipython
-from IPython.display import display
 
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import recommend_minimum_segment_size
@@ -181,6 +180,7 @@ class Workbench:
             description="Validate and time", icon="check", layout=widgets.Layout(width="200px"))
         self.check_button.on_click(lambda _b: self._check_clicked())
         self.check_stale, self.check_note = widgets.HTML(), widgets.HTML()
+        self.check_note.add_class("wb-check")
         self.check_outputs = widgets.HTML()
         self.check_out = widgets.Output()
         self.profile_table = None
@@ -319,7 +319,7 @@ class Workbench:
             figures["native TF vs engines"] = native_vs_engine_chart(table, "native TF",
                                                                      engine_run)
         self.figures.update({f"profile: {k}": v for k, v in figures.items()})
-        self.profile_out.clear_output()
+        self.profile_out.outputs = ()
         for figure in figures.values():
             _append_figure(self.profile_out, figure)
 
@@ -472,15 +472,16 @@ def _left_out_table(report: ConversionReport) -> Any:
 
 
 def _append_figure(output: widgets.Output, figure: Any) -> None:
+    # Setting the widget's outputs (not `with output: display(...)`) works from the background
+    # threads that finish long steps: the context manager only captures the kernel's thread.
+    # Outside a kernel (scripts, benchmarks) there is nothing to show.
+    # Plotly's own MIME bundle: IPython's formatter would call the figure's
+    # `_ipython_display_`, which displays into whatever cell ran last instead.
     if getattr(get_ipython(), "kernel", None) is not None:
-        with output:
-            display(figure)
+        output.outputs += ({"output_type": "display_data", "metadata": {},
+                            "data": figure._repr_mimebundle_()},)
 
 
 def _show_figure(output: widgets.Output, figure: Any) -> None:
-    # Outside a kernel (scripts, benchmarks) display() would print the figure's repr.
-    if getattr(get_ipython(), "kernel", None) is None:
-        return
-    output.clear_output(wait=True)
-    with output:
-        display(figure)
+    output.outputs = ()
+    _append_figure(output, figure)
