@@ -537,3 +537,29 @@ def test_every_sample_model_fp32_matches_native(name: str) -> None:
         np.testing.assert_allclose(converted[key], native[key], atol=1e-4, rtol=1e-3)
     table = func.engine_table()
     assert (table["engine_calls"] == 1).all(), table.to_string()
+
+
+def test_converted_graph_drops_control_edges_from_consts_like_tftrt() -> None:
+    """A boundary Const `c` depends on the engine's `a` and the engine's `b` depends on it;
+    keeping either control edge would make engine -> c -> engine (TF-TRT drops both)."""
+    from tensorflow.core.framework import graph_pb2
+
+    from workbench.conversion.result import EngineInfo
+    from workbench.engines.hybrid import converted_graph_def
+
+    graph = graph_pb2.GraphDef()
+    for name, op, inputs in [("x", "Placeholder", []), ("a", "Relu", ["x"]),
+                             ("c", "Const", ["^a"]), ("b", "Relu", ["a", "^c"]),
+                             ("k", "Const", []), ("y", "Identity", ["b", "^k", "^c"]),
+                             ("z", "Identity", ["c"])]:
+        graph.node.add(name=name, op=op, input=inputs)
+    engine = EngineInfo(name="TRTEngineOp_000_000", nodes=("a", "b", "k"), native_ops={},
+                        native_node_count=3, effective_size=3, input_dtypes=("float32",),
+                        output_dtypes=("float32",), input_shapes=((-1,),),
+                        output_shapes=((-1,),), inputs=("x:0",), outputs=("b:0",))
+    converted = converted_graph_def(graph, [engine], {engine.name: (["float"], ["float"])},
+                                    ["y", "z"])
+    inputs = {n.name: list(n.input) for n in converted.node}
+    assert inputs["TRTEngineOp_000_000"] == ["x:0"]  # no ^c from the outside Const
+    assert inputs["y"] == ["TRTEngineOp_000_000:0", "^c"]  # no ^engine for the inner Const k
+    assert inputs["c"] == ["^TRTEngineOp_000_000"]  # c still follows the engine: no cycle

@@ -42,6 +42,9 @@ def converted_graph_def(graph_def: Any, engines: Sequence[EngineInfo],
     from tensorflow.core.framework import graph_pb2
 
     member_of = {name: e.name for e in engines for name in e.nodes}
+    # TF-TRT drops control edges from Consts into and out of engines (GetEngineInfo's
+    # ShallKeepControlEdgeFrom): keeping them can close a cycle through a boundary Const.
+    consts = {n.name for n in graph_def.node if n.op == "Const"}
     remap = {TensorRef.parse(ref): f"{e.name}:{i}" for e in engines
              for i, ref in enumerate(e.outputs)}
     nodes = []
@@ -50,10 +53,13 @@ def converted_graph_def(graph_def: Any, engines: Sequence[EngineInfo],
             continue
         copy = type(node_def)()
         copy.CopyFrom(node_def)
-        _rewire(copy, [*node_def.input], member_of, remap)
+        inputs = [t for t in node_def.input
+                  if not (t.startswith("^") and t[1:] in consts and t[1:] in member_of)]
+        _rewire(copy, inputs, member_of, remap)
         nodes.append(copy)
     for engine in engines:
-        nodes.append(_call_node(graph_def, engine, engine_dtypes[engine.name], member_of, remap))
+        nodes.append(_call_node(graph_def, engine, engine_dtypes[engine.name], member_of, remap,
+                                consts))
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
@@ -62,14 +68,15 @@ def converted_graph_def(graph_def: Any, engines: Sequence[EngineInfo],
 
 
 def _call_node(graph_def: Any, engine: EngineInfo, dtypes: tuple[list[str], list[str]],
-               member_of: dict[str, str], remap: dict[TensorRef, str]) -> Any:
+               member_of: dict[str, str], remap: dict[TensorRef, str], consts: set[str]) -> Any:
     from tensorflow.core.framework import node_def_pb2
 
     members = set(engine.nodes)
     controls = {
         text: None
         for node_def in graph_def.node if node_def.name in members
-        for text in node_def.input if text.startswith("^") and text[1:] not in members
+        for text in node_def.input
+        if text.startswith("^") and text[1:] not in members and text[1:] not in consts
     }
     node = node_def_pb2.NodeDef(name=engine.name, op="PartitionedCall")
     _rewire(node, [*engine.inputs, *controls], member_of, remap)
