@@ -129,6 +129,14 @@ def test_fp32_equals_the_plain_onnx_run(backend):
     assert engine.device == backend.device
 
 
+def test_sessions_do_not_spin_between_runs(backend):
+    """TF runs between engines on the same cores: ORT's idle threads must not spin there."""
+    engine = backend.build(conv_model(), BuildSpec(), "TRTEngineOp_000_000")
+    options = engine._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.intra_op_num_threads == backend.threads >= 1
+
+
 def test_fp32_matches_numpy_reference(backend):
     """Independent of ORT: the dense half of the model computed with numpy."""
     w, bias = RNG.normal(size=(6, 4)).astype(np.float32), np.arange(4, dtype=np.float32)
