@@ -128,11 +128,13 @@ def test_profiling_tab(app: Workbench) -> None:
 
 def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench) -> None:
     app.check_batch_sizes.value = "1, 4"
+    app.check_whole.value = True  # the detector cannot export whole: a note, not an error
     app.check_button.click()
     check = app.check
     assert check is not None and check.validation.batches == 2
     assert sorted(set(check.latency["batch_size"])) == [1, 4]
     assert "PASSED: FP32 converted vs native TensorFlow" in app.check_note.value
+    assert "whole model not measured: Cannot export" in app.check_note.value
     assert all(f"<td>{o.name}</td>" in app.check_outputs.value for o in check.validation.outputs)
     assert "latency" in app.figures and app.check_stale.value == ""
     names = {trace.name for trace in app.figures["latency"].data}

@@ -9,7 +9,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.runtime import ABORT_BUILD_ENV
 from workbench.errors import WorkbenchError
-from workbench.profiling.conversion_check import CONVERTED, NATIVE, check_conversion
+from workbench.profiling.conversion_check import CONVERTED, NATIVE, WHOLE, check_conversion
 
 FAST = {"warmup": 1, "iterations": 3}
 
@@ -63,3 +63,21 @@ def test_a_conversion_without_engines_says_it_is_native_tf(session: ConversionSe
     assert check.latency.set_index("model").loc[CONVERTED, "backend"] == \
         "tensorflow only (no engines)"
     assert "no engines at these settings" in check.summary()
+
+
+def test_whole_model_is_timed_beside_when_asked(session: ConversionSession) -> None:
+    steps: list[str] = []
+    check = check_conversion(session, ConversionParams(), whole_model=True, batch_sizes=(2,),
+                             progress=lambda fraction, message: steps.append(message), **FAST)
+    whole = check.latency.set_index("model").loc[WHOLE]
+    assert whole["backend"] == "onnxruntime engine" and whole["batch_size"] == 2
+    assert check.metrics()["whole_model_ms_b2"] == whole["mean_ms"]
+    assert "whole model" in check.summary() and not check.notes
+    assert any("whole model as one engine" in s for s in steps)
+
+
+def test_whole_model_that_cannot_export_is_a_note_not_a_failure() -> None:
+    detector = ConversionSession.open(sample_models.build("detector"))
+    check = check_conversion(detector, ConversionParams(), whole_model=True, **FAST)
+    assert WHOLE not in set(check.latency["model"])
+    assert check.notes[0].startswith("whole model not measured: Cannot export")

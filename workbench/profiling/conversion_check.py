@@ -28,6 +28,7 @@ from workbench.profiling.tensorflow import native_callable, random_inputs
 Step = tuple[float, str]  # (fraction done, what is happening): the workbench's progress
 NATIVE = "native TF"
 CONVERTED = "converted"
+WHOLE = "whole model"
 CALIBRATION_SEED = 1000  # calibration batches differ from the validation batches
 LATENCY_SEED = 2000
 
@@ -40,6 +41,7 @@ class ConversionCheck:
     engines: int  # engines the conversion made (0: the "converted" model is native TF)
     validation: ValidationReport
     latency: pd.DataFrame  # one row per (model, batch): `model` plus LatencyStats' columns
+    notes: tuple[str, ...] = ()  # what was not measured, and why
 
     def metrics(self) -> dict[str, Any]:
         """Plain numbers for a kept run (plus the backend and device that produced them)."""
@@ -56,6 +58,8 @@ class ConversionCheck:
             metrics[f"native_ms_b{batch}"] = float(mean[NATIVE])
             metrics[f"converted_ms_b{batch}"] = float(mean[CONVERTED])
             metrics[f"speedup_b{batch}"] = float(mean[NATIVE] / mean[CONVERTED])
+            if WHOLE in mean:
+                metrics[f"whole_model_ms_b{batch}"] = float(mean[WHOLE])
         metrics["native_segment_calls"] = sum(self.validation.native_runs.values())
         metrics["engines_backend"] = self.validation.backend
         metrics["engines_device"] = self.validation.device
@@ -68,30 +72,44 @@ class ConversionCheck:
             lines.append("no engines at these settings: the converted model is native TF")
         for batch, rows in self.latency.groupby("batch_size"):
             mean = rows.set_index("model")["mean_ms"]
-            lines.append(f"batch {batch}: native TF {mean[NATIVE]:.2f} ms, converted "
-                         f"{mean[CONVERTED]:.2f} ms ({mean[NATIVE] / mean[CONVERTED]:.2f}x)")
-        return "\n".join(lines)
+            line = (f"batch {batch}: native TF {mean[NATIVE]:.2f} ms, converted "
+                    f"{mean[CONVERTED]:.2f} ms ({mean[NATIVE] / mean[CONVERTED]:.2f}x)")
+            if WHOLE in mean:
+                line += f", whole model {mean[WHOLE]:.2f} ms"
+            lines.append(line)
+        return "\n".join([*lines, *self.notes])
 
 
 def check_conversion(session: ConversionSession, params: ConversionParams,
+                     progress: Callable[[float, str], None] | None = None,
                      **options: Any) -> ConversionCheck:
-    """`conversion_check_steps` run to the end (for scripts; the workbench shows the steps)."""
+    """`conversion_check_steps` run to the end, `progress(fraction, message)` told of each step
+    (`print_progress` prints them; the workbench draws them as its progress bar)."""
     steps = conversion_check_steps(session, params, **options)
     while True:
         try:
-            next(steps)
+            step = next(steps)
         except StopIteration as stop:
             return stop.value
+        if progress is not None:
+            progress(*step)
+
+
+def print_progress(fraction: float, message: str) -> None:
+    """A `progress` for `check_conversion` in scripts and notebooks: one line per step."""
+    print(f"[{fraction:4.0%}] {message}", flush=True)
 
 
 def conversion_check_steps(
     session: ConversionSession, params: ConversionParams, *,
     batch_sizes: Sequence[int] = (1,), batches: int = 2, warmup: int = 3,
-    iterations: int = 20, calibration_batches: int = 2, **tolerances: Any,
+    iterations: int = 20, calibration_batches: int = 2, whole_model: bool = False,
+    **tolerances: Any,
 ) -> Generator[Step, None, ConversionCheck]:
     """Builds the conversion's engines for `batch_sizes`, validates on `batches` generated
     batches of the largest size (`tolerances`: `validate`'s atol, rtol, ...), then times native
-    TF and the converted model at each batch size. Yields progress between steps."""
+    TF and the converted model (and with `whole_model`, the whole model as one engine on the
+    backend: what the converted model could reach) at each batch size. Yields progress."""
     sizes = _batch_sizes(batch_sizes)
     if batches < 1 or warmup < 0 or iterations < 1 or calibration_batches < 1:
         raise WorkbenchError("batches, iterations and calibration_batches must be >= 1 and "
@@ -100,10 +118,11 @@ def conversion_check_steps(
     result = session.convert(params)
     model = converted_model(session, result, params)
     largest = sizes[-1]
-    if params.needs_calibration:
+    calibration = list(generated_inputs(session, calibration_batches, largest,
+                                        seed=CALIBRATION_SEED)) if params.needs_calibration else []
+    if calibration:
         yield 0.05, f"Calibrating INT8 on {calibration_batches} generated batch(es)"
-        model.calibrate(lambda: generated_inputs(session, calibration_batches, largest,
-                                                 seed=CALIBRATION_SEED))
+        model.calibrate(lambda: iter(calibration))
     yield 0.1, f"Building {len(result.engines)} engine(s) on {model.backend.name}"
     feeds = {b: random_inputs(session, b, seed=LATENCY_SEED + b) for b in sizes}
     # Largest first: in implicit batch mode its engine then serves every smaller batch.
@@ -111,6 +130,11 @@ def conversion_check_steps(
     yield 0.35, f"Comparing outputs with native TensorFlow on {batches} batch(es)"
     report = validate(model, session.loaded, generated_inputs(session, batches, largest),
                       **tolerances)
+    whole, notes = None, []
+    if whole_model:
+        yield 0.4, f"Building the whole model as one engine on {model.backend.name}"
+        whole, note = _whole_model(session, params, model.backend, calibration)
+        notes += [note] if note else []
     rows = []
     for index, batch in enumerate(sizes):
         yield 0.45 + 0.5 * index / len(sizes), f"Timing native TF and converted, batch {batch}"
@@ -119,9 +143,26 @@ def conversion_check_steps(
         engines = _converted_label(model)
         rows.append(_timed(CONVERTED, converted_callable(model, feeds[batch]), engines,
                            model.backend.device, batch, warmup, iterations))
+        if whole is not None:
+            arrays = list(feeds[batch].values())
+            rows.append(_timed(WHOLE, lambda a=arrays: whole.run(a), f"{whole.backend} engine",
+                               whole.device, batch, warmup, iterations))
     return ConversionCheck(params=params.as_dict(), engines=len(result.engines),
-                           validation=report,
-                           latency=pd.DataFrame(rows))
+                           validation=report, latency=pd.DataFrame(rows), notes=tuple(notes))
+
+
+def _whole_model(session: ConversionSession, params: ConversionParams, backend: Any,
+                 calibration: list[dict[str, np.ndarray]]) -> tuple[Any, str]:
+    """The whole-model engine, or None and why not (an op the exporter cannot express)."""
+    from workbench.engines.onnx_export import ExportError
+    from workbench.engines.whole_model import whole_model_engine
+
+    try:
+        engine = whole_model_engine(session, params, backend, calibration_data=[
+            list(batch.values()) for batch in calibration])
+    except ExportError as exc:
+        return None, f"whole model not measured: {exc}"
+    return engine, ""
 
 
 def _converted_label(model: Any) -> str:

@@ -176,6 +176,8 @@ class Workbench:
                                             layout=widgets.Layout(width="160px"))
         self.check_rtol = widgets.FloatText(value=1e-5, description="rtol",
                                             layout=widgets.Layout(width="160px"))
+        self.check_whole = widgets.Checkbox(value=False, description="whole model too",
+                                            indent=False, layout=widgets.Layout(width="150px"))
         self.check_button = widgets.Button(
             description="Validate and time", icon="check", layout=widgets.Layout(width="200px"))
         self.check_button.on_click(lambda _b: self._check_clicked())
@@ -191,7 +193,9 @@ class Workbench:
             widgets.VBox([self.sweep_out, self.sizes_out, self.blocking_button,
                           self.blocking_out]),
             widgets.VBox([widgets.HBox([self.check_batch_sizes, self.check_batches,
-                                        self.check_atol, self.check_rtol, self.check_button]),
+                                        self.check_atol, self.check_rtol, self.check_whole,
+                                        self.check_button],
+                                       layout=widgets.Layout(flex_flow="row wrap")),
                           self.check_stale, self.check_note, self.check_outputs,
                           self.check_out]),
             widgets.VBox([widgets.HBox([self.run_name, self.keep_button]), self.runs_problems,
@@ -282,7 +286,7 @@ class Workbench:
                              f"got {self.check_batch_sizes.value!r}", error=True)
             return
         self.validate(sizes, self.check_batches.value, atol=self.check_atol.value,
-                      rtol=self.check_rtol.value)
+                      rtol=self.check_rtol.value, whole_model=self.check_whole.value)
 
     def _show_check(self, check: ConversionCheck) -> None:
         self.check = check
