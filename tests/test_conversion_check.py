@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from conftest import run_cli
 
 import sample_models
 from workbench.conversion.params import ConversionParams
@@ -81,3 +84,17 @@ def test_whole_model_that_cannot_export_is_a_note_not_a_failure() -> None:
     check = check_conversion(detector, ConversionParams(), whole_model=True, **FAST)
     assert WHOLE not in set(check.latency["model"])
     assert check.notes[0].startswith("whole model not measured: Cannot export")
+
+
+def test_cli_check_prints_json_and_exits_3_on_a_mismatch() -> None:
+    model = str(sample_models.build("digits_cnn"))
+    done = run_cli("check", model, "--batch-sizes", "1,4", "--iterations", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["passed"] and document["engines"] == 2
+    assert {row["batch_size"] for row in document["latency"]} == {1, 4}
+    assert document["metrics"]["engines_backend"] == "onnxruntime"
+    strict = run_cli("check", model, "--precision", "FP16", "--iterations", "3")
+    assert strict.returncode == 3 and "FAILED: FP16" in strict.stdout
+    bad = run_cli("check", model, "--batch-sizes", "0")
+    assert bad.returncode == 2 and "batch sizes must be integers >= 1" in bad.stderr

@@ -75,8 +75,28 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(run=_run_report)
     _add_profile_command(commands)
     _add_validate_command(commands)
+    _add_check_command(commands)
     _add_inspect_command(commands)
     return parser
+
+
+def _add_check_command(commands: argparse._SubParsersAction) -> None:
+    check = commands.add_parser(
+        "check", help="build the engines, compare with native TF on generated inputs and time "
+                      f"both per batch size: the Validation tab (exit {EXIT_MISMATCH} on a "
+                      "mismatch)")
+    _add_model_arguments(check)
+    _add_conversion_arguments(check)
+    check.add_argument("--batch-sizes", default="1", help="comma-separated (default: 1)")
+    check.add_argument("--batches", type=int, default=2, help="generated batches to compare")
+    check.add_argument("--iterations", type=int, default=20, help="timed calls per figure")
+    check.add_argument("--atol", type=float, default=1e-5)
+    check.add_argument("--rtol", type=float, default=1e-5)
+    check.add_argument("--whole-model", action="store_true",
+                       help="also time the whole model as one engine on the backend")
+    check.add_argument("--json", action="store_true",
+                       help="print exactly one JSON document on stdout")
+    check.set_defaults(run=_run_check)
 
 
 def _add_inspect_command(commands: argparse._SubParsersAction) -> None:
@@ -294,6 +314,31 @@ def _run_inspect(args: argparse.Namespace) -> int:
     if exported is not None and exported.empty:
         print("no saved engines to export (TF-TRT builds them at run time)")
     return 0
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    import json
+
+    from workbench.profiling.conversion_check import check_conversion, print_progress
+
+    params = _conversion_params(args)
+    try:
+        sizes = [int(t) for t in _split(args.batch_sizes) or ()]
+    except ValueError:
+        raise WorkbenchError(f"--batch-sizes must be whole numbers separated by commas, got "
+                             f"{args.batch_sizes!r}") from None
+    check = check_conversion(
+        _open_session(args), params, None if args.json else print_progress,
+        batch_sizes=sizes, batches=args.batches, iterations=args.iterations,
+        atol=args.atol, rtol=args.rtol, whole_model=args.whole_model)
+    if args.json:
+        print(json.dumps({"passed": check.validation.passed, "params": check.params,
+                          "engines": check.engines, "metrics": check.metrics(),
+                          "notes": list(check.notes),
+                          "latency": json.loads(check.latency.to_json(orient="records"))}))
+    else:
+        print(check.summary())
+    return 0 if check.validation.passed else EXIT_MISMATCH
 
 
 def _npz(path: str) -> dict[str, Any]:
