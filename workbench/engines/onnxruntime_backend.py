@@ -111,9 +111,9 @@ class OnnxRuntimeBackend:
         model = _readable(model)
         try:
             if spec.precision == "FP16":
-                model = to_float16(model)
+                model = to_float16(fold_for_precision(model))
             elif spec.precision == "INT8":
-                model = quantize_int8(model, batches)
+                model = quantize_int8(fold_for_precision(model), batches)
             return self._engine(model, name, spec.precision)
         except WorkbenchError:
             raise
@@ -213,6 +213,26 @@ class OrtEngine:
         except Exception as error:
             raise EngineRunError(
                 f"onnxruntime engine {self.name!r} failed: {first_line(error)}") from error
+
+
+def fold_for_precision(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` after ONNX Runtime's hardware-independent optimizations: constants folded,
+    batch-norm scales and offsets folded into Conv, redundant nodes removed.
+
+    Done before FP16 or INT8, as TensorRT fuses layers before it picks precisions: quantizing
+    the unfused graph put Q/DQ pairs between each Conv and its scale, so ORT could no longer
+    fold them (ResNet-50 INT8 34 ms, 28 ms folded first). The layer table of such an engine
+    then names the Conv's TF node, not the folded batch-norm nodes.
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    with tempfile.TemporaryDirectory(prefix="workbench-fold-") as tmp:
+        options.optimized_model_filepath = str(Path(tmp) / "folded.onnx")
+        ort.InferenceSession(model.SerializeToString(), options,
+                             providers=["CPUExecutionProvider"])
+        return _readable(onnx.load(options.optimized_model_filepath))
 
 
 def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
