@@ -319,14 +319,14 @@ def _run_inspect(args: argparse.Namespace) -> int:
 def _run_check(args: argparse.Namespace) -> int:
     import json
 
-    from workbench.profiling.conversion_check import check_conversion, print_progress
+    from workbench.profiling.conversion_check import (
+        check_conversion,
+        parse_batch_sizes,
+        print_progress,
+    )
 
     params = _conversion_params(args)
-    try:
-        sizes = [int(t) for t in _split(args.batch_sizes) or ()]
-    except ValueError:
-        raise WorkbenchError(f"--batch-sizes must be whole numbers separated by commas, got "
-                             f"{args.batch_sizes!r}") from None
+    sizes = parse_batch_sizes(args.batch_sizes)
     check = check_conversion(
         _open_session(args), params, None if args.json else print_progress,
         batch_sizes=sizes, batches=args.batches, iterations=args.iterations,

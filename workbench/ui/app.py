@@ -25,7 +25,11 @@ from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.conversion.whatif import blocking_op_types
 from workbench.errors import WorkbenchError
-from workbench.profiling.conversion_check import ConversionCheck, conversion_check_steps
+from workbench.profiling.conversion_check import (
+    ConversionCheck,
+    conversion_check_steps,
+    parse_batch_sizes,
+)
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
 from workbench.ui.controls import Controls
@@ -278,12 +282,9 @@ class Workbench:
 
     def _check_clicked(self) -> None:
         try:
-            sizes = [int(t) for t in self.check_batch_sizes.value.replace(",", " ").split()]
-        except ValueError:
-            sizes = []
-        if not sizes or min(sizes) < 1:
-            self._set_status(f"batch sizes must be whole numbers >= 1 separated by commas, "
-                             f"got {self.check_batch_sizes.value!r}", error=True)
+            sizes = parse_batch_sizes(self.check_batch_sizes.value)
+        except WorkbenchError as exc:
+            self._set_status(str(exc), error=True)
             return
         self.validate(sizes, self.check_batches.value, atol=self.check_atol.value,
                       rtol=self.check_rtol.value, whole_model=self.check_whole.value)
