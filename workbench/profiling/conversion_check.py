@@ -178,10 +178,11 @@ def _converted_label(model: Any) -> str:
 def parse_batch_sizes(text: str) -> list[int]:
     """Batch sizes typed as `1, 8, 32` (commas or spaces), checked like the check's own."""
     try:
-        return _batch_sizes([int(t) for t in text.replace(",", " ").split()])
+        sizes = [int(t) for t in text.replace(",", " ").split()]
     except ValueError:
         raise WorkbenchError(f"batch sizes must be whole numbers >= 1 separated by commas, "
                              f"got {text!r}") from None
+    return _batch_sizes(sizes)
 
 
 def _batch_sizes(batch_sizes: Sequence[int]) -> list[int]:
