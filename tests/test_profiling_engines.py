@@ -44,3 +44,13 @@ def test_native_vs_engine_chart(resnet_table) -> None:
     names = {trace.name for trace in figure.data}
     assert any("native TF" in n for n in names) and any("onnxruntime" in n for n in names)
     assert sum(len(trace.x if trace.x is not None else ()) for trace in figure.data) > 10
+
+
+def test_int8_engines_profile_calibrated_on_the_profiled_batch() -> None:
+    from workbench.profiling.engines import profile_engines
+
+    session = ConversionSession.open(sample_models.build("digits_cnn"))
+    table = profile_engines(session, ConversionParams(precision_mode="INT8"),
+                            random_inputs(session, 4), runs=2)
+    assert set(table["engine"]) == {"TRTEngineOp_000_000", "TRTEngineOp_000_001"}
+    assert "INT8" in set(table["precision"])

@@ -41,8 +41,11 @@ def profile_engines(session: ConversionSession, params: ConversionParams,
         except ExportError as exc:
             skipped.append(f"{info.name}: {exc}")
             continue
-        engine = backend.build(model, BuildSpec(precision=params.precision_mode), info.name)
         engine_inputs = tensor_values(session, inputs, info.inputs, params.precision_mode)
+        # INT8 calibrates on the profiled batch itself: the timings, not the ranges, matter here.
+        calibration = (tuple(engine_inputs),) if params.precision_mode == "INT8" else ()
+        engine = backend.build(model, BuildSpec(precision=params.precision_mode,
+                                                calibration_data=calibration), info.name)
         table = engine.layer_timings(engine_inputs, runs=runs, run=label)
         tables.append(table.assign(engine=info.name))
     combined = combine(tables) if tables else pd.DataFrame()
