@@ -96,5 +96,6 @@ def test_cli_check_prints_json_and_exits_3_on_a_mismatch() -> None:
     assert document["metrics"]["engines_backend"] == "onnxruntime"
     strict = run_cli("check", model, "--precision", "FP16", "--iterations", "3")
     assert strict.returncode == 3 and "FAILED: FP16" in strict.stdout
+    assert "top-1 agreement" in strict.stdout  # one line per output says how far off
     bad = run_cli("check", model, "--batch-sizes", "0")
     assert bad.returncode == 2 and "batch sizes must be integers >= 1" in bad.stderr

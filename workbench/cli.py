@@ -337,7 +337,7 @@ def _run_check(args: argparse.Namespace) -> int:
                           "notes": list(check.notes),
                           "latency": json.loads(check.latency.to_json(orient="records"))}))
     else:
-        print(check.summary())
+        print(check.summary(outputs=True))
     return 0 if check.validation.passed else EXIT_MISMATCH
 
 

@@ -65,9 +65,11 @@ class ConversionCheck:
         metrics["engines_device"] = self.validation.device
         return metrics
 
-    def summary(self) -> str:
-        """One line per finding: validation, then latency per batch size."""
-        lines = [str(self.validation).splitlines()[0]]
+    def summary(self, outputs: bool = False) -> str:
+        """One line per finding: the validation verdict (with `outputs`, one line per output
+        after it), then latency per batch size."""
+        verdict, *per_output = str(self.validation).splitlines()
+        lines = [verdict, *(per_output if outputs else [])]
         if not self.engines:
             lines.append("no engines at these settings: the converted model is native TF")
         for batch, rows in self.latency.groupby("batch_size"):
