@@ -200,6 +200,13 @@ def test_engine_table_has_tftrt_attributes(converted) -> None:
     assert list(table["cached_engines_saved"]) == [len(saved.get(n, [])) for n in table["name"]]
 
 
+def test_notebook_view_shows_engines_and_summary(converted) -> None:
+    _converter, path, _params, _saved = converted
+    page = inspect_tftrt(path)._repr_html_()
+    assert "Converted by TF-TRT" in page and "<table" in page
+    assert "TRTEngineOp_000_000" in page and "Total number of TensorRT engines" in page
+
+
 def test_summary_text_equals_ours(converted) -> None:
     converter, path, _params, _saved = converted
     ours, read = [], []

@@ -126,6 +126,16 @@ class TftrtModel:
                                   ) from None
         return pd.DataFrame(rows, columns=["engine", "index", "file", "input_shapes", "bytes"])
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the engine table, then TF-TRT's summary() text."""
+        import html
+
+        lines: list[str] = []
+        self.summary(print_fn=lines.append)
+        return (f"<b>Converted by TF-TRT: {html.escape(self.path)}</b>"
+                + self.engines.to_html(index=False)
+                + f"<pre>{html.escape(chr(10).join(lines))}</pre>")
+
     def to_dict(self) -> dict[str, Any]:
         """The CLI's JSON document (the convert document plus TF-TRT's engine attributes)."""
         document = ConversionReport(self.result).to_dict()
