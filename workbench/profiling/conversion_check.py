@@ -53,8 +53,7 @@ class ConversionCheck:
         }
         if top1:
             metrics["top1_agreement_pct"] = 100.0 * min(top1)
-        for batch, rows in self.latency.groupby("batch_size"):
-            mean = rows.set_index("model")["mean_ms"]
+        for batch, mean in self._means():
             metrics[f"native_ms_b{batch}"] = float(mean[NATIVE])
             metrics[f"converted_ms_b{batch}"] = float(mean[CONVERTED])
             metrics[f"speedup_b{batch}"] = float(mean[NATIVE] / mean[CONVERTED])
@@ -65,6 +64,11 @@ class ConversionCheck:
         metrics["engines_device"] = self.validation.device
         return metrics
 
+    def _means(self) -> list[tuple[int, pd.Series]]:
+        """Per batch size, the mean latency of each model measured (native TF, ...)."""
+        return [(int(batch), rows.set_index("model")["mean_ms"])
+                for batch, rows in self.latency.groupby("batch_size")]
+
     def summary(self, outputs: bool = False) -> str:
         """One line per finding: the validation verdict (with `outputs`, one line per output
         after it), then latency per batch size."""
@@ -72,8 +76,7 @@ class ConversionCheck:
         lines = [verdict, *(per_output if outputs else [])]
         if not self.engines:
             lines.append("no engines at these settings: the converted model is native TF")
-        for batch, rows in self.latency.groupby("batch_size"):
-            mean = rows.set_index("model")["mean_ms"]
+        for batch, mean in self._means():
             line = (f"batch {batch}: native TF {mean[NATIVE]:.2f} ms, converted "
                     f"{mean[CONVERTED]:.2f} ms ({mean[NATIVE] / mean[CONVERTED]:.2f}x)")
             if WHOLE in mean:
