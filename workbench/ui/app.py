@@ -298,8 +298,10 @@ class Workbench:
             "Kept runs of these settings store these figures (Runs tab).")
         columns = ["name", "passed", "shape", "max_abs", "mean_abs", "max_rel", "mean_rel",
                    "mismatches", "elements", "top1_agreement", "reason"]
-        self.check_outputs.value = "<b>Outputs: converted vs native TF</b>" + table_html(
-            validation.table()[columns])
+        table = validation.table()[columns]
+        errors = table.select_dtypes("float").columns  # 3 significant digits fit the tab
+        table[errors] = table[errors].map(lambda v: f"{v:.3g}")
+        self.check_outputs.value = "<b>Outputs: converted vs native TF</b>" + table_html(table)
         self.figures["latency"] = charts.latency_chart(check.latency)
         _show_figure(self.check_out, self.figures["latency"])
 
