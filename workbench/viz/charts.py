@@ -188,7 +188,8 @@ def runs_chart(runs: pd.DataFrame) -> go.Figure:
                 name=mode, legendgroup=mode, showlegend=row == 1,
                 x=_pick(labels, keep), y=_pick(values, keep), meta={"column": column},
                 marker={"color": PRECISION_COLORS.get(mode, OTHER_PRECISION_COLOR)},
-                texttemplate="%{y:.4~g}", textposition="auto",
+                # Outside the bar: a tiny value (FP32's 4e-6 error) still shows its number.
+                texttemplate="%{y:.3~g}", textposition="outside", cliponaxis=False,
                 customdata=_pick(hover, keep),
                 hovertemplate=f"%{{customdata}}<br><b>{column}: %{{y}}</b><extra></extra>",
             ), row=row, col=1)
