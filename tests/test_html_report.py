@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
+import sample_models
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.report import nonconversion_report
 from workbench.conversion.session import ConversionSession
@@ -154,12 +155,25 @@ def test_cli_writes_the_report(tiny_saved_model: Path, tmp_path: Path) -> None:
     assert "FP16" in text and 'id="chart-sweep"' in text
 
 
+def test_cli_report_with_check_has_validation_and_latency(tmp_path: Path) -> None:
+    target = tmp_path / "report.html"
+    model = str(sample_models.build("digits_cnn"))
+    run = run_cli("report", model, "-o", str(target), "--check", "--batch-sizes", "1,4")
+    assert run.returncode == 0, run.stderr
+    text = target.read_text(encoding="utf-8")
+    assert 'id="validation-and-latency"' in text and 'id="chart-latency"' in text
+    assert "PASSED: FP32 converted vs native TensorFlow" in text and "batch 4: native TF" in text
+    plain = run_cli("report", model, "-o", str(target))
+    assert plain.returncode == 0 and "chart-latency" not in target.read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["/no/such/model"], "workbench: error: "),
         (["MODEL", "--precision", "FP64"], "workbench: error: precision mode 'FP64'"),
         (["MODEL", "-o", "/no/such/dir/report.html"], "workbench: error: cannot write"),
+        (["MODEL", "--check", "--batch-sizes", "a"], "workbench: error: batch sizes must be"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(

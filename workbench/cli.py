@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_conversion_arguments(report)
     report.add_argument("-o", "--output", default="report.html",
                         help="the HTML file to write (default: report.html)")
+    report.add_argument("--check", action="store_true",
+                        help="also build the engines, validate and time them (workbench check)")
+    report.add_argument("--batch-sizes", default="1",
+                        help="with --check: comma-separated (default: 1)")
     report.set_defaults(run=_run_report)
     _add_profile_command(commands)
     _add_validate_command(commands)
@@ -227,12 +231,21 @@ def _run_convert(args: argparse.Namespace) -> int:
 
 
 def _run_report(args: argparse.Namespace) -> int:
+    from workbench.profiling.conversion_check import (
+        check_conversion,
+        parse_batch_sizes,
+        print_progress,
+    )
     from workbench.ui.html_report import check_report_path, write_html_report
 
     # Bad parameters or output paths fail before the slow model load.
     params = _conversion_params(args)
     check_report_path(args.output)
-    path = write_html_report(_open_session(args), params, args.output)
+    sizes = parse_batch_sizes(args.batch_sizes)
+    session = _open_session(args)
+    check = check_conversion(session, params, print_progress, batch_sizes=sizes) \
+        if args.check else None
+    path = write_html_report(session, params, args.output, check)
     print(f"wrote {path}")
     return 0
 

@@ -114,8 +114,10 @@ def collect(session: ConversionSession, params: ConversionParams) -> ReportData:
     )
 
 
-def html_report(session: ConversionSession, params: ConversionParams) -> str:
-    """The whole report page for converting `session`'s model with `params`."""
+def html_report(session: ConversionSession, params: ConversionParams,
+                check: Any = None) -> str:
+    """The whole report page for converting `session`'s model with `params`; with `check` (a
+    `ConversionCheck` of the same parameters), its validation and latency too."""
     data = collect(session, params)
     graph = session.prepared(data.params.precision_mode).graph
     sections = [
@@ -124,6 +126,7 @@ def html_report(session: ConversionSession, params: ConversionParams) -> str:
         _section("TF-TRT summary()", _summary(data)),
         _section("TF-TRT non-conversion report", _nonconversion(data)),
         _section("Charts", _charts(data)),
+        *([_section("Validation and latency", _validation(check))] if check else []),
         _section("Converted graph", _graph_view("converted", graph, data.result)),
         _section("Full graph by engine", _graph_view("full", graph, data.result)),
         _section("Nodes outside engines", _unconverted(data.report)),
@@ -132,11 +135,12 @@ def html_report(session: ConversionSession, params: ConversionParams) -> str:
 
 
 def write_html_report(
-    session: ConversionSession, params: ConversionParams, path: str | os.PathLike
+    session: ConversionSession, params: ConversionParams, path: str | os.PathLike,
+    check: Any = None,
 ) -> Path:
     """Writes the report to `path` (whole or not at all) and returns the path."""
     target = check_report_path(path)
-    text = html_report(session, params)
+    text = html_report(session, params, check)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         temp.write_text(text, encoding="utf-8")
@@ -295,6 +299,14 @@ def _charts(data: ReportData) -> str:
     else:
         parts.append('<p class="empty">No rejected op types.</p>')
     return "".join(parts)
+
+
+def _validation(check: Any) -> str:
+    """The check's verdict, one line per output, latency per batch, and its chart."""
+    from workbench.viz.charts import latency_chart
+
+    lines = "".join(f"<p>{escape(line)}</p>" for line in check.summary(outputs=True).splitlines())
+    return lines + _chart("latency", latency_chart(check.latency))
 
 
 def _chart(name: str, figure: Any) -> str:
