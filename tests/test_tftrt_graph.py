@@ -320,6 +320,10 @@ def test_unknown_signature_and_path(converted, tmp_path: Path) -> None:
         inspect_tftrt(converted[1], signature_key="nope")
     with pytest.raises(TftrtModelError, match="No such path"):
         inspect_tftrt(tmp_path / "absent")
+    (tmp_path / "junk.pb").write_bytes(b"\x07 junk")
+    with pytest.raises(TftrtModelError, match="junk.pb is not a valid GraphDef .*converted "
+                                              "GraphDef .pb.$"):
+        inspect_tftrt(tmp_path / "junk.pb")
 
 
 def test_lazy_entry_point() -> None:

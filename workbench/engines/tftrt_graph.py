@@ -235,19 +235,14 @@ def _function_with_engines(start: list[str], library: dict[str, Any]) -> Any:
 
 
 def _graph_def_file(path: Path) -> tuple[list[Any], list[str], dict[str, Any]]:
-    from google.protobuf import message, text_format
-    from tensorflow.core.framework import graph_pb2
+    from workbench.graph.loading import read_graph_def
 
-    graph = graph_pb2.GraphDef()
     try:
-        if path.suffix == ".pbtxt":
-            text_format.Parse(path.read_text(), graph)
-        else:
-            graph.ParseFromString(path.read_bytes())
-    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as exc:
-        raise TftrtModelError(f"{path} is not a GraphDef ({first_line(exc)}); give the "
-                              "directory TF-TRT's save() wrote or a converted GraphDef .pb."
-                              ) from None
+        graph = read_graph_def(path)
+    except WorkbenchError as exc:
+        what = str(exc).split(";")[0].rstrip(".")  # the problem, without the frozen-graph hint
+        raise TftrtModelError(f"{what}; give the directory TF-TRT's save() wrote or a "
+                              "converted GraphDef .pb.") from None
     return list(graph.node), [], {f.signature.name: f for f in graph.library.function}
 
 
