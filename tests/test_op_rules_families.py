@@ -172,7 +172,7 @@ CASES = [
     ("BatchMatMulV2", [ph((-1, 4, 8)), ph((-1, 8, 3))], F, None, None),
     ("Einsum", [ph((-1, 4, 8)), ph((-1, 8, 3))], {"T": "float", "equation": "bij,bjk->bik"},
      ib_only("Einsum"), None),
-    ("Einsum", [ph((-1, 4, 8)), ph((-1, 8, 3))], {"T": "float", "equation": "...ij,...jk"},
+    ("Einsum", [ph((-1, 4, 8)), ph((-1, 8, 3))], {"T": "float", "equation": "...ij,...jk->...ik"},
      ib_only("Einsum"), "No conversion for einsum equation."),
 ]
 

@@ -12,6 +12,7 @@ F = {"T": "float"}
 NN = {"T": "float", "align_corners": False, "half_pixel_centers": True}
 I32 = np.int32
 BATCH = "TensorRT does not allow manipulation of the batch dimension"
+DYNAMIC_IB = "In implicit batch mode, dynamic input size is not supported."
 
 
 def ib_only(op, kind=""):
@@ -76,7 +77,7 @@ CASES = [
     ("Pack", [ph(X4), ph((-1, 8, 8, 4))], {"T": "float", "N": 2, "axis": 1},
      "Received inputs with inconsistent shape, at n", "same"),
     ("Pack", [ph(X4), ph(X4)], {"T": "float", "N": 2, "axis": 0}, BATCH, None),
-    ("Unpack", [ph((-1, 2, 5))], {"T": "float", "num": 2, "axis": 1}, None, None),
+    ("Unpack", [ph((4, 2, 5))], {"T": "float", "num": 2, "axis": 1}, None, None),
     ("Unpack", [ph((-1, -1, 5))], {"T": "float", "num": 2, "axis": 1},
      "Dimension 1 must have statically defined dimensions", "same"),
     ("Pack", [ph(X4), ph(X4)], {"T": "float", "N": 3, "axis": 1},
@@ -101,7 +102,7 @@ CASES = [
      "Failed to convert at least one input to a TRT_TensorOrWeights: Scalar input tensor is not "
      "supported since the first dimension is treated as batch dimension by TRT",
      'The input "axis" for ConcatV2 must be a constant'),
-    ("Split", [const(np.int32(3)), ph(X4)], {"T": "float", "num_split": 3}, None, None),
+    ("Split", [const(np.int32(3)), ph((4, 8, 8, 3))], {"T": "float", "num_split": 3}, None, None),
     ("Split", [const(np.int32(3)), ph(X4)], {"T": "float", "num_split": 2},
      "Dimension 3 of size 3 is not evenly divisible by 2", "same"),
     # --- Tile (structured: declaration order)
@@ -120,7 +121,7 @@ CASES = [
     ("DataFormatVecPermute", [ph((-1, 4), "int32")], {"T": "int32"},
      "Implicit batch mode not supported, at n", None),
     # --- Slice / StridedSlice / Pad / GatherV2
-    ("Slice", [ph(X4), i32(0, 1, 1, 0), i32(-1, 2, 2, -1)], F, None, None),
+    ("Slice", [ph(X4), i32(0, 1, 1, 0), i32(-1, 2, 2, -1)], F, DYNAMIC_IB, None),
     ("Slice", [ph(X4), i32(1, 1, 1, 0), i32(-1, 2, 2, -1)], F,
      "TensorRT does not allow modifications to the batch dimension in implicit batch mode",
      None),
@@ -134,7 +135,7 @@ CASES = [
      '"begin" + "size" for dimension 1 in Slice is out of range', "same"),
     ("Slice", [ph((4, 8, 8, 3)), i32(0, 1, 1, 0), i32(4, 2, 2, -1)], F, None, None),
     ("StridedSlice", [ph(X4), i32(0, 1), i32(0, 3), i32(1, 1)],
-     {"T": "float", "begin_mask": 1, "end_mask": 1}, None, None),
+     {"T": "float", "begin_mask": 1, "end_mask": 1}, DYNAMIC_IB, None),
     ("StridedSlice", [ph((4, 8, 8, 3)), i32(0, 1), i32(4, 3), i32(1, 1)], F, None, None),
     ("StridedSlice", [ph(X4), i32(0, 1), i32(0, 3), i32(2, 1)],
      {"T": "float", "begin_mask": 1, "end_mask": 1},
@@ -143,7 +144,7 @@ CASES = [
      "Length of begin, end, and stride must be equal", "same"),
     # ellipsis first with fewer specs than dims leaves the batch alone
     ("StridedSlice", [ph(X4), i32(0, 1), i32(0, 2), i32(1, 1)],
-     {"T": "float", "ellipsis_mask": 1}, None, None),
+     {"T": "float", "ellipsis_mask": 1}, DYNAMIC_IB, None),
     ("StridedSlice", [ph(X4), i32(0, 1), i32(1, 3), i32(1, 1)], F,
      "TensorRT does not allow modifications to the batch dimension", None),
     ("StridedSlice", [ph(X4), i32(0, 1), i32(0, 3), i32(1, 1)],
@@ -197,7 +198,8 @@ CASES = [
     ("TopKV2", [ph(X4), const(np.int32(2))], {"T": "float", "sorted": True}, None, None),
     ("TopKV2", [ph(X4), const(np.int32(2))], {"T": "float", "sorted": False},
      "Only sorted=True is supported", "same"),
-    ("TopKV2", [ph(X4), i32(2)], {"T": "float", "sorted": True},
+    ("TopKV2", [ph(X4), i32(2)], {"T": "float", "sorted": True}, None, None),  # one element
+    ("TopKV2", [ph(X4), i32(2, 3)], {"T": "float", "sorted": True},
      "k value of TopK should be a scalar", "same"),
     # --- Softmax, Select, fill-likes
     ("Softmax", [ph((-1, 10))], F, None, None),
@@ -212,8 +214,8 @@ CASES = [
      "got kFLOAT."),
     ("Fill", [ph((2,), "int32"), const(np.float32(0))], F, ib_only("Fill"), None),
     ("Fill", [ph((2,), "float"), const(np.float32(0))], F, ib_only("Fill"),
-     "The 'in0' parameter of Fill operation in n is expected to be of type kINT32 type, got "
-     "kFLOAT."),
+     "The dims parameter of Fill operation in n is expected to be of type kINT32 type, got "
+     "kFLOAT"),
     ("Range", [const(np.int32(0)), const(np.int32(5)), const(np.int32(0))], {"Tidx": "int32"},
      ib_only("Range"), "The delta parameter of Range operation cannot be equal to 0"),
     ("ZerosLike", [ph(X4)], F, ib_only("ZerosLike"), None),

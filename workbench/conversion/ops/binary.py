@@ -23,22 +23,17 @@ LOGICAL = ("LogicalAnd", "LogicalOr")
 
 
 def _binary(ctx: Ctx) -> None:
+    """ConvertBinaryImpl: both-constant check, the implicit-batch check (comparisons and
+    logical ops), the both-tensors check (logical ops), then the broadcast check."""
     left, right = ctx.inputs[0], ctx.inputs[1]
     if left.is_weights and right.is_weights:
         fail(f"Constant folding is falled back to TensorFlow, binary op '{ctx.op}' received both "
              "input as constant")
-    check_broadcast(left, right, ctx.ib)
-
-
-def _comparison(ctx: Ctx) -> None:
-    reject_implicit_batch(ctx, "Binary")
-    _binary(ctx)
-
-
-def _logical(ctx: Ctx) -> None:
-    reject_implicit_batch(ctx, "Binary")
-    if not (ctx.inputs[0].is_tensor and ctx.inputs[1].is_tensor):
+    if ctx.op in COMPARISONS or ctx.op in LOGICAL:
+        reject_implicit_batch(ctx, "Binary")
+    if ctx.op in LOGICAL and not (left.is_tensor and right.is_tensor):
         fail(f"Both inputs  of '{ctx.op}' are expected to be tensors")  # sic: two spaces
+    check_broadcast(left, right, ctx.ib)
 
 
 def _squared_difference(ctx: Ctx) -> None:
@@ -63,9 +58,9 @@ def _bias_add(ctx: Ctx) -> None:
 
 def _rules() -> dict[str, Rule]:
     rules = {op: structured(_binary, dtypes=FLOAT_HALF_INT32, roles=XY_ANY) for op in ARITHMETIC}
-    rules.update({op: structured(_comparison, dtypes=FLOAT_HALF_INT32, roles=XY_ANY)
+    rules.update({op: structured(_binary, dtypes=FLOAT_HALF_INT32, roles=XY_ANY)
                   for op in COMPARISONS})
-    rules.update({op: structured(_logical, dtypes=None, roles=XY_ANY) for op in LOGICAL})
+    rules.update({op: structured(_binary, dtypes=None, roles=XY_ANY) for op in LOGICAL})
     rules["SquaredDifference"] = legacy(_squared_difference, roles=XY_TENSOR)
     rules["AddN"] = legacy(_add_n)
     rules["BiasAdd"] = legacy(_bias_add, roles=(("value", ANY), ("bias", ANY)))

@@ -33,11 +33,16 @@ def _einsum(ctx: Ctx) -> None:
     if len(ctx.inputs) > 2:
         fail(f"Einsum supports at most two inputs, at {ctx.name}")
     equation = str(ctx.attr("equation", ""))
+    if equation.count("->") != 1:
+        fail(f"Expecting exactly one '->' in einsum equation: {equation}")
     lhs, _, out = equation.replace(" ", "").partition("->")
     terms = lhs.split(",")
-    # IEinsumLayer (TRT >= 8.2) has no ellipsis, no diagonal or in-input reduction, and needs an
-    # explicit, non-empty output.
-    if ("." in equation or not out or any(len(set(t)) != len(t) for t in terms)):
+    labels = set(lhs + out) - {",", "."}
+    # ValidateEinsumEquation (TRT >= 8.2's IEinsumLayer): no ellipsis, no label repeated in an
+    # input, some output label, and no outer product: two inputs whose two labels (in the
+    # whole equation) both appear in the output.
+    if ("." in equation or not out or any(len(set(t)) != len(t) for t in terms)
+            or (len(terms) == 2 and len(labels) == 2 and all(out.count(c) == 1 for c in labels))):
         fail("No conversion for einsum equation.")
 
 

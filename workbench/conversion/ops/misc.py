@@ -19,7 +19,6 @@ from workbench.conversion.operands import (
     const_weights,
     expect_shape_tensor,
     fail,
-    input_name,
     reject_implicit_batch,
 )
 from workbench.conversion.ops.rule import (
@@ -53,19 +52,47 @@ def _fill(ctx: Ctx) -> None:
     reject_implicit_batch(ctx)
     dtype = ctx.inputs[0].dtype
     if dtype != "int32":
-        # Worded like check_type() in convert_nodes.cc (fill_ops.cc not re-read).
-        fail(f"The '{input_name(ctx, 0)}' parameter of Fill operation in {ctx.name} is expected "
-             f"to be of type kINT32 type, got {TRT_TYPE_NAMES.get(dtype, dtype)}.")
+        fail(f"The dims parameter of Fill operation in {ctx.name} is expected to be of type "
+             f"kINT32 type, got {TRT_TYPE_NAMES.get(dtype, dtype)}")
+
+
+RANGE_ARGS = ("start", "limit", "delta")
 
 
 def _range(ctx: Ctx) -> None:
+    """ConvertRange's checks, in its order (fill_ops.cc)."""
     reject_implicit_batch(ctx)
-    delta = ctx.inputs[2]
-    if any(o.is_tensor for o in ctx.inputs) and any(o.dtype != "int32" for o in ctx.inputs):
-        fail(f"All parameters of Range operation in {ctx.name} are expected to be of type "
-             "kINT32 when at least one of them is a tensor")
-    if delta.is_weights and float(np.asarray(delta.value).reshape(-1)[0]) == 0:
-        fail("The delta parameter of Range operation cannot be equal to 0")
+    values = [_range_value(ctx, i) for i in range(3)]
+    all_weights = all(o.is_weights for o in ctx.inputs)
+    if not all_weights and any(o.dtype != "int32" for o in ctx.inputs):
+        fail("When at least one of parameters (start, limit, delta) of Range operation in "
+             f"{ctx.name} is passed as a tensor, they must all be of type kINT32")
+    start, limit, delta = values
+    if ctx.inputs[2].is_weights:
+        if delta == 0:
+            fail("The delta parameter of Range operation cannot be equal to 0")
+        if not all_weights and delta < 0:
+            fail("The delta parameter of Range operation cannot be negative, when one of "
+                 f"(start, limit) is passed as a tensor, but got {delta:g}")
+    for arg, operand in zip(RANGE_ARGS, ctx.inputs, strict=True):
+        if operand.dims != (1,):  # so a scalar constant fails too
+            fail(f"Dimension for '{arg}' of Range operator should be equal to 1")
+    if all_weights and (limit - start) / delta < 0:
+        fail(f"For parameters (start, limit) = ({start:.2f}, {limit:.2f}) of the Range "
+             f"operation delta cannot be {'negative' if start < limit else 'positive'}, "
+             f"got {delta:.2f}")
+
+
+def _range_value(ctx: Ctx, index: int) -> np.float32:
+    """A constant argument's first element as float32 (what TF-TRT computes with)."""
+    operand = ctx.inputs[index]
+    if operand.is_tensor:
+        return np.float32(0)
+    if operand.dtype not in FLOAT_HALF_INT32:
+        fail(f"Unsupported data type {TRT_TYPE_NAMES.get(operand.dtype, operand.dtype)} used "
+             f"for '{RANGE_ARGS[index]}'")
+    flat = np.asarray(operand.value).reshape(-1)
+    return np.float32(flat[0]) if flat.size else np.float32(0)
 
 
 def _resize(ctx: Ctx) -> None:

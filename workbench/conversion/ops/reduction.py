@@ -32,9 +32,9 @@ def _arg_min_max(ctx: Ctx) -> None:
 def _top_k(ctx: Ctx) -> None:
     if not ctx.attr("sorted", True):
         fail("Only sorted=True is supported")
-    if ctx.ib and ctx.inputs[0].nb_dims < 1:
+    if ctx.inputs[0].nb_dims < 1:  # in both modes: a 0-D input has no axis to sort
         fail("TensorRT TopK cannot apply on batch dimension")
-    if np.asarray(ctx.inputs[1].value).ndim != 0:
+    if np.asarray(ctx.inputs[1].value).size != 1:  # one element, whatever its shape
         fail("k value of TopK should be a scalar")
 
 

@@ -22,6 +22,7 @@ from workbench.conversion.operands import (
     volume,
 )
 from workbench.conversion.ops.rule import FLOAT_HALF_INT32, Check, legacy, structured
+from workbench.conversion.ops.slicing import batch_size, strided_slice_helper
 
 LEGACY_DTYPES = FLOAT_HALF_INT32  # printed in enum order: [float, int32, half]
 
@@ -140,6 +141,15 @@ def _split_helper(ctx: Ctx, value: Operand, tf_axis: int, num: int, squeeze: boo
         fail(f"Dimension {tf_axis} has size {size} which is not equal to num of {num}")
     if size % num:
         fail(f"Dimension {tf_axis} of size {size} is not evenly divisible by {num}")
+    # Each piece is a slice of the whole input (TF shape: the batch size, then the TRT dims),
+    # sliced without a slice spec; every piece fails alike, so the first one stands for all.
+    sizes = [*value.dims[:trt_axis], size // num, *value.dims[trt_axis + 1:]]
+    if ctx.ib:
+        shape, sizes = (max(-1, batch_size(value)), *value.dims), [1, *sizes]
+    else:
+        shape = value.dims
+    strided_slice_helper(ctx, shape, [0] * len(sizes), sizes, [1] * len(sizes),
+                         has_spec=False)
 
 
 def _concat(ctx: Ctx) -> None:

@@ -17,27 +17,25 @@ ACTIVATIONS = (
 )
 
 
-def _at_least_one_dim(kind: str):
-    def check(ctx: Ctx) -> None:
-        if ctx.inputs[0].nb_dims < 1:
-            fail(f"At least 1 dimension is required for {kind} operation '{ctx.op}'")
-    return check
+def _at_least_one_dim(ctx: Ctx) -> None:
+    if ctx.inputs[0].nb_dims < 1:
+        fail(f"At least 1 dimension is required for UNARY operation '{ctx.op}'")
 
 
 def _explicit_batch_unary(ctx: Ctx) -> None:
+    """Round, Sign, LogicalNot: the dims check comes before the implicit-batch check."""
+    _at_least_one_dim(ctx)
     reject_implicit_batch(ctx, "Unary")
 
 
 def _activation(ctx: Ctx) -> None:
-    # The activation converter shares the unary converter's dims check; its kind word is our
-    # reading of the source (the spec gives no text).
-    _at_least_one_dim("ACTIVATION")(ctx)
+    _at_least_one_dim(ctx)  # shared with the unary converter, so its message says UNARY
     if ctx.op == "LeakyRelu" and not ctx.node.has_attr("alpha"):
         fail(f"Attribute alpha of {ctx.op} not found, at {ctx.name}")
 
 
 def _rules() -> dict[str, Rule]:
-    rules = {op: structured(_at_least_one_dim("UNARY"), dtypes=UNARY_DTYPES, roles=X)
+    rules = {op: structured(_at_least_one_dim, dtypes=UNARY_DTYPES, roles=X)
              for op in UNARY_OPS}
     rules["Round"] = structured(_explicit_batch_unary, dtypes=UNARY_DTYPES, roles=X)
     rules["Sign"] = structured(_explicit_batch_unary, dtypes=(*UNARY_DTYPES, "int32"), roles=X)
