@@ -183,3 +183,23 @@ def test_cli_frozen_graph_def(tiny_frozen_pb: Path) -> None:
     document = json.loads(done.stdout)
     assert document["total_nodes"] > 0
     assert {u["name"] for u in document["unconverted"]} >= {"x", "y"}
+
+
+def test_disabling_non_trt_optimizers_shows_the_graph_before_grappler() -> None:
+    """TF-TRT's `_test_only_disable_non_trt_optimizers` (trt_convert.py): with it, no Grappler
+    pass but TensorRTOptimizer runs (no pruning, constant folding or dependency optimizer).
+    On digits_cnn the batch norms stay unfolded (Rsqrt of variance + epsilon, fed by weights),
+    and the Identity nodes freezing left stay in the graph."""
+    path = sample_models.build("digits_cnn")
+    graphs, results = {}, {}
+    for flag in (False, True):
+        converter = trt.TrtGraphConverterV2(input_saved_model_dir=str(path))
+        converter._test_only_disable_non_trt_optimizers = flag
+        converter.convert()
+        graphs[flag] = converter.session.prepared().graph
+        results[flag] = converter.result
+    ops = {flag: [n.op for n in graph.real_nodes] for flag, graph in graphs.items()}
+    assert "Rsqrt" not in ops[False] and ops[True].count("Rsqrt") == 2
+    assert ops[False].count("Identity") == 1 and ops[True].count("Identity") > 20
+    assert len(ops[True]) > 2 * len(ops[False])
+    assert results[True].percent_converted < results[False].percent_converted

@@ -128,6 +128,9 @@ class TrtGraphConverterV2:
         self._calibration_input_fn: Callable | None = None
         self._calibrated = False
         self._built = False
+        # TF-TRT's testing field: True skips Grappler's non-TensorRT passes (constant folding,
+        # layout, pruning, ...), so the segmenter sees the frozen graph as it is.
+        self._test_only_disable_non_trt_optimizers = False
 
     @property
     def params(self) -> ConversionParams:
@@ -156,7 +159,8 @@ class TrtGraphConverterV2:
         del fields["denylist"], fields["max_engines"]
         self._params = params_from_environment(**fields)
         self._session = ConversionSession.open(
-            self._model, self._signature_key, self._tags, self._output_node_names
+            self._model, self._signature_key, self._tags, self._output_node_names,
+            disable_non_trt_optimizers=self._test_only_disable_non_trt_optimizers,
         )
         self._result = self._session.convert(self._params)
         _log_nonconversion_report(self._result)

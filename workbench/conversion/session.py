@@ -28,8 +28,9 @@ EXPLICIT_QUANTIZATION_OPS = frozenset({"QuantizeAndDequantizeV2"})
 class ConversionSession:
     """Converts one loaded model for any `ConversionParams`, caching the expensive steps."""
 
-    def __init__(self, loaded: LoadedModel):
+    def __init__(self, loaded: LoadedModel, disable_non_trt_optimizers: bool = False):
         self.loaded = loaded
+        self.disable_non_trt_optimizers = disable_non_trt_optimizers  # TF-TRT's test-only flag
         self._optimized: OptimizedGraph | None = None
         self._prepared: dict[bool, PreparedGraph] = {}
         self._segmentations: dict[tuple, Segmentation] = {}
@@ -43,18 +44,19 @@ class ConversionSession:
         tags: Sequence[str] | None = None,
         output_node_names: Sequence[str] | None = None,
         input_node_names: Sequence[str] | None = None,
+        disable_non_trt_optimizers: bool = False,
     ) -> ConversionSession:
         """Loads `model` (SavedModel dir, Keras model or `.keras`, frozen `.pb`)."""
         start = time.perf_counter()
         loaded = load_model(model, signature_key, tags, output_node_names, input_node_names)
-        session = cls(loaded)
+        session = cls(loaded, disable_non_trt_optimizers)
         session.timings["load_s"] = time.perf_counter() - start
         return session
 
     @property
     def optimized(self) -> OptimizedGraph:
         if self._optimized is None:
-            self._optimized = optimize(self.loaded)
+            self._optimized = optimize(self.loaded, self.disable_non_trt_optimizers)
             self.timings.update(self._optimized.timings)
         return self._optimized
 

@@ -52,8 +52,12 @@ class PreparedGraph:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def optimize(loaded: LoadedModel) -> OptimizedGraph:
-    """Freezes the signature function and runs TF-TRT's Grappler configuration once."""
+def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False) -> OptimizedGraph:
+    """Freezes the signature function and runs TF-TRT's Grappler configuration once.
+
+    `disable_non_trt_optimizers` is TF-TRT's `_test_only_disable_non_trt_optimizers`: every
+    Grappler pass but TF-TRT's own is switched off, so the segmenter sees the frozen graph.
+    """
     from tensorflow.python.framework import convert_to_constants
 
     timings: dict[str, float] = {}
@@ -71,7 +75,7 @@ def optimize(loaded: LoadedModel) -> OptimizedGraph:
     outputs = [t.name for t in frozen.outputs]
     fetches = inputs + outputs
     start = time.perf_counter()
-    optimized = run_grappler(graph_def, fetches)
+    optimized = run_grappler(graph_def, fetches, disable_non_trt_optimizers)
     timings["grappler_s"] = time.perf_counter() - start
     return OptimizedGraph(
         graph_def=optimized,
@@ -100,21 +104,51 @@ def finish(optimized: OptimizedGraph, precision_mode: str = "FP32") -> PreparedG
     return PreparedGraph(graph, graph_def, optimized, exclude, timings)
 
 
-def prepare(loaded: LoadedModel, precision_mode: str = "FP32") -> PreparedGraph:
+def prepare(loaded: LoadedModel, precision_mode: str = "FP32",
+            disable_non_trt_optimizers: bool = False) -> PreparedGraph:
     """`optimize` then `finish`: the whole preparation for one precision."""
-    return finish(optimize(loaded), precision_mode)
+    return finish(optimize(loaded, disable_non_trt_optimizers), precision_mode)
 
 
-def run_grappler(graph_def: Any, fetches: list[str]) -> Any:
-    """One Grappler meta-iteration with TF-TRT's optimizer list, remapping off."""
+def run_grappler(graph_def: Any, fetches: list[str],
+                 disable_non_trt_optimizers: bool = False) -> Any:
+    """One Grappler meta-iteration with TF-TRT's optimizer list, remapping off; or, with
+    `disable_non_trt_optimizers`, TF-TRT's test-only config where no Grappler pass runs."""
     from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
-    from tensorflow.python.grappler import tf_optimizer
 
     config = config_pb2.ConfigProto()
     rewrite = config.graph_options.rewrite_options
     rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
     rewrite.remapping = rewriter_config_pb2.RewriterConfig.OFF
-    rewrite.optimizers.extend(GRAPPLER_OPTIMIZERS)
+    if disable_non_trt_optimizers:
+        _disable_non_trt_optimizers(rewrite)
+    else:
+        rewrite.optimizers.extend(GRAPPLER_OPTIMIZERS)
+    return _optimize_graph(config, graph_def, fetches)
+
+
+def _disable_non_trt_optimizers(rewrite: Any) -> None:
+    """The toggles TF-TRT's `disable_non_trt_optimizers_in_rewriter_config` sets (with no
+    optimizer list, Grappler's defaults apply, and these turn every one of them off)."""
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    off = rewriter_config_pb2.RewriterConfig.OFF
+    for toggle in ("arithmetic_optimization", "auto_mixed_precision", "constant_folding",
+                   "debug_stripper", "dependency_optimization", "function_optimization",
+                   "implementation_selector", "layout_optimizer", "loop_optimization",
+                   "pin_to_host_optimization", "remapping", "scoped_allocator_optimization",
+                   "shape_optimization"):
+        setattr(rewrite, toggle, off)
+    rewrite.auto_parallel.enable = False
+    rewrite.disable_meta_optimizer = False
+    rewrite.disable_model_pruning = True
+    rewrite.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
+    rewrite.min_graph_nodes = -1
+
+
+def _optimize_graph(config: Any, graph_def: Any, fetches: list[str]) -> Any:
+    from tensorflow.python.grappler import tf_optimizer
+
     try:
         return tf_optimizer.OptimizeGraph(config, _meta_graph(graph_def, fetches))
     except Exception as exc:
