@@ -1,6 +1,7 @@
 """`resnet50` and `mobilenet_v2`: Keras architectures with seeded random weights.
 
-Random weights (`weights=None`) keep the build offline; the graphs are what TF-TRT cares about.
+Random weights (`weights=None`) keep the build offline; the graphs are what TF-TRT cares about,
+so biases and batch-norm statistics get trained-looking values (`export.trained_looking`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ ARCHITECTURES = {
 
 def model(name: str) -> keras.Model:
     export.seed_everything()
-    return ARCHITECTURES[name](weights=None, input_shape=(224, 224, 3))
+    net = ARCHITECTURES[name](weights=None, input_shape=(224, 224, 3))
+    export.trained_looking(net)
+    return net
 
 
 def make(recipe: Recipe, directory: Path) -> None:

@@ -94,6 +94,7 @@ def model() -> TinyBert:
     net = TinyBert()
     ids = np.zeros((1, 4), dtype=np.int32)
     net(ids, np.ones_like(ids), ids)  # create the variables eagerly, before any tracing
+    export.trained_looking(net)
     return net
 
 

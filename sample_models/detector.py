@@ -94,6 +94,7 @@ def model() -> DetectorNet:
     export.seed_everything()
     net = DetectorNet()
     net(np.zeros((1, IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.float32))  # create variables eagerly
+    export.trained_looking(net)
     return net
 
 

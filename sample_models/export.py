@@ -20,6 +20,30 @@ def seed_everything(seed: int = SEED) -> None:
     keras.utils.set_random_seed(seed)
 
 
+# Variables an untrained Keras model leaves at 0 (shifts) or 1 (scales), by their last name.
+_SHIFTS = ("bias", "beta", "moving_mean")
+_SCALES = ("gamma", "moving_variance")
+
+
+def trained_looking(model: keras.Model, seed: int = SEED) -> None:
+    """Give every bias, normalization shift and statistic a small seeded non-zero value.
+
+    A freshly initialized model has them all at 0 or 1, and Grappler then folds each BiasAdd
+    and batch-norm add into an Identity, which a trained model's graph never shows. Scales
+    stay near 1 and variances positive, so activations keep their size.
+    """
+    rng = np.random.default_rng(seed)
+    for variable in sorted(model.variables, key=lambda v: v.path):
+        kind = variable.path.rsplit("/", 1)[-1]
+        if kind in _SHIFTS:
+            value = rng.normal(0.0, 0.05, variable.shape)
+        elif kind in _SCALES:
+            value = rng.uniform(0.8, 1.2, variable.shape)
+        else:
+            continue
+        variable.assign(value.astype(variable.dtype))
+
+
 def tensor_spec(name: str, spec: Spec) -> tf.TensorSpec:
     return tf.TensorSpec(spec.shape, tf.as_dtype(spec.dtype), name=name)
 

@@ -64,10 +64,11 @@ RECIPES: dict[str, Recipe] = {
             outputs={"logits": Spec("float32", (None, DIGITS_CLASSES))},
             keras=True, files=(DATA_FILE,),
         ),
-        Recipe("resnet50", 1, "applications", keras=True, **_IMAGENET_IO),
-        Recipe("mobilenet_v2", 1, "applications", keras=True, **_IMAGENET_IO),
+        # v2 of the untrained samples: trained-looking biases and batch-norm statistics.
+        Recipe("resnet50", 2, "applications", keras=True, **_IMAGENET_IO),
+        Recipe("mobilenet_v2", 2, "applications", keras=True, **_IMAGENET_IO),
         Recipe(
-            "tiny_bert", 1, "bert",
+            "tiny_bert", 2, "bert",
             inputs={
                 "input_word_ids": Spec("int32", (None, None)),
                 "input_mask": Spec("int32", (None, None)),
@@ -79,7 +80,7 @@ RECIPES: dict[str, Recipe] = {
             },
         ),
         Recipe(
-            "detector", 1, "detector",
+            "detector", 2, "detector",
             inputs={"images": Spec("uint8", (None, 64, 64, 3))},
             outputs={
                 "boxes": Spec("float32", (None, DETECTOR_MAX_DETECTIONS, 4)),
