@@ -203,3 +203,11 @@ def test_disabling_non_trt_optimizers_shows_the_graph_before_grappler() -> None:
     assert ops[False].count("Identity") == 1 and ops[True].count("Identity") > 20
     assert len(ops[True]) > 2 * len(ops[False])
     assert results[True].percent_converted < results[False].percent_converted
+
+
+def test_resnet50_graph_looks_trained() -> None:
+    """With `weights=None` every bias and batch-norm shift is 0, and Grappler folded each
+    BiasAdd and batch-norm add into an Identity (recipe v1: 108 Identity nodes, no BiasAdd in
+    362 nodes). Seeded non-zero values keep them, as in a trained ResNet-50."""
+    ops = [n.op for n in session_for("resnet50").prepared().graph.real_nodes]
+    assert ops.count("BiasAdd") == 54 and ops.count("Identity") == 1 and len(ops) == 503

@@ -125,13 +125,13 @@ def test_tiny_bert_sweep() -> None:
     rec = recommend_minimum_segment_size(sweep, current=3)
     at = {r.params["minimum_segment_size"]: r for r in sweep}
     sizes = sorted(e.effective_size for e in at[3].engines)
-    # Implicit batch cuts the encoder into small pieces: 7 engines, two of them 3 nodes.
-    assert sizes == [3, 3, 11, 11, 11, 11, 15]
-    assert rec.moderate == math.ceil(sum(sizes) / len(sizes)) == 10
-    # The 15-node engine alone survives from 12 to 15; 12 is the value nearest to 3.
-    assert [len(at[t].engines) for t in (11, 12, 15, 16)] == [5, 1, 1, 0]
-    assert rec.fewest_engines == 12 and rec.current == 3
-    moderate = at[10]
+    # Implicit batch cuts the encoder into small pieces: 13 engines, five of them 3 nodes.
+    assert sizes == [3, 3, 3, 3, 3, 4, 4, 5, 13, 13, 13, 13, 13]
+    assert rec.moderate == math.ceil(sum(sizes) / len(sizes)) == 8
+    # The five 13-node engines alone survive from 6 to 13; 6 is the value nearest to 3.
+    assert [len(at[t].engines) for t in (5, 6, 13, 14)] == [6, 5, 5, 0]
+    assert rec.fewest_engines == 6 and rec.current == 3
+    moderate = at[8]
     assert f"{len(moderate.engines)} engines, {moderate.percent_converted:.2f}%" in (
         rec.notes["moderate"]
     )

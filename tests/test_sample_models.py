@@ -325,3 +325,18 @@ def test_detector_outputs_are_valid_detections(cheap_root):
     assert ((boxes >= 0) & (boxes <= 1)).all()  # clip_boxes=True
     assert (boxes[..., 2] >= boxes[..., 0]).all() and (boxes[..., 3] >= boxes[..., 1]).all()
     assert set(np.unique(out["classes"].numpy())) <= {0.0, 1.0, 2.0}
+
+
+# --- trained-looking weights ---------------------------------------------------------------
+
+
+def test_untrained_models_get_trained_looking_biases():
+    """`weights=None`/fresh layers leave every bias at 0, which Grappler folds away (a BiasAdd
+    of zeros becomes an Identity); the untrained recipes give them small seeded values."""
+    from sample_models import detector
+
+    net = detector.model()
+    biases = [np.asarray(v) for v in net.variables if v.path.endswith("/bias")]
+    assert len(biases) == 7 and all(np.abs(b).max() > 0 for b in biases)
+    again = [np.asarray(v) for v in detector.model().variables if v.path.endswith("/bias")]
+    assert all(np.array_equal(a, b) for a, b in zip(biases, again, strict=True))
