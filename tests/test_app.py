@@ -27,7 +27,7 @@ def engines_line(app: Workbench) -> str:
 
 def test_loads_and_shows_every_tab(app: Workbench) -> None:
     assert app.error is None and app.result is not None
-    assert "[*] Total number of TensorRT engines: 2" in app.summary.value
+    assert "[*] Total number of TensorRT engines: 3" in app.summary.value
     assert "Op histogram per engine" in app.summary.value and "<td>Conv2D</td>" in app.summary.value
     assert "CombinedNonMaxSuppression" in app.nonconversion.value
     assert "Cannot Convert Bilinear Resize when align_corners=False" in app.nonconversion.value
@@ -41,9 +41,9 @@ def test_loads_and_shows_every_tab(app: Workbench) -> None:
 
 def test_slider_updates_summary_chart_and_graph(app: Workbench) -> None:
     svg_before, sweep_before = app.svg, app.figures["sweep"]
-    app.controls.minimum_segment_size.value = 12
+    app.controls.minimum_segment_size.value = 20  # the detector's engines: 17, 19, 25 nodes
     assert "[*] Total number of TensorRT engines: 1" in engines_line(app)
-    assert app.result.params["minimum_segment_size"] == 12
+    assert app.result.params["minimum_segment_size"] == 20
     assert app.svg != svg_before and "TRTEngineOp_000_001" not in app.svg
     assert app.figures["sweep"] is not sweep_before
     assert app.timings["summary_and_charts_ms"] > 0
@@ -75,13 +75,13 @@ def test_graph_views(app: Workbench) -> None:
 
 def test_runs_survive_a_new_app_and_compare(app: Workbench, tmp_path: Path) -> None:
     app.keep_run("default")
-    app.controls.minimum_segment_size.value = 12
+    app.controls.minimum_segment_size.value = 20
     app.keep_run("large segments only")
     again = Workbench(sample_models.build("detector"), store=tmp_path / "runs",
                       background=False)
     table = again.store.table()
     assert list(table["name"]) == ["default", "large segments only"]
-    assert list(table["engines"]) == [2, 1]
+    assert list(table["engines"]) == [3, 1]
     assert "large segments only" in again.runs_table.value and "runs" in again.figures
 
 
