@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    _quiet_tensorflow()
+    _quiet_tensorflow(getattr(args, "debug", False))
     try:
         return args.run(args)
     except WorkbenchError as exc:
@@ -399,16 +399,22 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def _quiet_tensorflow() -> None:
-    """TensorFlow's start-up chatter would bury the report (and break --json consumers)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def _quiet_tensorflow(debug: bool) -> None:
+    """TensorFlow's chatter would bury the report (and break --json consumers): stderr is ours
+    alone on any CPU, unless --debug, which keeps everything."""
+    from workbench import quiet
+
+    if debug:
+        quiet.uninstall()
+        return
+    quiet.install(level=len(quiet.SEVERITIES) - 1)  # at import: only fatal lines pass
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # after it: TensorFlow's own filter
     import logging
     import warnings
 
     warnings.filterwarnings("ignore")
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     logging.getLogger("absl").setLevel(logging.ERROR)
-
 
 
 if __name__ == "__main__":
