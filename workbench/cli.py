@@ -81,6 +81,14 @@ def _parser() -> argparse.ArgumentParser:
     _add_validate_command(commands)
     _add_check_command(commands)
     _add_inspect_command(commands)
+    doctor = commands.add_parser(
+        "doctor", help="what this machine can run: TensorFlow, TF-TRT, TensorRT, GPUs, engine "
+                       f"backends, Graphviz, Chromium (exit {EXIT_INTERNAL} when the workbench "
+                       "cannot run)")
+    doctor.add_argument("--json", action="store_true",
+                        help="print exactly one JSON document on stdout")
+    doctor.add_argument("--debug", action="store_true", help="show tracebacks")
+    doctor.set_defaults(run=_run_doctor)
     return parser
 
 
@@ -327,6 +335,16 @@ def _run_inspect(args: argparse.Namespace) -> int:
     if exported is not None and exported.empty:
         print("no saved engines to export (TF-TRT builds them at run time)")
     return 0
+
+
+def _run_doctor(args: argparse.Namespace) -> int:
+    import json
+
+    from workbench.diagnosis import doctor
+
+    diagnosis = doctor()
+    print(json.dumps(diagnosis.to_dict()) if args.json else diagnosis)
+    return 0 if diagnosis.can_run else EXIT_INTERNAL
 
 
 def _run_check(args: argparse.Namespace) -> int:
