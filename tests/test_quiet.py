@@ -86,3 +86,21 @@ def test_cli_debug_keeps_everything(tiny_saved_model: Path) -> None:
                    env=NOISY_TENSORFLOW)
     assert done.returncode == 2
     assert "oneDNN custom operations are on" in done.stderr and "Traceback" in done.stderr
+
+
+@pytest.mark.slow
+def test_notebook_cell_shows_no_chatter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ipykernel forwards fd 2 to the cell's output: importing TensorFlow after workbench (as
+    `import sample_models` does) adds nothing there."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)  # the kernel inherits these
+    for name, value in NOISY_TENSORFLOW.items():
+        monkeypatch.setenv(name, value)
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(
+        "import workbench\nimport tensorflow as tf\nprint(tf.__version__)")]
+    NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    assert [o.get("name") for o in outputs] == ["stdout"], outputs
