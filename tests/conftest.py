@@ -65,27 +65,24 @@ def tiny_frozen_pb(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Runs `workbench ...` as a user would, in a fresh process."""
+    """Runs `workbench ...` as a user would, in a fresh process: without TF_CPP_MIN_LOG_LEVEL
+    (unless `env` sets it), so TensorFlow's start-up chatter is ours to keep off stderr."""
     return subprocess.run(
         [sys.executable, "-m", "workbench.cli", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
+        env=user_environment(env),
         timeout=600,
     )
 
 
-def fixture_path(name: str = "") -> Path:
-    """A trtexec fixture folder (shared/, beside the repo); skipped locally when the fixtures
-    are absent, failed on CI, where they must be."""
-    from workbench.profiling.trtexec import fixtures_dir
+def user_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the TF_CPP_MIN_LOG_LEVEL the suite sets, plus `extra`."""
+    base = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    return {**base, **(extra or {})}
 
-    root = fixtures_dir()
-    if root is None:
-        reason = ("trtexec fixtures not found at ../shared/fixtures/trtexec "
-                  "(set WORKBENCH_TRTEXEC_FIXTURES)")
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return root / name
+
+# TensorFlow prints its oneDNN notice at import on any x86 CPU with this, not only on those
+# (AVX-512) where oneDNN is on by default: tests of a clean stderr use it so they test on any CPU.
+NOISY_TENSORFLOW = {"TF_ENABLE_ONEDNN_OPTS": "1"}

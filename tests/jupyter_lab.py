@@ -23,7 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-CHROMIUM = Path("/usr/bin/chromium")
+from workbench.diagnosis import chromium_path
+
+# The Chromium `workbench doctor` finds (Debian's package); the test skips without one.
+CHROMIUM = Path(chromium_path() or "/usr/bin/chromium")
 
 # This machine reaches nothing but package registries: without these flags Chromium waits on
 # network services (component updates, sync, QUIC probes) or fills the log with retries.

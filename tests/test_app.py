@@ -37,6 +37,9 @@ def test_loads_and_shows_every_tab(app: Workbench) -> None:
     assert set(app.figures) >= {"sweep", "engine_sizes"}
     assert not any(w.disabled for w in app.controls.all if w is not app.controls.profile_strategy)
     assert "Conv2D" in app.controls.denylist.allowed_tags
+    assert app.machine is not None and app.machine.can_run  # the footer: workbench.doctor()
+    assert "TensorFlow 2." in app.footer.value and "engines: onnxruntime on CPU" in app.footer.value
+    assert "dot 2." in app.footer.value and "Chromium" in app.footer.value  # its title: all
 
 
 def test_slider_updates_summary_chart_and_graph(app: Workbench) -> None:
@@ -100,6 +103,7 @@ def test_bad_model_path_shows_the_error_in_the_app(tmp_path: Path) -> None:
     app = Workbench(tmp_path / "no-such-model", store=tmp_path / "runs", background=False)
     assert app.result is None and "No such path" in app.error
     assert "Could not load the model" in app.summary.value
+    assert "TensorFlow 2." in app.footer.value  # the machine's facts, whatever the model
     assert all(w.disabled for w in app.controls.all)
 
 

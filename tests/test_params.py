@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import NOISY_TENSORFLOW, run_cli
 
 from workbench import trt_convert as trt
 from workbench.conversion.params import ConversionParams, params_from_environment
@@ -127,7 +127,7 @@ def test_cli_bad_parameters(flags: list[str], message: str, tiny_saved_model: Pa
 def test_cli_bad_model(extra: list[str], message: str, tiny_saved_model: Path,
                        tmp_path: Path) -> None:
     model = str(tmp_path / "missing") if not extra else str(tiny_saved_model)
-    done = run_cli("convert", model, *extra)
+    done = run_cli("convert", model, *extra, env=NOISY_TENSORFLOW)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr

@@ -2,10 +2,16 @@
 
 `workbench.load(dir)` reloads a converted model saved by `TrtGraphConverterV2.save()` with its
 engines; `workbench.inspect_tftrt(dir)` reads a model TF-TRT itself converted (its engines,
-summary and saved plans). Both are imported on first use so `import workbench` stays light.
+summary and saved plans); `workbench.doctor()` says what this machine can run. They are
+imported on first use so `import workbench` stays light; it only keeps TensorFlow's
+import-time chatter off stderr (`workbench.quiet`).
 """
 
 from typing import Any
+
+from workbench import quiet
+
+quiet.install()
 
 
 def __getattr__(name: str) -> Any:
@@ -17,4 +23,8 @@ def __getattr__(name: str) -> Any:
         from workbench.engines.tftrt_graph import inspect_tftrt
 
         return inspect_tftrt
+    if name == "doctor":
+        from workbench.diagnosis import doctor
+
+        return doctor
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")

@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    _quiet_tensorflow()
+    _quiet_tensorflow(getattr(args, "debug", False))
     try:
         return args.run(args)
     except WorkbenchError as exc:
@@ -81,6 +81,14 @@ def _parser() -> argparse.ArgumentParser:
     _add_validate_command(commands)
     _add_check_command(commands)
     _add_inspect_command(commands)
+    doctor = commands.add_parser(
+        "doctor", help="what this machine can run: TensorFlow, TF-TRT, TensorRT, GPUs, engine "
+                       f"backends, Graphviz, Chromium (exit {EXIT_INTERNAL} when the workbench "
+                       "cannot run)")
+    doctor.add_argument("--json", action="store_true",
+                        help="print exactly one JSON document on stdout")
+    doctor.add_argument("--debug", action="store_true", help="show tracebacks")
+    doctor.set_defaults(run=_run_doctor)
     return parser
 
 
@@ -329,6 +337,16 @@ def _run_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_doctor(args: argparse.Namespace) -> int:
+    import json
+
+    from workbench.diagnosis import doctor
+
+    diagnosis = doctor()
+    print(json.dumps(diagnosis.to_dict()) if args.json else diagnosis)
+    return 0 if diagnosis.can_run else EXIT_INTERNAL
+
+
 def _run_check(args: argparse.Namespace) -> int:
     import json
 
@@ -399,16 +417,22 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def _quiet_tensorflow() -> None:
-    """TensorFlow's start-up chatter would bury the report (and break --json consumers)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def _quiet_tensorflow(debug: bool) -> None:
+    """TensorFlow's chatter would bury the report (and break --json consumers): stderr is ours
+    alone on any CPU, unless --debug, which keeps everything."""
+    from workbench import quiet
+
+    if debug:
+        quiet.uninstall()
+        return
+    quiet.install(level=len(quiet.SEVERITIES) - 1)  # at import: only fatal lines pass
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # after it: TensorFlow's own filter
     import logging
     import warnings
 
     warnings.filterwarnings("ignore")
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     logging.getLogger("absl").setLevel(logging.ERROR)
-
 
 
 if __name__ == "__main__":

@@ -171,7 +171,14 @@ def _call(entry: _Entry, attr: str) -> Callable:
 
 def backend_status() -> dict[str, tuple[bool, str]]:
     """Every registered backend: whether it can run here, and if not why not."""
-    return {name: _call(entry, entry.status)() for name, entry in _REGISTRY.items()}
+    return {name: _status(entry) for name, entry in _REGISTRY.items()}
+
+
+def _status(entry: _Entry) -> tuple[bool, str]:
+    try:
+        return _call(entry, entry.status)()
+    except ImportError as error:  # a dependency of the backend's module is broken
+        return False, f"{entry.module} does not import: {error}"
 
 
 def available_backends() -> list[str]:
@@ -190,7 +197,7 @@ def get_backend(name: str | None = None) -> Backend:
     if entry is None:
         raise WorkbenchError(
             f"unknown backend {name!r}: expected one of {', '.join(_REGISTRY)}")
-    ok, reason = _call(entry, entry.status)()
+    ok, reason = _status(entry)
     if not ok:
         raise BackendUnavailableError(f"backend {name!r} is not available here: {reason}")
     return _call(entry, entry.factory)()

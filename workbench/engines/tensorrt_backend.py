@@ -65,10 +65,38 @@ def implicit_batch_profile(max_batch_size: int, input_shapes: Sequence[Sequence[
                    tuple((max_batch_size, *r) for r in rest))
 
 
+_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
 def gpu_present() -> bool:
     """An NVIDIA GPU the driver exposes (Linux: /proc/driver/nvidia/gpus has an entry)."""
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return gpus.is_dir() and any(gpus.iterdir())
+    return _GPUS.is_dir() and any(_GPUS.iterdir())
+
+
+def gpu_names() -> list[str]:
+    """The model of each GPU the NVIDIA driver exposes ("GPU" where it does not say)."""
+    if not _GPUS.is_dir():
+        return []
+    return [_gpu_model(gpu) for gpu in sorted(_GPUS.iterdir())]
+
+
+def _gpu_model(gpu: Path) -> str:
+    try:
+        for line in (gpu / "information").read_text().splitlines():
+            if line.startswith("Model:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "GPU"
+
+
+def version() -> str | None:
+    """The version of the `tensorrt` package, or None where it does not import."""
+    try:
+        import tensorrt
+    except ImportError:
+        return None
+    return str(getattr(tensorrt, "__version__", "unknown version"))
 
 
 def status() -> tuple[bool, str]:
@@ -311,14 +339,8 @@ def _profiler(trt: Any) -> Any:
 
 
 def _device_name() -> str:
-    try:
-        gpu = next(Path("/proc/driver/nvidia/gpus").iterdir())
-        for line in (gpu / "information").read_text().splitlines():
-            if line.startswith("Model:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, StopIteration):
-        pass
-    return os.environ.get("CUDA_VISIBLE_DEVICES", "CUDA")
+    names = gpu_names()
+    return names[0] if names else os.environ.get("CUDA_VISIBLE_DEVICES", "CUDA")
 
 
 # --- device memory through cuda-python's runtime bindings (cudaMalloc/cudaMemcpy/cudaFree) ---

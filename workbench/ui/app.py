@@ -24,6 +24,7 @@ from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.conversion.whatif import blocking_op_types
+from workbench.diagnosis import OK, Diagnosis, doctor, footer
 from workbench.errors import WorkbenchError
 from workbench.profiling.conversion_check import (
     ConversionCheck,
@@ -67,6 +68,7 @@ class Workbench:
         self.error: str | None = None
         self.timings: dict[str, float] = {}
         self.check: ConversionCheck | None = None
+        self.machine: Diagnosis | None = None  # workbench.doctor()'s facts, shown in the footer
         self._open_args = (signature_key, tags, output_node_names)
         self._background = background
         self.controls = Controls(params or ConversionParams())
@@ -208,7 +210,8 @@ class Workbench:
         ], titles=TAB_TITLES)
         bar = widgets.HBox([self.status, self.progress, self.cancel_button],
                            layout=widgets.Layout(align_items="center"))
-        main = widgets.VBox([widgets.HTML(STYLE), bar, self.headline, self.tabs],
+        self.footer = widgets.HTML()
+        main = widgets.VBox([widgets.HTML(STYLE), bar, self.headline, self.tabs, self.footer],
                             layout=widgets.Layout(flex="1 1 auto", min_width="0"))
         self.widget = widgets.HBox([self.controls.box(), main])
         self.widget.add_class("wb-app")
@@ -223,6 +226,8 @@ class Workbench:
         self._runner.start(body, background=self._background)
 
     def _load(self) -> Generator[Progress, None, ConversionSession]:
+        yield 0.01, "Checking this machine (TensorFlow, engine backends, Graphviz)"
+        self._show_machine(doctor(smoke=False))  # imports TensorFlow, as loading would
         yield 0.05, f"Loading {self.model if isinstance(self.model, (str, Path)) else 'model'}"
         session = ConversionSession.open(self.model, *self._open_args)
         yield 0.25, "Freezing variables and running Grappler (TF-TRT's graph preparation)"
@@ -367,6 +372,13 @@ class Workbench:
         self.status.value = note_html(text, error=error)
 
     # --- views ----------------------------------------------------------------------------
+
+    def _show_machine(self, machine: Diagnosis) -> None:
+        """The footer: what this kernel runs on (the full doctor report on hover)."""
+        self.machine = machine
+        dot = machine.get("Graphviz dot")
+        trouble = not machine.can_run or (dot is not None and dot.state != OK)
+        self.footer.value = note_html(footer(machine), error=trouble, title=str(machine))
 
     def _show_results(self) -> None:
         result, report = self.result, self.report

@@ -40,6 +40,8 @@ def pre_html(text: str) -> str:
     return f'<div class="wb-pre">{html.escape(text)}</div>'
 
 
-def note_html(text: str, error: bool = False) -> str:
+def note_html(text: str, error: bool = False, title: str | None = None) -> str:
+    """A grey note (red when `error`), with `title` shown on hover."""
     css = "wb-error" if error else "wb-note"
-    return f'<div class="{css}">{html.escape(text)}</div>'
+    hover = f' title="{html.escape(title)}"' if title else ""
+    return f'<div class="{css}"{hover}>{html.escape(text)}</div>'

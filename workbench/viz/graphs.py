@@ -140,10 +140,7 @@ def engine_graph(graph: Graph, result: ConversionResult, engine: str) -> graphvi
 
 def to_svg(digraph: graphviz.Digraph, timeout_s: float = 60) -> str:
     """Renders with Graphviz's `dot`; a missing `dot` or a timeout is a one-line WorkbenchError."""
-    exe = shutil.which("dot")
-    if exe is None:
-        raise WorkbenchError("Graphviz's `dot` is not on PATH: install Graphviz "
-                             "(apt-get install graphviz) and restart the kernel")
+    exe = dot_executable()
     try:
         run = subprocess.run([exe, "-Tsvg"], input=digraph.source.encode(), capture_output=True,
                              timeout=timeout_s, check=False)
@@ -154,6 +151,28 @@ def to_svg(digraph: graphviz.Digraph, timeout_s: float = 60) -> str:
         message = run.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
         raise WorkbenchError(f"`dot` failed (exit {run.returncode}): {message[0]}")
     return run.stdout.decode()
+
+
+def dot_executable() -> str:
+    """The path of Graphviz's `dot`, or a WorkbenchError saying how to install it."""
+    exe = shutil.which("dot")
+    if exe is None:
+        raise WorkbenchError("Graphviz's `dot` is not on PATH: install Graphviz "
+                             "(apt-get install graphviz) and restart the kernel")
+    return exe
+
+
+def dot_version() -> str:
+    """`dot -V`'s version ("2.43.0"); a WorkbenchError when `dot` is missing or broken."""
+    try:
+        run = subprocess.run([dot_executable(), "-V"], capture_output=True, timeout=10,
+                             check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise WorkbenchError(f"`dot -V` failed: {exc}") from exc
+    words = run.stderr.decode(errors="replace").split()  # dot - graphviz version 2.43.0 (0)
+    if run.returncode != 0 or "version" not in words[:-1]:
+        raise WorkbenchError(f"`dot -V` failed (exit {run.returncode}): {' '.join(words)}")
+    return words[words.index("version") + 1]
 
 
 def tftrt_graphviz(graph: Graph, result: ConversionResult) -> str:

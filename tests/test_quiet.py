@@ -1,0 +1,106 @@
+"""TensorFlow's import-time chatter stays off stderr, whatever the CPU; --debug keeps it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import NOISY_TENSORFLOW, REPO, run_cli, user_environment
+
+from workbench.quiet import kept_lines
+
+ABSL = ("a line of our own\n"
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+        "I0000 00:00:1795440363.145719    7917 port.cc:153] oneDNN custom operations are on.\n"
+        "I0000 00:00:1795440363.162087    7917 cpu_feature_guard.cc:227] This TensorFlow binary\n"
+        "To enable the following instructions: AVX2 AVX512F, rebuild TensorFlow.\n"
+        "W0000 00:00:1795440363.2    7917 gpu_device.cc:2344] Cannot dlopen some GPU libraries.\n"
+        "E0000 00:00:1795440363.3    7917 cuda_dnn.cc:8310] Unable to register cuDNN factory\n"
+        "  its second line\n")
+# TensorFlow <= 2.17's own format, as its 2.17 import prints it without TensorRT.
+TF217 = ("2026-11-23 13:00:00.123456: I tensorflow/core/util/port.cc:113] oneDNN custom "
+         "operations are on.\n"
+         "2026-11-23 13:00:01.5: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] TF-TRT "
+         "Warning: Could not find TensorRT\n")
+
+
+def test_kept_lines_by_level() -> None:
+    lines = ABSL.splitlines(keepends=True)
+    assert kept_lines(ABSL, 0) == "".join(lines[:1] + lines[2:])  # only the preamble goes
+    assert kept_lines(ABSL, 2) == "".join(lines[:1] + lines[-2:])  # the E entry, both lines
+    assert kept_lines(ABSL, 3) == "a line of our own\n"
+    assert kept_lines(TF217, 1) == TF217.splitlines(keepends=True)[1]
+    assert kept_lines(TF217, 2) == ""
+
+
+def _run_python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, cwd=REPO, env=user_environment(env), timeout=300)
+
+
+def test_filtered_stderr_on_the_real_descriptor() -> None:
+    """Native writes to fd 2 are filtered; a failing block replays everything."""
+    done = _run_python("""
+        import os, sys
+        from workbench.quiet import filtered_stderr
+        with filtered_stderr(2):
+            os.write(2, b"I0000 00:00:17.1    1 port.cc:153] chatter\\nkept\\n")
+            print("python stderr", file=sys.stderr)
+        try:
+            with filtered_stderr(2):
+                os.write(2, b"I0000 00:00:17.1    1 x.cc:1] shown on failure\\n")
+                raise ImportError("boom")
+        except ImportError:
+            pass
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "kept\npython stderr\nI0000 00:00:17.1    1 x.cc:1] shown on failure\n"
+
+
+@pytest.mark.slow
+def test_import_after_workbench_is_quiet() -> None:
+    code = """
+        import workbench, tensorflow as tf
+        print(tf.__version__, type(tf.__loader__).__name__)
+    """
+    done = _run_python(code, NOISY_TENSORFLOW)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert "Quiet" not in done.stdout  # the wrapper steps aside once TensorFlow is loaded
+    loud = _run_python(code, {**NOISY_TENSORFLOW, "TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert "oneDNN custom operations are on" in loud.stderr  # level 0 keeps everything
+
+
+def test_cli_stderr_is_ours_alone(tiny_saved_model: Path) -> None:
+    done = run_cli("convert", str(tiny_saved_model), "--json", env=NOISY_TENSORFLOW)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    failed = run_cli("check", str(tiny_saved_model), "--signature-key", "nope",
+                     env=NOISY_TENSORFLOW)
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1, failed.stderr
+
+
+def test_cli_debug_keeps_everything(tiny_saved_model: Path) -> None:
+    done = run_cli("convert", str(tiny_saved_model), "--signature-key", "nope", "--debug",
+                   env=NOISY_TENSORFLOW)
+    assert done.returncode == 2
+    assert "oneDNN custom operations are on" in done.stderr and "Traceback" in done.stderr
+
+
+@pytest.mark.slow
+def test_notebook_cell_shows_no_chatter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ipykernel forwards fd 2 to the cell's output: importing TensorFlow after workbench (as
+    `import sample_models` does) adds nothing there."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)  # the kernel inherits these
+    for name, value in NOISY_TENSORFLOW.items():
+        monkeypatch.setenv(name, value)
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(
+        "import workbench\nimport tensorflow as tf\nprint(tf.__version__)")]
+    NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    assert [o.get("name") for o in outputs] == ["stdout"], outputs

@@ -1,0 +1,138 @@
+"""TensorFlow's import-time chatter kept off stderr, on every CPU.
+
+TensorFlow's C++ libraries log while they load, before `TF_CPP_MIN_LOG_LEVEL` applies: absl's
+"All log messages before absl::InitializeLog() ..." line, the oneDNN notice (only on CPUs where
+oneDNN is on by default, e.g. with AVX-512), the CPU-feature guard, TF-TRT's "Could not find
+TensorRT" in TF <= 2.17. So the first `import tensorflow` runs with file descriptor 2 redirected
+to a file; afterwards only the log lines the level lets through (and anything that is not a log
+line) are written back, and a failed import replays everything. `import workbench` installs
+this; `TF_CPP_MIN_LOG_LEVEL=0` or the CLI's `--debug` keep everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+DEFAULT_LEVEL = 2  # hide INFO and WARNING, as TF_CPP_MIN_LOG_LEVEL=2 does after the import
+SEVERITIES = "IWEF"  # absl/TF severity letters, in TF_CPP_MIN_LOG_LEVEL's order
+# absl's format (TF >= 2.18) and TF's own (TF <= 2.17): the severity letter is group 1.
+_LOG_LINE = re.compile(
+    r"^(?:([IWEF])\d{4} [\d:.]+ +\d+ [^\]\s]+\] "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWEF]) [^\]\s]+\] )")
+_CONTINUATION = re.compile(r"\s|To enable the following instructions")
+_ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called"
+
+
+def environment_level() -> int:
+    """`TF_CPP_MIN_LOG_LEVEL` as TensorFlow reads it (unset or unreadable: our default, 2)."""
+    try:
+        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", DEFAULT_LEVEL))
+    except ValueError:
+        return DEFAULT_LEVEL
+
+
+def kept_lines(text: str, level: int) -> str:
+    """`text` without absl's preamble and the log entries below `level`; an entry's
+    continuation lines (indented, or the CPU-feature guard's second line) go with it, and every
+    other line is kept."""
+    kept, dropping = [], False
+    for line in text.splitlines(keepends=True):
+        match = _LOG_LINE.match(line)
+        if match:
+            dropping = SEVERITIES.index(match.group(1) or match.group(2)) < level
+        elif line.startswith(_ABSL_PREAMBLE):
+            dropping = False
+            continue
+        elif not _CONTINUATION.match(line):
+            dropping = False
+        if not dropping:
+            kept.append(line)
+    return "".join(kept)
+
+
+@contextlib.contextmanager
+def filtered_stderr(level: int) -> Iterator[None]:
+    """Native and Python writes to fd 2 inside the block pass through `kept_lines` at its end;
+    when the block raises, everything written is replayed as it was."""
+    _flush_stderr()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to keep clean
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            _flush_stderr()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text = sink.read().decode(errors="replace")
+            text = text if failed else kept_lines(text, level)
+            if text:
+                os.write(2, text.encode())
+
+
+def _flush_stderr() -> None:
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        sys.stderr.flush()
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """Runs the wrapped loader's exec_module inside `filtered_stderr`, then steps aside."""
+
+    def __init__(self, loader: Any, level: int):
+        self._loader, self._level = loader, level
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        module.__loader__ = module.__spec__.loader = self._loader  # nobody keeps the wrapper
+        with filtered_stderr(self._level):
+            self._loader.exec_module(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+class _QuietFinder(importlib.abc.MetaPathFinder):
+    """Finds `tensorflow` once, with a loader that imports it through `filtered_stderr`."""
+
+    def __init__(self, level: int | None):
+        self.level = level
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "tensorflow":
+            return None
+        uninstall()  # the first import only; this also lets find_spec below skip us
+        spec = importlib.util.find_spec(fullname)
+        level = environment_level() if self.level is None else self.level
+        if spec is not None and spec.loader is not None and level > 0:
+            spec.loader = _QuietLoader(spec.loader, level)
+        return spec
+
+
+def install(level: int | None = None) -> None:
+    """Filters the process's first `import tensorflow` at `level` (None: TF_CPP_MIN_LOG_LEVEL
+    at import time, default 2); does nothing once TensorFlow is imported."""
+    uninstall()
+    if "tensorflow" not in sys.modules:
+        sys.meta_path.insert(0, _QuietFinder(level))
+
+
+def uninstall() -> None:
+    """Lets TensorFlow's import print everything again."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietFinder)]
