@@ -86,3 +86,18 @@ def user_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 # TensorFlow prints its oneDNN notice at import on any x86 CPU with this, not only on those
 # (AVX-512) where oneDNN is on by default: tests of a clean stderr use it so they test on any CPU.
 NOISY_TENSORFLOW = {"TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
+def fixture_path(name: str = "") -> Path:
+    """A trtexec fixture folder (shared/, beside the repo); skipped locally when the fixtures
+    are absent, failed on CI, where they must be."""
+    from workbench.profiling.trtexec import fixtures_dir
+
+    root = fixtures_dir()
+    if root is None:
+        reason = ("trtexec fixtures not found at ../shared/fixtures/trtexec "
+                  "(set WORKBENCH_TRTEXEC_FIXTURES)")
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return root / name
