@@ -23,6 +23,8 @@ from workbench.conversion import segmenter
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.graph.control_flow import ROOT_FRAME, loop_frames
+from workbench.profiling.engines import native_and_engines
+from workbench.profiling.tensorflow import random_inputs
 from workbench.viz.graphs import converted_graph, full_graph, to_svg
 
 LOOP_OPS = ("Enter", "Exit", "NextIteration", "Merge", "Switch", "LoopCond")
@@ -123,6 +125,14 @@ def test_map_fn_segments_one_engine_in_the_loop_one_after_it(map_fn: ConversionS
     frames = [frame_of_engine(map_fn, e.nodes) for e in engines]
     assert [len(e.nodes) for e in engines] == [3, 13]
     assert frames[0] != {ROOT_FRAME} and len(frames[0]) == 1 and frames[1] == {ROOT_FRAME}
+
+
+def test_profiling_skips_engines_inside_loops_and_says_why(map_fn: ConversionSession) -> None:
+    table = native_and_engines(map_fn, ConversionParams(), random_inputs(map_fn, 2), runs=1)
+    inside, after = map_fn.convert(ConversionParams()).engines
+    (note,) = table.attrs["skipped"]
+    assert note.startswith(f"{inside.name}: inside while loop StatefulPartitionedCall/map/while")
+    assert set(table.loc[table["run"] != "native TF", "engine"]) == {after.name}
 
 
 # --- graph views ----------------------------------------------------------------------------
