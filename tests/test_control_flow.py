@@ -23,6 +23,7 @@ from workbench.conversion import segmenter
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.graph.control_flow import ROOT_FRAME, loop_frames
+from workbench.graph.prepare import MANUAL_CONTROL_ATTR, optimize
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
 from workbench.viz.graphs import converted_graph, full_graph, to_svg
@@ -63,6 +64,18 @@ def test_loop_graph_gets_tensorflows_own_node_order(lstm: ConversionSession) -> 
     assert [n.name for n in prepared.graph.real_nodes] == [
         op.name for op in imported.get_operations()]
     assert {"Merge", "NextIteration"} <= {n.op for n in prepared.graph.real_nodes}
+
+
+def test_frozen_loops_are_the_same_on_every_run(lstm: ConversionSession) -> None:
+    # Freezing a loop leaves a varying number of stand-in Placeholders and marks a varying set
+    # of nodes `_has_manual_control_dependencies` (then Grappler merged the two zero states
+    # or not); both are dropped, and node order no longer depends on the freezing order.
+    optimized = lstm.optimized.graph_def
+    assert not [n.name for n in optimized.node if n.name.startswith("unused_control_flow")]
+    assert not [n.name for n in optimized.node if MANUAL_CONTROL_ATTR in n.attr]
+    again = optimize(lstm.loaded).graph_def
+    assert again.SerializeToString(deterministic=True) == optimized.SerializeToString(
+        deterministic=True)
 
 
 def test_every_node_sits_in_its_loop_frame(lstm: ConversionSession) -> None:
