@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import run_cli
+from random_graphs import graph_of, node
 from test_segmenter_properties import full_search
 
 import sample_models
@@ -23,6 +24,7 @@ from workbench.conversion import segmenter
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.graph.control_flow import ROOT_FRAME, loop_frames
+from workbench.graph.nodes import Node
 from workbench.graph.prepare import MANUAL_CONTROL_ATTR, optimize
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
@@ -83,14 +85,40 @@ def test_every_node_sits_in_its_loop_frame(lstm: ConversionSession) -> None:
     frames = loop_frames(graph)
     (frame,) = frames.names
     assert frames.parent[frame] == ROOT_FRAME and frame.endswith("while")
-    for node in graph.real_nodes:
-        if node.op in LOOP_OPS:
-            assert frames.frame_of[node.name] == frame, node.name
-        if node.op == "Exit":
-            assert {frames.frame_of[c.name] for c, _ in graph.consumers[node.name]} <= {ROOT_FRAME}
+    for item in graph.real_nodes:
+        if item.op in LOOP_OPS:
+            assert frames.frame_of[item.name] == frame, item.name
+        if item.op == "Exit":
+            assert {frames.frame_of[c.name] for c, _ in graph.consumers[item.name]} <= {ROOT_FRAME}
     in_cell = [n for n in graph.real_nodes if "lstm_cell" in n.name and n.op == "MatMul"]
     assert in_cell and all(frames.in_loop(n.name) for n in in_cell)
     assert not frames.in_loop("keras_tensor" if "keras_tensor" in graph.by_name else "sequence")
+
+
+def test_nested_loop_frames() -> None:
+    def enter(name: str, source: str, frame: str) -> Node:
+        made = node(name, "Enter", [source])
+        made.raw_attrs = {"frame_name": frame}
+        return made
+
+    graph = graph_of(
+        node("x", "Placeholder"), enter("e1", "x", "outer"), node("m1", "Merge", ["e1", "n1"]),
+        node("c1", "LoopCond", ["m1"]), node("s1", "Switch", ["m1", "c1"]),
+        enter("e2", "s1:1", "inner"), node("m2", "Merge", ["e2", "n2"]),
+        node("c2", "LoopCond", ["m2"]), node("s2", "Switch", ["m2", "c2"]),
+        node("b2", "Relu", ["s2:1"]), node("n2", "NextIteration", ["b2"]),
+        node("x2", "Exit", ["s2"]), node("b1", "Relu", ["x2"]), node("n1", "NextIteration", ["b1"]),
+        node("x1", "Exit", ["s1"]), node("out", "Identity", ["x1"]),
+    )
+    frames = loop_frames(graph)
+    assert frames.names == ["outer", "inner"] and frames.parent == {"outer": "", "inner": "outer"}
+    by_frame: dict[str, set[str]] = {}
+    for name, frame in frames.frame_of.items():
+        by_frame.setdefault(frame, set()).add(name)
+    assert by_frame == {ROOT_FRAME: {"x", "out"},
+                        "outer": {"e1", "m1", "c1", "s1", "b1", "n1", "x1"},
+                        "inner": {"e2", "m2", "c2", "s2", "b2", "n2", "x2"}}
+    assert frames.depth("inner") == 2
 
 
 # --- TF-TRT's candidate test and segmentation -------------------------------------------------
