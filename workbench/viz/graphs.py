@@ -283,7 +283,8 @@ class _Frames:
         self.clusters: dict[str, graphviz.Digraph] = {}
         # Back edges do not rank: the loop body reads top to bottom, the edge goes back up.
         self.back_edges = {(ref.node, node.name) for node in graph.real_nodes
-                           for ref in node.inputs if is_back_edge(graph[ref.node], node)}
+                           for ref in node.inputs if is_back_edge(graph[ref.node], node)
+                           } if self.frames else set()
 
     def frame(self, names: Iterable[str]) -> str:
         if self.frames is None:
