@@ -62,8 +62,11 @@ def serving_function(recipe: Recipe, body: Callable[..., dict]) -> tf.types.expe
     return tf.function(serve, input_signature=specs)
 
 
-def save(directory: Path, recipe: Recipe, model: keras.Model, body: Callable[..., dict]) -> None:
+def save(directory: Path, recipe: Recipe, model: keras.Model, body: Callable[..., dict],
+         check_inputs: dict[str, np.ndarray] | None = None) -> None:
     """Save `body` as the only signature; `model` must own every variable `body` uses.
+
+    `check_inputs` replace the zero-valued smoke inputs (a PNG decoder needs real PNGs).
 
     Only the variables hang off the saved root, as Keras' own export does: tracking the Keras
     model itself would also export its `_default_save_signature` and its optimizer.
@@ -72,7 +75,7 @@ def save(directory: Path, recipe: Recipe, model: keras.Model, body: Callable[...
     owner.model_variables = list(model.variables)
     fn = serving_function(recipe, body)
     tf.saved_model.save(owner, str(directory), signatures={SIGNATURE_KEY: fn})
-    check_signature(directory, recipe)
+    check_signature(directory, recipe, check_inputs)
 
 
 def save_keras(directory: Path, recipe: Recipe, model: keras.Model) -> None:
@@ -89,10 +92,12 @@ def tiny_inputs(recipe: Recipe, batch: int = 2, free_dim: int = 5) -> dict[str, 
     return {n: np.zeros(shapes[n], dtype=recipe.inputs[n].dtype) for n in recipe.inputs}
 
 
-def check_signature(directory: Path, recipe: Recipe) -> None:
+def check_signature(directory: Path, recipe: Recipe,
+                    inputs: dict[str, np.ndarray] | None = None) -> None:
     """Load the SavedModel, run its signature on a tiny input, and compare with the recipe."""
     fn = tf.saved_model.load(str(directory)).signatures[SIGNATURE_KEY]
-    outputs = fn(**{n: tf.constant(v) for n, v in tiny_inputs(recipe).items()})
+    inputs = tiny_inputs(recipe) if inputs is None else inputs
+    outputs = fn(**{n: tf.constant(v) for n, v in inputs.items()})
     if set(outputs) != set(recipe.outputs):
         raise RuntimeError(f"{recipe.name}: outputs {sorted(outputs)} != {sorted(recipe.outputs)}")
     for name, spec in recipe.outputs.items():

@@ -43,6 +43,10 @@ BERT_HIDDEN = 128
 BERT_VOCAB = 30522
 BERT_MAX_SEQ = 512
 DETECTOR_MAX_DETECTIONS = 20
+CONTROL_FLOW_CLASSES = 4  # the loop and cond samples (control_flow.py)
+SEQUENCE_STEPS = 12
+SEQUENCE_FEATURES = 8
+IMAGE_SIDE = 16
 
 _IMAGENET_IO = {
     "inputs": {"images": Spec("float32", (None, 224, 224, 3))},
@@ -88,6 +92,18 @@ RECIPES: dict[str, Recipe] = {
                 "classes": Spec("float32", (None, DETECTOR_MAX_DETECTIONS)),
                 "valid_detections": Spec("int32", (None,)),
             },
+        ),
+        *(
+            Recipe(name, 1, "control_flow", keras=name in ("lstm", "gru"),
+                   inputs={key: Spec(dtype, shape)},
+                   outputs={"logits": Spec("float32", (None, CONTROL_FLOW_CLASSES))})
+            for name, key, dtype, shape in (
+                ("lstm", "sequence", "float32", (None, SEQUENCE_STEPS, SEQUENCE_FEATURES)),
+                ("gru", "sequence", "float32", (None, SEQUENCE_STEPS, SEQUENCE_FEATURES)),
+                ("map_fn_cnn", "images", "float32", (None, IMAGE_SIDE, IMAGE_SIDE, 3)),
+                ("png_cnn", "png", "string", (None,)),
+                ("cond_mlp", "features", "float32", (None, SEQUENCE_FEATURES)),
+            )
         ),
     )
 }

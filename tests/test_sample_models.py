@@ -88,9 +88,10 @@ def cheap_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # --- names and errors ----------------------------------------------------------------------
 
 
-def test_names_are_the_six_design_models():
+def test_names_are_the_design_models_then_the_control_flow_ones():
     assert sample_models.NAMES == ("quickstart_mlp", "digits_cnn", "resnet50", "mobilenet_v2",
-                                   "tiny_bert", "detector")
+                                   "tiny_bert", "detector",
+                                   "lstm", "gru", "map_fn_cnn", "png_cnn", "cond_mlp")
 
 
 def test_unknown_name_raises_one_line_listing_valid_names(tmp_path):

@@ -33,6 +33,7 @@ from workbench.conversion.engine_io import (
     topological_positions,
 )
 from workbench.conversion.result import EngineInfo, UnconvertedNode
+from workbench.graph.control_flow import has_loops
 from workbench.graph.nodes import Graph, Node
 
 NOOP_OPS = frozenset({"Identity", "Snapshot", "StopGradient"})  # not counted as effective
@@ -89,7 +90,7 @@ def segment_graph(graph: Graph, options: SegmenterOptions, validate: Validator) 
     candidates = find_candidates(graph, options, validate)
     table = build_edges(graph)
     order = dfs_order(graph, table)
-    roots, devices = cluster(table, order, candidates)
+    roots, devices = cluster(table, order, candidates, cyclic=has_loops(graph))
     groups = _groups_by_root(graph, roots, candidates)
     segments: list[Segment] = []
     removed: dict[int, str] = {}
@@ -135,31 +136,36 @@ class _Contraction:
         self._marks = [0] * len(table.out_edges)
         self._stamp = 0
 
-    def has_other_path(self, n: int, d: int, step: int, position: list[int]) -> bool:
+    def has_other_path(
+        self, n: int, d: int, step: int, position: list[int] | None
+    ) -> bool:
         """True when a path n -> ... -> d other than direct edges exists (would be a cycle).
 
-        Reverse DFS from d's other in-neighbours looking for n. Nodes later in `order` than n
-        are upstream of or unrelated to n and keep their original in-edges, so n cannot be
-        reached through them: they are skipped (same answer as TF's full search).
+        Reverse DFS from d's other in-neighbours looking for n. In a DAG, nodes later in
+        `order` than n are upstream of or unrelated to n and keep their original in-edges, so n
+        cannot be reached through them: they are skipped (same answer as TF's full search).
+        A graph with loops (`position` None) gets TF-TRT's full search: its back edges let the
+        search come round to n through d itself, which TF-TRT also counts as a cycle.
         """
         # Another path must leave n through a neighbour other than d (`_SINK` leads nowhere);
         # weight Consts and plain chains have none, which spares most searches.
         dst = self.dst
-        if all(dst[e] == d or dst[e] == SINK_ID for e in self.out_edges[n]):
+        if position is not None and all(dst[e] == d or dst[e] == SINK_ID
+                                        for e in self.out_edges[n]):
             return False
         self._stamp += 1
         stamp, marks, src = self._stamp, self._marks, self.src
         stack = [src[e] for e in self.in_edges[d] if src[e] != n]
         while stack:
             u = stack.pop()
-            if position[u] > step or marks[u] == stamp:
+            if marks[u] == stamp or (position is not None and position[u] > step):
                 continue
             marks[u] = stamp
             for e in self.in_edges[u]:
                 w = src[e]
                 if w == n:
                     return True
-                if marks[w] != stamp and position[w] < step:
+                if marks[w] != stamp and (position is None or position[w] < step):
                     stack.append(w)
         return False
 
@@ -198,19 +204,22 @@ class _Contraction:
 
 
 def cluster(
-    table: EdgeTable, order: list[int], candidates: Candidates
+    table: EdgeTable, order: list[int], candidates: Candidates, cyclic: bool = False
 ) -> tuple[list[int], list[Device]]:
     """Greedy union-find clustering along output edges.
 
-    Returns each node's root id and, per root, the merged device of its cluster.
+    Returns each node's root id and, per root, the merged device of its cluster. `cyclic`
+    (the graph has while loops) turns off the cycle check's DAG-only shortcuts.
     """
     graph = _Contraction(table)
     parent = list(range(len(order)))
     batch = list(candidates.batch)
     device = list(candidates.device)
-    position = [0] * len(order)
-    for i, v in enumerate(order):
-        position[v] = i
+    position: list[int] | None = None
+    if not cyclic:
+        position = [0] * len(order)
+        for i, v in enumerate(order):
+            position[v] = i
     is_candidate = candidates.is_candidate
     for step, n in enumerate(order):
         if not is_candidate[n]:

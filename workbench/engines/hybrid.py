@@ -15,9 +15,12 @@ from typing import Any
 
 from workbench.conversion.result import EngineInfo
 from workbench.errors import WorkbenchError
+from workbench.graph.build import graph_from_graph_def
+from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
 from workbench.graph.nodes import DTYPE_NAMES, TensorRef, numpy_dtype_name
 
 NATIVE_SUFFIX = "_native_segment"
+NOINLINE = "_noinline"  # FunctionDef attribute: TensorFlow calls the function, never inlines it
 _DTYPE_ENUMS = {name: enum for enum, name in DTYPE_NAMES.items()}
 
 
@@ -144,6 +147,19 @@ def native_function_def(segment: Any) -> Any:
     return fdef
 
 
+def engines_in_loops(converted: Any) -> set[str]:
+    """Names of the nodes of a converted GraphDef that run inside a while loop's frame.
+
+    A function called there must not be inlined: TensorFlow would put the function's
+    input-less nodes (its Consts) in the outer frame, and a node may not read two frames.
+    """
+    if not any(node.op in NEXT_ITERATION_OPS for node in converted.node):
+        return set()
+    graph = graph_from_graph_def(converted)
+    frames = loop_frames(graph)
+    return {node.name for node in graph.real_nodes if frames.in_loop(node.name)}
+
+
 def with_native_functions(converted: Any, segments: Sequence[Any]) -> Any:
     """The converted GraphDef with every native segment function in its library."""
     from tensorflow.core.framework import graph_pb2
@@ -151,8 +167,11 @@ def with_native_functions(converted: Any, segments: Sequence[Any]) -> Any:
     out = graph_pb2.GraphDef()
     out.CopyFrom(converted)
     present = {f.signature.name for f in out.library.function}
+    in_loops = engines_in_loops(converted)
     for segment in segments:
         fdef = native_function_def(segment)
+        if segment.engine.name in in_loops:
+            fdef.attr[NOINLINE].b = True
         if fdef.signature.name not in present:
             out.library.function.append(fdef)
         for nested in segment.graph_def.library.function:
@@ -162,11 +181,11 @@ def with_native_functions(converted: Any, segments: Sequence[Any]) -> Any:
     return out
 
 
-def engine_function(op: Any, segment: Any) -> Any:
+def engine_function(op: Any, segment: Any, inline: bool = True) -> Any:
     """A ConcreteFunction standing for one TRTEngineOp in process: the engine op runs (a
     `numpy_function`) and, when it reports no engine ran, the native segment runs in the same
     graph (a `cond`), never nested inside the Python call, which could starve TensorFlow's
-    inter-op threads."""
+    inter-op threads. `inline=False` for an engine inside a loop (see `engines_in_loops`)."""
     import numpy as np
     import tensorflow as tf
 
@@ -193,7 +212,9 @@ def engine_function(op: Any, segment: Any) -> Any:
 
         return tf.cond(tf.reshape(ran, []), lambda: [tf.identity(o) for o in outputs], native)
 
-    return tf.function(run, input_signature=specs, autograph=False).get_concrete_function()
+    attributes = None if inline else {NOINLINE: True}
+    return tf.function(run, input_signature=specs, autograph=False,
+                       experimental_attributes=attributes).get_concrete_function()
 
 
 def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[Any],

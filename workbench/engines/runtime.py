@@ -19,7 +19,7 @@ import pandas as pd
 
 from workbench.conversion.result import EngineInfo
 from workbench.engines.engine_op import EngineOp, EngineOpConfig
-from workbench.engines.hybrid import engine_function, wrap_converted
+from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
 
@@ -185,9 +185,11 @@ class ConvertedModel:
         """The in-process converted function (ConcreteFunction over the converted graph)."""
         if self._function is None:
             graph = self.graph
+            in_loops = engines_in_loops(graph.converted_graph_def)
             for segment in graph.segments:
                 name = segment.engine.name
-                self._engine_functions[name] = engine_function(self.segments[name].op, segment)
+                self._engine_functions[name] = engine_function(
+                    self.segments[name].op, segment, inline=name not in in_loops)
             self._function = wrap_converted(graph.converted_graph_def, graph.input_tensors,
                                             graph.feed_specs(), graph.output_tensors,
                                             self._engine_functions)

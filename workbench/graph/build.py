@@ -11,6 +11,7 @@ import heapq
 from collections.abc import Mapping
 from typing import Any
 
+from workbench.graph.control_flow import MERGE_OPS, NEXT_ITERATION_OPS
 from workbench.graph.nodes import Graph, Node, TensorRef, TensorSpec, dtype_name
 
 
@@ -74,6 +75,11 @@ def _construction_order(graph_def: Any) -> list[int]:
             if src is not None:
                 pending[i] += 1
                 outputs[src].append(i)
+        if nd.op in MERGE_OPS and _has_back_edge(nd, graph_def, index_of):
+            # A loop's Merge waits for its control inputs and one data input, not for the
+            # NextIteration back edge (TF's GraphConstructor, which makes loops importable).
+            controls = sum(1 for text in nd.input if text.startswith("^"))
+            pending[i] = controls + 1
     ready = [i for i, count in enumerate(pending) if count == 0]
     heapq.heapify(ready)
     order = []
@@ -85,5 +91,14 @@ def _construction_order(graph_def: Any) -> list[int]:
             if pending[j] == 0:
                 heapq.heappush(ready, j)
     if len(order) != len(graph_def.node):
-        raise ValueError("the graph has a cycle or an input that names no node")
+        raise ValueError("the graph has a cycle outside while loops or an input naming no node")
     return order
+
+
+def _has_back_edge(nd: Any, graph_def: Any, index_of: Mapping[str, int]) -> bool:
+    for text in nd.input:
+        src = index_of.get(text.split(":")[0])
+        if not text.startswith("^") and src is not None \
+                and graph_def.node[src].op in NEXT_ITERATION_OPS:
+            return True
+    return False

@@ -14,6 +14,7 @@ from typing import Any
 
 from workbench.errors import ModelLoadError, first_line
 from workbench.graph.build import graph_from_graph_def, specs_from_op_properties
+from workbench.graph.control_flow import NEXT_ITERATION_OPS
 from workbench.graph.loading import LoadedModel
 from workbench.graph.nodes import Graph
 
@@ -27,6 +28,9 @@ GRAPPLER_OPTIMIZERS = (
     "constfold",
     "common_subgraph_elimination",
 )
+
+LOOP_LEFTOVER = "unused_control_flow_input"  # lift_to_graph's stand-in Placeholders
+MANUAL_CONTROL_ATTR = "_has_manual_control_dependencies"
 
 
 @dataclass
@@ -67,6 +71,7 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False) -> O
     except Exception as exc:
         raise ModelLoadError(f"Could not freeze {loaded.source}: {first_line(exc)}") from None
     graph_def = frozen.graph.as_graph_def()
+    canonical_loops(graph_def)
     for node in graph_def.node:
         node.device = ""
     timings["freeze_s"] = time.perf_counter() - start
@@ -85,6 +90,28 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False) -> O
         frozen_function=frozen,
         timings=timings,
     )
+
+
+def canonical_loops(graph_def: Any) -> None:
+    """Makes a frozen graph with while loops the same on every run.
+
+    Freezing copies loops with TensorFlow's lift_to_graph, whose node order varies from run to
+    run (and so did Grappler's result), and which leaves unconnected `unused_control_flow_input`
+    Placeholders, a varying number of them, and sets `_has_manual_control_dependencies` on a
+    varying set of nodes (Grappler then merges duplicate nodes or not). We drop those
+    Placeholders and that attribute, and order the nodes by name.
+    """
+    if not any(node.op in NEXT_ITERATION_OPS for node in graph_def.node):
+        return
+    used = {text.lstrip("^").split(":")[0] for node in graph_def.node for text in node.input}
+    keep = [node for node in graph_def.node
+            if not (node.op == "Placeholder" and node.name.startswith(LOOP_LEFTOVER)
+                    and node.name not in used)]
+    keep.sort(key=lambda node: node.name)
+    for node in keep:
+        node.attr.pop(MANUAL_CONTROL_ATTR, None)
+    del graph_def.node[:]
+    graph_def.node.extend(keep)
 
 
 def finish(optimized: OptimizedGraph, precision_mode: str = "FP32") -> PreparedGraph:

@@ -17,6 +17,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.engines.backend import Backend, BuildSpec, get_backend
 from workbench.engines.onnx_export import ExportError, export_onnx
 from workbench.engines.segment import extract_segment
+from workbench.graph.control_flow import has_loops, loop_frames
 from workbench.profiling.layers import combine
 from workbench.profiling.tensorflow import profile_tensorflow, tensor_values
 
@@ -26,16 +27,23 @@ def profile_engines(session: ConversionSession, params: ConversionParams,
                     runs: int = 10, run: str | None = None) -> pd.DataFrame:
     """One layer table for every engine of the conversion `params` gives.
 
-    Engines the exporter cannot handle are skipped (TF-TRT would run them natively); their
-    names are listed in the table's `attrs["skipped"]`.
+    Engines the exporter cannot handle (TF-TRT would run them natively) and engines inside a
+    while loop are skipped; their names and why are listed in the table's `attrs["skipped"]`.
     """
     backend = backend or get_backend()
     params = params.validated()
     result = session.convert(params)
     prepared = session.prepared(params.precision_mode)
     label = run or f"{backend.name} {params.precision_mode}"
+    frames = loop_frames(prepared.graph) if has_loops(prepared.graph) else None
     tables, skipped = [], []
     for info in result.engines:
+        loop = frames and next((frames.frame_of[n] for n in info.nodes if frames.in_loop(n)), "")
+        if loop:
+            # TensorFlow cannot fetch a tensor inside a loop: it has one value per iteration.
+            skipped.append(f"{info.name}: inside while loop {loop} (new inputs every "
+                           "iteration), not profiled on its own")
+            continue
         try:
             model = export_onnx(extract_segment(prepared, info))
         except ExportError as exc:
@@ -58,4 +66,7 @@ def native_and_engines(session: ConversionSession, params: ConversionParams,
     """The native TF profile and the engines' profile in one table (runs "native TF" and
     "<backend> <precision>")."""
     native = profile_tensorflow(session, inputs, runs=runs)
-    return combine([native, profile_engines(session, params, inputs, runs=runs)])
+    engines = profile_engines(session, params, inputs, runs=runs)
+    table = combine([native, engines])
+    table.attrs["skipped"] = engines.attrs.get("skipped", [])
+    return table

@@ -324,7 +324,7 @@ class Workbench:
                  for (run, device), ms in runs.items()]
         skipped = table.attrs.get("skipped", [])
         self.profile_note.value = "".join(note_html(line) for line in lines + [
-            f"run natively (not exportable): {s}" for s in skipped])
+            f"engine not profiled: {s}" for s in skipped])
         engine_run = next((r for r in table["run"].unique() if r != "native TF"), None)
         figures = profile_figures(table, engine_run)
         if engine_run is not None:

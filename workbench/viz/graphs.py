@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from html import escape
 
@@ -21,6 +21,13 @@ import graphviz
 from workbench.conversion.converted import ENGINE_OP, converted_top_level, tftrt_dot
 from workbench.conversion.result import ConversionResult, EngineInfo, UnconvertedNode
 from workbench.errors import WorkbenchError
+from workbench.graph.control_flow import (
+    ROOT_FRAME,
+    Frames,
+    has_loops,
+    is_back_edge,
+    loop_frames,
+)
 from workbench.graph.nodes import Graph, Node, TensorRef
 from workbench.viz.style import (
     ENGINE_BORDER,
@@ -57,13 +64,15 @@ def full_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
     """View (a): the prepared graph, nodes coloured by engine, unconverted nodes by reason."""
     plan = _plan(graph, result)
     dot = _digraph("full_graph", "Prepared graph by engine")
+    frames = _Frames(dot, graph)
     drawn_reasons: dict[str, int] = {}
     for index, engine in enumerate(result.engines):
         members = plan.members[engine.name]
+        target = frames.target(engine.nodes)
         if engine.name in plan.collapsed:
-            _engine_box(dot, engine, index, note="collapsed")
+            _engine_box(target, engine, index, note="collapsed")
             continue
-        with dot.subgraph(name=f"cluster_{engine.name}") as cluster:
+        with target.subgraph(name=f"cluster_{engine.name}") as cluster:
             cluster.attr(label=f"{engine.name}  [{engine.native_node_count} nodes]",
                          style="rounded,filled", fillcolor=_tint(engine_color(index)),
                          color=ENGINE_BORDER, fontsize="10", tooltip=_engine_tooltip(engine))
@@ -73,7 +82,9 @@ def full_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
     outside = [_Outside(node.name, node.op, _reason(plan.unconverted, node.name),
                         plan.folded_note(node)) for node in plan.outside]
     excess = plan.drawn - NODE_BUDGET
-    _edges(dot, _draw_outside(dot, outside, plan.edges, excess, drawn_reasons))
+    edges = _draw_outside(frames, outside, plan.edges, excess, drawn_reasons)
+    frames.close()
+    _edges(dot, edges, frames.back_edges)
     caption = plan.caption + (", big unconverted regions collapsed" if excess > 0 else "")
     _legend(dot, result.engines, drawn_reasons, caption + ")")
     return dot
@@ -85,18 +96,22 @@ def converted_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
     reasons = _reasons(result)
     infos = {engine.name: engine for engine in result.engines}
     dot = _digraph("converted_graph", "Converted graph (TF-TRT's top level)")
+    frames = _Frames(dot, graph)
     drawn_reasons: dict[str, int] = {}
     consumers = {src for n in converted.nodes for src in n.inputs}
     folded = {n.name for n in converted.nodes if n.op == "Const" and n.name in consumers}
     outside = []
     for node in converted.nodes:
         if node.op == ENGINE_OP:
-            _engine_box(dot, infos[node.name], list(infos).index(node.name))
+            info = infos[node.name]
+            _engine_box(frames.target(info.nodes), info, list(infos).index(node.name))
         elif node.name not in folded:
             outside.append(_Outside(node.name, node.op, _reason(reasons, node.name)))
     edges = [(s, d, False) for s, d in converted.edges if folded.isdisjoint((s, d))]
     excess = len(outside) + len(infos) - NODE_BUDGET
-    _edges(dot, _draw_outside(dot, outside, edges, excess, drawn_reasons))
+    edges = _draw_outside(frames, outside, edges, excess, drawn_reasons)
+    frames.close()
+    _edges(dot, edges, frames.back_edges)
     notes = [f"{len(folded)} weight Consts not drawn"] if folded else []
     notes += ["big unconverted regions collapsed"] if excess > 0 else []
     _legend(dot, result.engines, drawn_reasons,
@@ -199,12 +214,12 @@ class _Outside:
 
 
 def _draw_outside(
-    dot: graphviz.Digraph, outside: list[_Outside], edges: list[tuple[str, str, bool]],
+    frames: _Frames, outside: list[_Outside], edges: list[tuple[str, str, bool]],
     excess: int, counts: dict[str, int],
 ) -> list[tuple[str, str, bool]]:
-    """Draws unconverted nodes (counting categories into `counts`); when the drawing is
-    `excess` nodes over budget, connected regions of them become one node each, largest first.
-    Returns the edges rewired to the drawn nodes."""
+    """Draws unconverted nodes (counting categories into `counts`), each in its loop frame;
+    when the drawing is `excess` nodes over budget, connected regions of them become one node
+    each, largest first. Returns the edges rewired to the drawn nodes."""
     regions = _regions([o.name for o in outside], edges, excess)
     grouped: dict[str, list[_Outside]] = {}
     for item in outside:
@@ -212,11 +227,12 @@ def _draw_outside(
         if item.name in regions:
             grouped.setdefault(regions[item.name], []).append(item)
         else:
-            dot.node(item.name, _short_label(item.op, item.name),
-                     fillcolor=category_color(item.category), **UNCONVERTED,
-                     tooltip=f"{item.op}: {item.name}\nnot converted: {item.reason}{item.note}")
+            frames.target([item.name]).node(
+                item.name, _short_label(item.op, item.name),
+                fillcolor=category_color(item.category), **UNCONVERTED,
+                tooltip=f"{item.op}: {item.name}\nnot converted: {item.reason}{item.note}")
     for region, items in grouped.items():
-        _region_node(dot, region, items)
+        _region_node(frames.target([item.name for item in items]), region, items)
     rewired: dict[tuple[str, str], bool] = {}
     for src, dst, control in edges:
         src, dst = regions.get(src, src), regions.get(dst, dst)
@@ -268,6 +284,59 @@ def _region_node(dot: graphviz.Digraph, region: str, items: list[_Outside]) -> N
 def _reason(unconverted: dict[str, UnconvertedNode], name: str) -> str:
     item = unconverted.get(name)
     return item.reason if item else "outside every engine"
+
+
+# --- loop frames ---------------------------------------------------------------------------
+
+class _Frames:
+    """Draws each while loop's frame as a cluster (nested loops nested) around its nodes.
+
+    `target(names)` is where nodes of those prepared-graph names go: the cluster of their
+    common frame, or the top level. `close()` puts the clusters into the drawing, innermost
+    first; call it before drawing edges, so nodes are declared inside their clusters first.
+    """
+
+    def __init__(self, dot: graphviz.Digraph, graph: Graph):
+        self.dot = dot
+        self.frames: Frames | None = loop_frames(graph) if has_loops(graph) else None
+        self.clusters: dict[str, graphviz.Digraph] = {}
+        # Back edges do not rank: the loop body reads top to bottom, the edge goes back up.
+        self.back_edges = {(ref.node, node.name) for node in graph.real_nodes
+                           for ref in node.inputs if is_back_edge(graph[ref.node], node)
+                           } if self.frames else set()
+
+    def frame(self, names: Iterable[str]) -> str:
+        if self.frames is None:
+            return ROOT_FRAME
+        found = {self.frames.frame_of.get(name, ROOT_FRAME) for name in names}
+        return found.pop() if len(found) == 1 else ROOT_FRAME
+
+    def target(self, names: Iterable[str]) -> graphviz.Digraph:
+        frame = self.frame(names)
+        return self.dot if frame == ROOT_FRAME else self._cluster(frame)
+
+    def _cluster(self, frame: str) -> graphviz.Digraph:
+        if frame not in self.clusters:
+            cluster = graphviz.Digraph(name=f"cluster_frame_{len(self.clusters)}")
+            label = "/".join(frame.split("/")[-2:])
+            cluster.attr(label=f"while loop {label}", tooltip=f"while loop frame {frame}",
+                         style="dashed,rounded", color="#5b6f8f", fontcolor="#5b6f8f",
+                         fontsize="10", labeljust="l")
+            self.clusters[frame] = cluster
+        return self.clusters[frame]
+
+    def close(self) -> None:
+        frames = self.frames
+        if frames is None:
+            return
+        for frame in list(self.clusters):  # a loop holding only loops still gets its cluster
+            while (frame := frames.parent[frame]) != ROOT_FRAME:
+                self._cluster(frame)
+        for frame in sorted(self.clusters, key=frames.depth, reverse=True):
+            parent = frames.parent[frame]
+            outer = self.dot if parent == ROOT_FRAME else self.clusters[parent]
+            outer.subgraph(self.clusters[frame])
+        self.clusters.clear()
 
 
 # --- planning the full view ----------------------------------------------------------------
@@ -406,10 +475,13 @@ def _engine_tooltip(engine: EngineInfo) -> str:
             f"{len(engine.outputs)} outputs\n{ops}")
 
 
-def _edges(dot: graphviz.Digraph, edges: Iterable[tuple[str, str, bool]]) -> None:
+def _edges(dot: graphviz.Digraph, edges: Iterable[tuple[str, str, bool]],
+           back: Container[tuple[str, str]] = ()) -> None:
     for src, dst, control in edges:
         if control:
             dot.edge(src, dst, style="dashed", color="#bbbbbb")
+        elif (src, dst) in back:
+            dot.edge(src, dst, constraint="false", color="#5b6f8f", tooltip="loop back edge")
         else:
             dot.edge(src, dst)
 

@@ -1,0 +1,82 @@
+"""TensorFlow's v1 control flow in a prepared graph: loop frames and their back edges.
+
+Freezing lowers `While`/`If` to `Enter`, `Exit`, `NextIteration`, `Merge`, `Switch` and
+`LoopCond`. Each `NextIteration -> Merge` edge closes a loop, so these graphs are cyclic; TF
+(and TF-TRT) order them by ignoring those back edges, and place every node in a frame: the
+loop body an `Enter` opens, left again through an `Exit`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from workbench.graph.nodes import Graph, Node
+
+ENTER_OPS = frozenset({"Enter", "RefEnter"})
+EXIT_OPS = frozenset({"Exit", "RefExit"})
+NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
+MERGE_OPS = frozenset({"Merge", "RefMerge"})
+CONTROL_FLOW_OPS = ENTER_OPS | EXIT_OPS | NEXT_ITERATION_OPS | MERGE_OPS | frozenset(
+    {"Switch", "RefSwitch", "LoopCond", "ControlTrigger"})
+ROOT_FRAME = ""  # the frame of every node outside loops
+
+
+@dataclass(frozen=True)
+class Frames:
+    """The loop frame of every node (`ROOT_FRAME` outside loops) and each frame's parent."""
+
+    frame_of: dict[str, str]
+    parent: dict[str, str]
+
+    @property
+    def names(self) -> list[str]:
+        """Loop frames, outer ones before the frames nested in them."""
+        return sorted(self.parent, key=lambda f: (self.depth(f), f))
+
+    def depth(self, frame: str) -> int:
+        depth = 0
+        while frame != ROOT_FRAME:
+            frame, depth = self.parent[frame], depth + 1
+        return depth
+
+    def in_loop(self, name: str) -> bool:
+        return self.frame_of.get(name, ROOT_FRAME) != ROOT_FRAME
+
+
+def is_back_edge(producer: Node, consumer: Node) -> bool:
+    """True for a loop's `NextIteration -> Merge` edge, the one edge TF's orders skip."""
+    return producer.op in NEXT_ITERATION_OPS and consumer.op in MERGE_OPS
+
+
+def has_loops(graph: Graph) -> bool:
+    return any(node.op in NEXT_ITERATION_OPS for node in graph.real_nodes)
+
+
+def loop_frames(graph: Graph) -> Frames:
+    """Each node's frame, found like TF's BuildControlFlowInfo: a breadth-first walk from the
+    nodes without inputs; an `Enter` opens its `frame_name`, the consumers of an `Exit` are
+    back in the parent frame, everything else inherits its producer's frame."""
+    frame_of: dict[str, str] = {}
+    parent: dict[str, str] = {}
+    consumers, control_consumers = graph.consumers, graph.control_consumers
+    queue = deque(n for n in graph.real_nodes if not n.inputs and not n.control_inputs)
+    for node in queue:
+        frame_of[node.name] = ROOT_FRAME
+    while queue:
+        node = queue.popleft()
+        frame = frame_of[node.name]
+        if node.op in EXIT_OPS:
+            frame = parent.get(frame, ROOT_FRAME)
+        outs = [c for c, _ in consumers[node.name]] + control_consumers[node.name]
+        for out in outs:
+            if out.name in frame_of:
+                continue
+            if out.op in ENTER_OPS:
+                child = str(out.attr("frame_name", out.name))
+                parent.setdefault(child, frame)
+                frame_of[out.name] = child
+            else:
+                frame_of[out.name] = frame
+            queue.append(out)
+    return Frames(frame_of, parent)
