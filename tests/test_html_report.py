@@ -109,6 +109,17 @@ def test_the_page_shows_tftrt_numbers(tiny_session, tiny_page) -> None:
     assert title == f"TF-TRT Workbench report: {Path(result.model).name}"
 
 
+def test_the_header_names_the_tensorflow_that_prepared_the_graph(tiny_page) -> None:
+    import tensorflow as tf
+
+    _text, page = tiny_page
+    line = next(p for p in page.text["p"] if "Grappler" in p)
+    assert f"TensorFlow {tf.__version__}'s Grappler" in line
+    # Only TensorFlow <= 2.17 ran TF-TRT's own Grappler; newer ones may count nodes differently.
+    tftrt_era = tuple(int(x) for x in tf.__version__.split(".")[:2]) <= (2, 17)
+    assert ("the one TF-TRT ran" in line) == tftrt_era
+
+
 def test_table_cells_are_escaped() -> None:
     from workbench.ui.html_report import _table
 
