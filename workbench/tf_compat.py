@@ -40,10 +40,15 @@ def grappler_is_tftrts(version: str | None = None) -> bool:
 
 
 def graph_origin(version: str) -> str:
-    """One line saying which TensorFlow's Grappler prepared a graph, for report headers."""
+    """One line saying which TensorFlow traced and optimized a graph, for report headers.
+
+    Releases differ in both: TF 2.18+ write GELU with Erfc (TF-TRT rejects it) where 2.17
+    wrote Erf (converted), and their Grappler is newer than the one TF-TRT ran.
+    """
     if not version:
         return "Graph not prepared by the workbench."
     if grappler_is_tftrts(version):
-        return f"Graph prepared by TensorFlow {version}'s Grappler, the one TF-TRT ran."
-    return (f"Graph prepared by TensorFlow {version}'s Grappler; TF-TRT ran 2.16/2.17's, "
-            "so node counts can differ slightly.")
+        return (f"Graph traced and optimized by TensorFlow {version}, a release TF-TRT ran on "
+                "(the same ops and Grappler).")
+    return (f"Graph traced and optimized by TensorFlow {version}; TF-TRT ran on 2.16/2.17, "
+            "whose graphs can have other ops and node counts.")
