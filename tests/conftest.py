@@ -91,6 +91,16 @@ def fixture_path(name: str = "") -> Path:
     return root / name
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """CI runs the suite on two stacks: the header says which one this is."""
+    from importlib import metadata
+
+    from workbench.tf_compat import tensorflow_version
+
+    return (f"TensorFlow {tensorflow_version()}, numpy {metadata.version('numpy')}, "
+            f"onnxruntime {metadata.version('onnxruntime')}")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `newest_stack(reason)` skip on TensorFlow <= 2.17, saying why (CI's second
     environment runs the suite on TensorFlow 2.17.1)."""
