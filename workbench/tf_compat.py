@@ -42,8 +42,8 @@ def grappler_is_tftrts(version: str | None = None) -> bool:
 def graph_origin(version: str) -> str:
     """One line saying which TensorFlow traced and optimized a graph, for report headers.
 
-    Releases differ in both: TF 2.18+ write GELU with Erfc (TF-TRT rejects it) where 2.17
-    wrote Erf (converted), and their Grappler is newer than the one TF-TRT ran.
+    Releases differ in both: TF 2.21 writes GELU with Erfc (TF-TRT rejects it) where 2.17
+    wrote Erf (converted), and its Grappler is newer than the one TF-TRT ran.
     """
     if not version:
         return "Graph not prepared by the workbench."
