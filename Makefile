@@ -1,8 +1,13 @@
 # Two commands on a fresh machine: `make run` (the main job) and `make test` (the whole suite).
-# Both install everything into .venv/ first.
-VENV := .venv
+# Both install everything into .venv/ first, at the exact versions of $(CONSTRAINTS).
+# Another environment: `make test VENV=.venv-tf2.17 CONSTRAINTS=constraints/ci-tf2.17.txt`.
+VENV ?= .venv
+CONSTRAINTS ?= constraints/ci-tf2.21.txt
+PYTHON ?= python3
+PYTEST_ARGS ?=
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# One stamp per constraints file, so pointing a venv at other constraints reinstalls it.
+STAMP := $(VENV)/.installed-$(notdir $(CONSTRAINTS))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # JupyterLab refuses to run as root unless told; our machines and containers run as root.
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
@@ -12,10 +17,11 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 install: $(STAMP) system-deps
 
-$(STAMP): pyproject.toml
-	python3 -m venv $(VENV)
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cpu,samples,lab,dev]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[cpu,samples,lab,dev]'
+	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 
 # Graphviz's `dot` renders the segment graphs; the browser test drives Debian's Chromium
@@ -36,11 +42,11 @@ report: install
 
 test: install
 	$(PY) -m ruff check workbench sample_models tests benchmarks
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: install
 	$(PY) benchmarks/segmentation.py
 	$(PY) benchmarks/ui.py
 
 clean:
-	rm -rf $(VENV) sample_models/build
+	rm -rf .venv .venv-tf2.17 $(VENV) sample_models/build

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sample_models import store
 from sample_models.recipes import DATA_FILE, KERAS_FILE, NAMES, RECIPES, Recipe
 from workbench.errors import WorkbenchError
+from workbench.tf_compat import tensorflow_version
 
 if TYPE_CHECKING:
     import keras
@@ -53,7 +54,10 @@ def ensure_built(name: str, root: Path | None = None) -> store.Outcome:
     def make(directory: Path) -> None:
         importlib.import_module(f"sample_models.{rec.module}").make(rec, directory)
 
-    return store.ensure(Path(root or ROOT), name, f"v{rec.version}", make)
+    # A SavedModel is rebuilt by the TensorFlow that reads it: another release may not load it
+    # and would trace a different graph (CI runs two TensorFlows on one checkout).
+    version = f"v{rec.version}-tf{tensorflow_version()}"
+    return store.ensure(Path(root or ROOT), name, version, make)
 
 
 def build(name: str, root: Path | None = None) -> Path:

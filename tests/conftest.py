@@ -101,3 +101,28 @@ def fixture_path(name: str = "") -> Path:
             pytest.fail(reason)
         pytest.skip(reason)
     return root / name
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """CI runs the suite on two stacks: the header says which one this is."""
+    from importlib import metadata
+
+    from workbench.tf_compat import tensorflow_version
+
+    return (f"TensorFlow {tensorflow_version()}, numpy {metadata.version('numpy')}, "
+            f"onnxruntime {metadata.version('onnxruntime')}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `newest_stack(reason)` skip on TensorFlow <= 2.17, saying why (CI's second
+    environment runs the suite on TensorFlow 2.17.1)."""
+    from workbench.tf_compat import LAST_TFTRT_RELEASE, tensorflow_release, tensorflow_version
+
+    if tensorflow_release() > LAST_TFTRT_RELEASE:
+        return
+    for item in items:
+        marker = item.get_closest_marker("newest_stack")
+        if marker is not None:
+            reason = marker.kwargs.get("reason") or ", ".join(marker.args)
+            item.add_marker(pytest.mark.skip(
+                reason=f"needs TensorFlow >= 2.18, this is {tensorflow_version()}: {reason}"))

@@ -30,6 +30,7 @@ def test_loads_and_shows_every_tab(app: Workbench) -> None:
     assert "[*] Total number of TensorRT engines: 3" in app.summary.value
     assert "Op histogram per engine" in app.summary.value and "<td>Conv2D</td>" in app.summary.value
     assert "CombinedNonMaxSuppression" in app.nonconversion.value
+    assert f"TensorFlow {app.result.tensorflow_version}</span>" in app.headline.value
     assert "Cannot Convert Bilinear Resize when align_corners=False" in app.nonconversion.value
     assert app.graph.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg
     assert app.tabs.titles == ("Summary", "Non-conversion report", "Segment graph", "Charts",

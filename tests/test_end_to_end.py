@@ -166,7 +166,11 @@ def test_cli_json_is_one_document_matching_the_api() -> None:
     assert document["params"] == expected["params"]
     assert document["model"] == str(path)
     assert list(document) == ["model", "signature_key", "params", "engines", "unconverted",
-                              "converted_nodes", "total_nodes", "percent_converted"]
+                              "converted_nodes", "total_nodes", "percent_converted",
+                              "tensorflow_version"]
+    import tensorflow as tf
+
+    assert document["tensorflow_version"] == tf.__version__
 
 
 def test_cli_text_prints_summary_then_report() -> None:

@@ -109,6 +109,17 @@ def test_the_page_shows_tftrt_numbers(tiny_session, tiny_page) -> None:
     assert title == f"TF-TRT Workbench report: {Path(result.model).name}"
 
 
+def test_the_header_names_the_tensorflow_that_prepared_the_graph(tiny_page) -> None:
+    import tensorflow as tf
+
+    _text, page = tiny_page
+    line = next(p for p in page.text["p"] if "traced and optimized" in p)
+    assert f"TensorFlow {tf.__version__}" in line
+    # Only TensorFlow <= 2.17 made the graphs TF-TRT saw; newer ones may differ.
+    tftrt_era = tuple(int(x) for x in tf.__version__.split(".")[:2]) <= (2, 17)
+    assert ("a release TF-TRT ran on" in line) == tftrt_era
+
+
 def test_table_cells_are_escaped() -> None:
     from workbench.ui.html_report import _table
 

@@ -14,7 +14,16 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+# Notebook 02's text and asserts show tiny_bert's engines under TF 2.21's graph.
+TINY_BERT_GELU = pytest.mark.newest_stack(
+    reason="TF <= 2.17 writes tiny_bert's GELU with Erf, which converts (2.21 with Erfc, "
+    "rejected): other engine counts than the notebook explains")
+NEWEST_STACK_NOTEBOOKS = {"02_minimum_segment_size": TINY_BERT_GELU}
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=NEWEST_STACK_NOTEBOOKS.get(p.stem, ())) for p in NOTEBOOKS
+], ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path) -> None:
     # Run from a scratch copy so experiment stores and outputs never land in the repo.
     if path.stem == "05_profiling":

@@ -438,7 +438,12 @@ def test_user_guide_dynamic_shape_example_per_strategy(PROFILE_STRATEGY: str) ->
             yield [tf.convert_to_tensor(x) for x in get_random_input(*shapes[0]).values()]
 
     converter.build(input_fn)
-    first = func.ops["TRTEngineOp_000_000"]  # takes one [batch, seq] input
+    # The first engine taking one [batch, seq] input: _000_000 on TF 2.21. TF <= 2.17 writes
+    # GELU with Erf, which converts (2.21 with Erfc, which does not), so fewer, larger engines
+    # form and an attention engine sorts first.
+    first_name = next(e.name for e in converter.report.engines.itertuples()
+                      if e.input_shapes == [[-1, -1]])
+    first = func.ops[first_name]
     assert [p.describe() for p in first.profiles] == USER_GUIDE_PROFILES[PROFILE_STRATEGY]
     assert all(op.stats.builds == 1 for op in func.ops.values())
     inputs = get_random_input(4, 384)

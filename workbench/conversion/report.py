@@ -274,6 +274,7 @@ class ConversionReport:
             "converted_nodes": result.converted_nodes,
             "total_nodes": result.total_nodes,
             "percent_converted": result.percent_converted,
+            "tensorflow_version": result.tensorflow_version or None,
         }
 
     def to_json(self, indent: int | None = 2) -> str:

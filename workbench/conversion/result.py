@@ -97,6 +97,8 @@ class ConversionResult:
     not_converted_top_level: int
     model: str = ""
     signature_key: str = "serving_default"
+    # The TensorFlow whose Grappler prepared the graph: node counts differ between releases.
+    tensorflow_version: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -20,6 +20,7 @@ from workbench.conversion.segmenter import Partition, Segmentation, segment_grap
 from workbench.conversion.validator import ValidatorSettings, validate_node
 from workbench.graph.loading import LoadedModel, load_model
 from workbench.graph.prepare import OptimizedGraph, PreparedGraph, finish, optimize
+from workbench.tf_compat import tensorflow_version
 
 # Explicit-precision (QDQ) mode is on when the graph holds one of these ops (spec §1 step 6).
 EXPLICIT_QUANTIZATION_OPS = frozenset({"QuantizeAndDequantizeV2"})
@@ -147,6 +148,7 @@ class ConversionSession:
             not_converted_top_level=partition.not_converted_top_level,
             model=self.loaded.source,
             signature_key=self.loaded.signature_key,
+            tensorflow_version=tensorflow_version(),
         )
 
 

@@ -17,18 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
+from workbench.tf_compat import LAST_TFTRT_RELEASE, tensorflow_release
 
 if TYPE_CHECKING:
     from workbench.conversion.params import ConversionParams
     from workbench.engines.tftrt_graph import TftrtModel
 
 NAME = "tftrt"
-LAST_VERSION = (2, 17)  # the last TensorFlow minor release that shipped TF-TRT
-
-
-def _version(text: str) -> tuple[int, int]:
-    parts = (text.split(".") + ["0", "0"])[:2]
-    return tuple(int("".join(c for c in p if c.isdigit()) or 0) for p in parts)  # type: ignore
 
 
 def status() -> tuple[bool, str]:
@@ -38,7 +33,7 @@ def status() -> tuple[bool, str]:
     except ImportError:
         return False, "not available here: TensorFlow is not installed"
     version = tf.__version__
-    if _version(version) > LAST_VERSION:
+    if tensorflow_release(version) > LAST_TFTRT_RELEASE:
         return False, (f"not available here: TensorFlow {version} has no TF-TRT "
                        f"(removed in 2.18; it needs TensorFlow <= 2.17 built with TensorRT)")
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Sequence
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from workbench.profiling.conversion_check import (
 )
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
+from workbench.tf_compat import graph_origin
 from workbench.ui.controls import Controls
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tables import STYLE, note_html, pre_html, table_html
@@ -462,7 +464,9 @@ def _headline(result: ConversionResult) -> str:
         f'<div class="wb-headline"><b>{engines}</b> TensorRT engine{"s" * (engines != 1)} · '
         f"<b>{result.percent_converted:.2f}%</b> of nodes converted "
         f"[{result.converted_nodes}/{result.total_nodes}] · "
-        f"<b>{len(result.nonconversion)}</b> op types rejected</div>"
+        f"<b>{len(result.nonconversion)}</b> op types rejected · "
+        f'<span title="{escape(graph_origin(result.tensorflow_version))}">'
+        f"TensorFlow {escape(result.tensorflow_version or '?')}</span></div>"
     )
 
 

@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.conversion.whatif import blocking_op_types
 from workbench.errors import WorkbenchError
+from workbench.tf_compat import graph_origin
 
 SWEEP_THRESHOLDS = range(1, 65)
 CHART_HEIGHT = "440px"
@@ -185,12 +186,13 @@ def _page(title: str, header: str, sections: Iterable[str]) -> str:
 
 def _header(data: ReportData) -> str:
     result = data.result
-    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"<header><h1>{escape(_title(result))}</h1>"
         f"<p>Model <code>{escape(str(result.model))}</code>, signature "
         f"<code>{escape(result.signature_key)}</code></p>"
         f"<p>Segmented as TF-TRT 2.16/2.17 would, without a GPU. Generated {generated}.</p>"
+        f"<p>{escape(graph_origin(result.tensorflow_version))}</p>"
         "</header>"
     )
 

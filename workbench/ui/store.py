@@ -13,7 +13,7 @@ import os
 import re
 import secrets
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ class Run:
         result carries its own threshold); `params` supplies the rest (workspace, ...).
         """
         merged = {**params.validated().as_dict(), **result.params}
-        now = datetime.now(UTC)
+        now = datetime.now(timezone.utc)
         run = cls(
             run_id=f"{now:%Y%m%dT%H%M%S%fZ}-{secrets.token_hex(3)}",
             name=name or default_name(merged),
