@@ -1,0 +1,154 @@
+"""Model zoo: every keras.applications architecture (random weights) plus LSTM, GRU, map_fn,
+string-decoding, cond and jit-compiled-function models, each through TF-TRT's flow.
+
+Per model: convert (default TF-TRT parameters), first run (engines built), the outputs against
+native TensorFlow's, save, `workbench.load` and a run of the reloaded model. Prints one table
+row per model; a row passes when every step worked and the outputs agree.
+
+    .venv/bin/python benchmarks/zoo.py [--quick] [--models ConvNeXtTiny,lstm]
+
+`--quick` runs the feature models and three small architectures. The full zoo takes a while on
+our 2-core machines (the largest architectures run at their default input sizes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+import workbench  # noqa: E402
+from sample_models.zoo import ZooModel, zoo  # noqa: E402
+from workbench import trt_convert as trt  # noqa: E402
+from workbench.errors import first_line  # noqa: E402
+
+QUICK = ("MobileNetV3Small", "ConvNeXtTiny", "EfficientNetB0")
+# Outputs agree when max |converted - native| <= TOLERANCE * max(1, max |native|).
+TOLERANCE = 1e-3
+
+
+@dataclass
+class ZooRow:
+    model: str
+    nodes: int = 0
+    engines: int = 0
+    percent: float = 0.0
+    convert_s: float = 0.0
+    first_run_s: float = 0.0
+    max_error: float = float("nan")
+    reload_ok: bool = False
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.error and self.reload_ok
+
+
+def run_model(entry: ZooModel, seed: int = 0) -> ZooRow:
+    """Converts, runs, compares, saves and reloads one zoo model."""
+    row = ZooRow(entry.name)
+    try:
+        _run(entry, row, seed)
+    except Exception as exc:  # one row per failure, the table goes on
+        row.error = f"{type(exc).__name__}: {first_line(exc)}"[:300]
+    return row
+
+
+def _run(entry: ZooModel, row: ZooRow, seed: int) -> None:
+    model = entry.make()
+    inputs = entry.inputs(np.random.default_rng(seed), model)
+    source = ({"input_saved_model_dir": model} if isinstance(model, str)
+              else {"input_model": model})
+    start = time.perf_counter()
+    converter = trt.TrtGraphConverterV2(**source)
+    function = converter.convert()
+    row.convert_s = time.perf_counter() - start
+    result = converter.result
+    row.nodes, row.engines = result.total_nodes, len(result.engines)
+    row.percent = result.percent_converted
+    start = time.perf_counter()
+    converted = _numpy(function(*inputs))
+    row.first_run_s = time.perf_counter() - start
+    native = _numpy(converter.session.loaded(*inputs))
+    row.max_error = max_error(converted, native)
+    if not agree(converted, native):
+        raise AssertionError(f"outputs differ from native TF by {row.max_error:.3g}")
+    with tempfile.TemporaryDirectory(prefix="zoo-saved-") as directory:
+        converter.save(directory, overwrite=True)
+        reloaded = _numpy(workbench.load(directory)(*inputs))
+    row.reload_ok = agree(reloaded, converted)
+    if not row.reload_ok:
+        raise AssertionError(f"the reloaded model differs by {max_error(reloaded, converted):.3g}")
+
+
+def _numpy(outputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    return {name: np.asarray(value) for name, value in outputs.items()}
+
+
+def max_error(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
+    if set(got) != set(want):
+        raise AssertionError(f"outputs {sorted(got)} differ from {sorted(want)}")
+    return max((float(np.max(np.abs(got[k].astype("float64") - want[k].astype("float64"))))
+                if got[k].size else 0.0) for k in want)
+
+
+def agree(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> bool:
+    scale = max([1.0] + [float(np.max(np.abs(v))) for v in want.values() if v.size])
+    return max_error(got, want) <= TOLERANCE * scale
+
+
+def table(rows: list[ZooRow]) -> str:
+    header = (f"{'model':<22} {'nodes':>6} {'engines':>7} {'% conv':>7} {'convert s':>9} "
+              f"{'1st run s':>9} {'max error':>9} {'reload':>6}  result")
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(f"{r.model:<22} {r.nodes:>6} {r.engines:>7} {r.percent:>7.2f} "
+                     f"{r.convert_s:>9.1f} {r.first_run_s:>9.1f} {r.max_error:>9.2g} "
+                     f"{'ok' if r.reload_ok else '-':>6}  {'PASS' if r.passed else r.error}")
+    return "\n".join(lines)
+
+
+def select(models: str | None, quick: bool) -> list[ZooModel]:
+    every = zoo()
+    if models:
+        names = [n.strip() for n in models.split(",") if n.strip()]
+        unknown = [n for n in names if n not in every]
+        if unknown:
+            raise SystemExit(f"unknown zoo model(s) {', '.join(unknown)}; choose from: "
+                             f"{', '.join(every)}")
+        return [every[n] for n in names]
+    if quick:
+        return [every[n] for n in QUICK] + [m for m in every.values() if m.kind == "feature"]
+    return list(every.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="feature models and 3 small "
+                        "architectures")
+    parser.add_argument("--models", help="comma-separated zoo names (e.g. ConvNeXtTiny,lstm)")
+    args = parser.parse_args(argv)
+    logging.getLogger("workbench").setLevel(logging.ERROR)  # the per-model reports
+    rows = []
+    for entry in select(args.models, args.quick):
+        rows.append(run_model(entry))
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    print()
+    print(table(rows))
+    failed = [r.model for r in rows if not r.passed]
+    print(f"\n{len(rows) - len(failed)}/{len(rows)} passed"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
