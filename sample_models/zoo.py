@@ -8,7 +8,6 @@ directory) and inputs for it, in signature order.
 
 from __future__ import annotations
 
-import inspect
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,16 +26,30 @@ class ZooModel:
     kind: str  # "application" or "feature"
 
 
+# Parameters in millions, from the keras.applications documentation's table: the zoo runs
+# the small architectures first (memory and time grow with them).
+MILLION_PARAMS = {
+    "MobileNetV3Small": 2.5, "MobileNetV2": 3.5, "MobileNet": 4.3, "EfficientNetB0": 5.3,
+    "NASNetMobile": 5.3, "MobileNetV3Large": 5.4, "EfficientNetV2B0": 7.2,
+    "EfficientNetB1": 7.9, "DenseNet121": 8.1, "EfficientNetV2B1": 8.2, "EfficientNetB2": 9.2,
+    "EfficientNetV2B2": 10.2, "EfficientNetB3": 12.3, "DenseNet169": 14.3,
+    "EfficientNetV2B3": 14.5, "EfficientNetB4": 19.5, "DenseNet201": 20.2,
+    "EfficientNetV2S": 21.6, "Xception": 22.9, "InceptionV3": 23.9, "ResNet50": 25.6,
+    "ResNet50V2": 25.6, "ConvNeXtTiny": 28.6, "EfficientNetB5": 30.6, "EfficientNetB6": 43.3,
+    "ResNet101": 44.7, "ResNet101V2": 44.7, "ConvNeXtSmall": 50.2, "EfficientNetV2M": 54.4,
+    "InceptionResNetV2": 55.9, "ResNet152": 60.4, "ResNet152V2": 60.4, "EfficientNetB7": 66.7,
+    "ConvNeXtBase": 88.5, "NASNetLarge": 88.9, "EfficientNetV2L": 119.0, "VGG16": 138.4,
+    "VGG19": 143.7, "ConvNeXtLarge": 197.7, "ConvNeXtXLarge": 350.1,
+}
+
+
 def application_names() -> list[str]:
-    """Every architecture `keras.applications` exports (ConvNeXtTiny, ..., Xception)."""
+    """Every architecture `keras.applications` exports, smallest first."""
     import keras
 
-    names = []
-    for module in vars(keras.applications).values():
-        for name, obj in vars(module).items() if inspect.ismodule(module) else ():
-            if inspect.isfunction(obj) and name[:1].isupper():
-                names.append(name)
-    return sorted(set(names))
+    names = [n for n in dir(keras.applications)
+             if n[:1].isupper() and callable(getattr(keras.applications, n))]
+    return sorted(set(names), key=lambda n: (MILLION_PARAMS.get(n, 1000.0), n))
 
 
 def _application(name: str) -> Callable[[], Any]:
@@ -50,7 +63,8 @@ def _application(name: str) -> Callable[[], Any]:
 
 
 def _images(rng: np.random.Generator, model: Any) -> list[np.ndarray]:
-    shape = (1, *model.input_shape[1:])
+    # MobileNetV3 leaves the image size open: 224, its default size with weights.
+    shape = (1, *(224 if d is None else d for d in model.input_shape[1:]))
     return [rng.uniform(0, 255, shape).astype("float32")]
 
 
