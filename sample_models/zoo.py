@@ -57,7 +57,8 @@ def _application(name: str) -> Callable[[], Any]:
         import keras
 
         export.seed_everything()
-        return getattr(keras.applications, name)(weights=None)
+        # Logits: with random weights a softmax saturates to one-hot, hiding any error.
+        return getattr(keras.applications, name)(weights=None, classifier_activation=None)
 
     return make
 
@@ -65,7 +66,7 @@ def _application(name: str) -> Callable[[], Any]:
 def _images(rng: np.random.Generator, model: Any) -> list[np.ndarray]:
     # MobileNetV3 leaves the image size open: 224, its default size with weights.
     shape = (1, *(224 if d is None else d for d in model.input_shape[1:]))
-    return [rng.uniform(0, 255, shape).astype("float32")]
+    return [rng.uniform(-1, 1, shape).astype("float32")]
 
 
 # --- feature models ---------------------------------------------------------------------------
