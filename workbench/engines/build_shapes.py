@@ -33,6 +33,8 @@ def engine_input_shapes(graph_def: Any, input_tensors: Sequence[str], shapes: Sh
 
     dtypes = {node.name: node.attr["dtype"].type for node in graph_def.node
               if node.op == "Placeholder"}
+    if any(TensorRef.parse(t).node not in dtypes for t in input_tensors):
+        return dict.fromkeys((e.name for e in engines), None)  # inputs that are not fed
     graph = tf.Graph()
     with graph.as_default():
         feeds = {tensor: tf.compat.v1.placeholder(
