@@ -414,8 +414,9 @@ USER_GUIDE_PROFILES = {
 @pytest.mark.parametrize("PROFILE_STRATEGY", list(USER_GUIDE_PROFILES))
 def test_user_guide_dynamic_shape_example_per_strategy(PROFILE_STRATEGY: str) -> None:
     """The user guide's BERT example on tiny_bert with the guide's table shapes ([8, 128],
-    [4, 384]). Its input_fn filled every input with random word ids; ours gives the mask and
-    type ids valid values (CPU TensorFlow rejects out-of-range embedding lookups)."""
+    [4, 384]) and its input_fn as written: random word ids in every input, which CPU
+    TensorFlow's embedding lookups reject for the type ids. Only their shapes count: build()
+    infers each engine's input shapes and runs no kernel."""
     converter = trt.TrtGraphConverterV2(
         input_saved_model_dir=str(sample_models.build("tiny_bert")),
         precision_mode=trt.TrtPrecisionMode.FP32,
@@ -435,9 +436,13 @@ def test_user_guide_dynamic_shape_example_per_strategy(PROFILE_STRATEGY: str) ->
 
     def input_fn():
         for shapes in input_shapes:
-            yield [tf.convert_to_tensor(x) for x in get_random_input(*shapes[0]).values()]
+            # return a list of input tensors
+            yield [tf.convert_to_tensor(
+                np.random.randint(low=0, high=VOCAB_SIZE, size=x, dtype=np.int32))
+                for x in shapes]
 
     converter.build(input_fn)
+    assert all(op.stats.native_calls == 0 for op in func.ops.values())
     # The first engine taking one [batch, seq] input: _000_000 on TF 2.21. TF <= 2.17 writes
     # GELU with Erf, which converts (2.21 with Erfc, which does not), so fewer, larger engines
     # form and an attention engine sorts first.
@@ -451,6 +456,50 @@ def test_user_guide_dynamic_shape_example_per_strategy(PROFILE_STRATEGY: str) ->
     for key in native:
         np.testing.assert_allclose(converted[key], native[key], atol=1e-4)
     assert all(op.stats.engine_calls == 1 for op in func.ops.values())
+
+
+def _data_dependent_module() -> tf.Module:
+    """Rows picked by id (CPU TensorFlow rejects ids outside the table), then kept where
+    positive: the engine after the mask sees a shape that depends on the values."""
+    module = tf.Module()
+    module.table = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    module.w = tf.Variable(np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32, name="ids")])
+    def serve(ids):
+        rows = tf.gather(module.table, ids)
+        kept = tf.boolean_mask(rows, rows[:, 0] > 0.0)
+        return {"y": tf.nn.relu(tf.matmul(kept, module.w) * 2.0 + 1.0) - 0.5}
+
+    module.serve = serve
+    return module
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_build_runs_data_only_where_shapes_depend_on_it(tmp_path: Path, dynamic: bool) -> None:
+    module = _data_dependent_module()
+    tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.serve})
+    ids = np.array([2, 0, 2, 1], np.int32)
+
+    def converter() -> trt.TrtGraphConverterV2:
+        return trt.TrtGraphConverterV2(input_saved_model_dir=str(tmp_path),
+                                       use_dynamic_shape=dynamic, minimum_segment_size=2)
+
+    good = converter()
+    func = good.convert()
+    assert len(func.ops) >= 1
+    good.build(lambda: iter([[ids]]))
+    assert all(op.stats.builds == 1 for op in func.ops.values())
+    np.testing.assert_allclose(func(ids)["y"], good.session.loaded(ids)["y"], atol=1e-6)
+
+    bad = converter()
+    bad.convert()
+    with pytest.raises(WorkbenchError) as caught:
+        bad.build(lambda: iter([[np.array([7, 0], np.int32)]]))
+    message = str(caught.value)
+    assert "depend on the input values" in message and "input set 0 (ids)" in message
+    assert "GatherV2" in message and "indices[0] = 7 is not in [0, 3)" in message
+    assert "\n" not in message
 
 
 def test_user_guide_int8_post_training_quantization(tmp_path: Path) -> None:

@@ -164,6 +164,7 @@ class TrtGraphConverterV2:
         )
         self._result = self._session.convert(self._params)
         _log_nonconversion_report(self._result)
+        _log_function_conversions(self._result)
         self._converted_func = converted_model(self._session, self._result, self._params)
         _export_graphviz(self._session, self._result)
         if needs_calibration and not self._params.use_dynamic_shape:
@@ -251,6 +252,21 @@ def _log_nonconversion_report(result: ConversionResult) -> None:
             logger.warning(error)
         else:
             logger.warning("TF-TRT Non-Conversion Report saved at: `%s`", csv_path)
+
+
+def _log_function_conversions(result: ConversionResult) -> None:
+    """Each function TF-TRT converted was its own ConvertGraph call, with its own report."""
+    for conversion in result.functions:
+        if conversion.nonconversion:
+            logger.warning(nonconversion_report(
+                conversion.nonconversion,
+                detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))[0]))
+        if conversion.engines:
+            logger.warning(
+                "%d engine(s) found inside function %s (_tftrt_convert_function): %s; they are "
+                "reported in converter.report.function_engines, and the workbench runs the "
+                "function natively", len(conversion.engines), conversion.function,
+                ", ".join(e.name for e in conversion.engines))
 
 
 def _export_graphviz(session: ConversionSession, result: ConversionResult) -> None:

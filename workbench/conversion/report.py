@@ -234,6 +234,17 @@ def _engine_json(engine: EngineInfo) -> dict[str, Any]:
     }
 
 
+def _function_json(conversion: Any) -> dict[str, Any]:
+    return {
+        "function": conversion.function,
+        "attributes": _plain(conversion.attrs),
+        "params": params_dict(conversion.params.to_json()),
+        "engines": [_engine_json(e) for e in sorted(conversion.engines, key=lambda e: e.name)],
+        "unconverted": [{"name": n.name, "op": n.op, "reason": n.reason}
+                        for n in conversion.unconverted],
+    }
+
+
 # ----------------------------------------------------------------------------- the report
 
 
@@ -259,6 +270,15 @@ class ConversionReport:
             [(n.name, n.op, n.reason, n.in_tftrt_report) for n in result.unconverted],
             columns=list(UNCONVERTED_COLUMNS),
         )
+        # Engines inside functions marked `_tftrt_convert_function`, with their function and
+        # the parameters its attributes set (summary() leaves them out, as TF-TRT's did).
+        self.function_engines = pd.DataFrame(
+            [{"function": f.function, **_engine_row(e),
+              "precision_mode": f.params.precision_mode,
+              "minimum_segment_size": f.params.minimum_segment_size}
+             for f in result.functions for e in f.engines],
+            columns=["function", *ENGINE_COLUMNS, "precision_mode", "minimum_segment_size"],
+        )
 
     def to_dict(self) -> dict:
         """The CLI's JSON document (DESIGN.md), keys in its order."""
@@ -275,7 +295,8 @@ class ConversionReport:
             "total_nodes": result.total_nodes,
             "percent_converted": result.percent_converted,
             "tensorflow_version": result.tensorflow_version or None,
-        }
+        } | ({"functions": [_function_json(f) for f in result.functions]}
+             if result.functions else {})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -100,6 +100,9 @@ class ConversionResult:
     # The TensorFlow whose Grappler prepared the graph: node counts differ between releases.
     tensorflow_version: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # Functions converted because they carry `_tftrt_convert_function` (FunctionConversion):
+    # TF-TRT's summary() never counted their engines, so neither do the counts below.
+    functions: list[Any] = field(default_factory=list)
 
     @property
     def converted_nodes(self) -> int:

@@ -365,9 +365,11 @@ class Segmentation:
         self._dead_const_groups = self._const_groups()
 
     def result(
-        self, minimum_segment_size: int, max_engines: int = DEFAULT_MAX_ENGINES
+        self, minimum_segment_size: int, max_engines: int = DEFAULT_MAX_ENGINES,
+        prefix: str = ENGINE_PREFIX,
     ) -> Partition:
-        """Engines and unconverted nodes for one threshold (-1: main graph not converted)."""
+        """Engines and unconverted nodes for one threshold (-1: main graph not converted);
+        engines are named `prefix` + their index (functions have their own sequence)."""
         t = minimum_segment_size
         if t == -1:
             real = len(self.graph.nodes) - 2
@@ -383,7 +385,7 @@ class Segmentation:
             if io is None:
                 fate[i] = "no_inputs"  # TF-TRT keeps it native; the name index stays used
                 continue
-            engines.append(self._engine_info(f"{ENGINE_PREFIX}{index:03d}", i, io))
+            engines.append(self._engine_info(f"{prefix}{index:03d}", i, io))
             converted += len(self.segments[i].ids)
         engine_set = {i for i, f in fate.items() if f == "engine"}
         top_level = len(self.graph.nodes) - 2 - converted - self._dead_consts(engine_set)

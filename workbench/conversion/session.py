@@ -14,6 +14,12 @@ from dataclasses import replace
 from typing import Any
 
 from workbench.conversion.candidates import SegmenterOptions
+from workbench.conversion.functions import (
+    FunctionConversion,
+    call_site_specs,
+    convert_functions,
+    marked_for_conversion,
+)
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, LazyList
 from workbench.conversion.segmenter import Partition, Segmentation, segment_graph
@@ -123,7 +129,19 @@ class ConversionSession:
         partition = self.segmentation(params, assume_supported=assume_supported).result(
             params.minimum_segment_size, params.max_engines
         )
-        return self._result(params, partition)
+        result = self._result(params, partition)
+        result.functions = self.function_conversions(params)
+        return result
+
+    def function_conversions(self, params: ConversionParams) -> list[FunctionConversion]:
+        """The library functions marked `_tftrt_convert_function`, each converted with the
+        parameters its `_tftrt_*` attributes override (TF-TRT's function items)."""
+        prepared = self.prepared(params.precision_mode)
+        if not any(marked_for_conversion(f) for f in prepared.graph_def.library.function):
+            return []
+        return convert_functions(prepared.graph_def,
+                                 call_site_specs(prepared.graph, prepared.graph_def), params,
+                                 self.validator_settings)
 
     def sweep(
         self, params: ConversionParams, thresholds: Iterable[int] = range(1, 65)

@@ -46,6 +46,9 @@ class RuntimeGraph:
     input_dtypes: list[str]  # numpy names
     input_shapes: list[tuple[int, ...] | None]
     signature_key: str = "serving_default"
+    # The prepared graph the segments were cut from (in process only): where build() infers
+    # each engine's input shapes from the model's.
+    prepared_graph_def: Any = None
 
     @property
     def engines(self) -> list[EngineInfo]:
@@ -226,31 +229,59 @@ class ConvertedModel:
     # --- build() and calibration -------------------------------------------------------------
 
     def build(self, input_fn: Callable[[], Any]) -> None:
-        """TF-TRT's build(): engines for the shapes `input_fn` yields (see module docstring)."""
+        """TF-TRT's build(): engines for the shapes `input_fn` yields. Only the shapes count
+        (as on a GPU): each engine's input shapes are inferred, and data runs through the
+        model only for engines whose input shapes depend on values."""
         sets = collect_inputs(input_fn, self.input_names, "input_fn")
+        shapes = self._engine_shapes(sets)
         if self.settings.use_dynamic_shape:
-            self._build_profiles(sets)
+            # One engine per op holding every profile the strategy makes of its shapes.
+            from workbench.engines.profiles import optimization_profiles
+
+            strategy = self.settings.dynamic_shape_profile_strategy or "Range"
+            for name, op in self.ops.items():
+                if shapes[name]:
+                    op.profiles = tuple(optimization_profiles(shapes[name], strategy))
+                    op.build()
             return
-        # Implicit batch: each distinct input shape runs once; a miss builds an engine (up to
+        # Implicit batch: each distinct input shape set serves or builds an engine (up to
         # maximum_cached_engines per op, the LRU keeping the most recent).
-        seen: set[Any] = set()
-        for shapes, inputs in zip(sets.shapes, sets.sets, strict=True):
-            if shapes not in seen:
-                seen.add(shapes)
-                self(*inputs)
-
-    def _build_profiles(self, sets: InputSets) -> None:
-        """Dynamic shape: run every input set collecting each op's input shapes, turn them into
-        profiles with the strategy, then build one engine per op holding all of them."""
-        from workbench.engines.profiles import optimization_profiles
-
-        collected = self._run_collecting(sets, shapes=True)
-        strategy = self.settings.dynamic_shape_profile_strategy or "Range"
         for name, op in self.ops.items():
-            shapes = collected[name][0]
-            if shapes:
-                op.profiles = tuple(optimization_profiles(shapes, strategy))
-                op.build()
+            for engine_shapes in dict.fromkeys(shapes[name]):
+                op.build(engine_shapes)
+
+    def _engine_shapes(self, sets: InputSets) -> dict[str, list[Any]]:
+        """engine -> its input shapes for each input set (inferred; from a native run of the
+        set when they depend on values, with a clear error when that run fails)."""
+        from workbench.engines.build_shapes import data_run_error, engine_input_shapes
+
+        graph = self.graph
+        inferred: dict[Any, dict[str, Any]] = {}
+        found: dict[str, list[Any]] = {name: [] for name in self.ops}
+        for index, (inputs, set_shapes) in enumerate(zip(sets.sets, sets.shapes, strict=True)):
+            if set_shapes not in inferred:
+                inferred[set_shapes] = (
+                    engine_input_shapes(graph.prepared_graph_def, graph.input_tensors,
+                                        set_shapes, graph.engines)
+                    if graph.prepared_graph_def is not None
+                    else dict.fromkeys(self.ops))
+            engine_shapes = dict(inferred[set_shapes])
+            unknown = [name for name, value in engine_shapes.items() if value is None]
+            if unknown:
+                import tensorflow as tf
+
+                try:
+                    collected = self._run_collecting(InputSets([inputs]), shapes=True)
+                except tf.errors.OpError as exc:
+                    ops = {n.name: n.op for n in graph.prepared_graph_def.node} if (
+                        graph.prepared_graph_def is not None) else {}
+                    raise data_run_error(exc, unknown, index, ops, self.input_names) from None
+                for name in unknown:
+                    engine_shapes[name] = (collected[name][0] or [None])[0]
+            for name, value in engine_shapes.items():
+                if value is not None:
+                    found[name].append(value)
+        return found
 
     def calibrate(self, calibration_input_fn: Callable[[], Any]) -> None:
         """INT8: each op's input batches from running `calibration_input_fn` natively; they
@@ -447,4 +478,5 @@ def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
         input_dtypes=[numpy_dtype_name(s.dtype) if s else "float32" for s in specs],
         input_shapes=[s.shape if s else None for s in specs],
         signature_key=loaded.signature_key,
+        prepared_graph_def=prepared.graph_def,
     )

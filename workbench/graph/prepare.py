@@ -15,6 +15,7 @@ from typing import Any
 from workbench.errors import ModelLoadError, first_line
 from workbench.graph.build import graph_from_graph_def, specs_from_op_properties
 from workbench.graph.control_flow import NEXT_ITERATION_OPS
+from workbench.graph.functions import rename_changed_functions
 from workbench.graph.loading import LoadedModel
 from workbench.graph.nodes import Graph
 
@@ -81,6 +82,7 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False) -> O
     fetches = inputs + outputs
     start = time.perf_counter()
     optimized = run_grappler(graph_def, fetches, disable_non_trt_optimizers)
+    rename_changed_functions(optimized, graph_def.library)
     timings["grappler_s"] = time.perf_counter() - start
     return OptimizedGraph(
         graph_def=optimized,

@@ -1,0 +1,119 @@
+"""Conversion inside functions marked `_tftrt_convert_function` (TF-TRT's function items,
+`trt_optimization_pass.cc`), on the model of TF-TRT's own tf_function_test.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.saved_model import loader_impl
+
+import workbench
+from workbench import trt_convert as trt
+from workbench.errors import ConversionParamsError
+
+pytestmark = pytest.mark.slow
+
+# TF-TRT's test function: conv + bias + relu + identity + max pool, then a squeeze. Its test
+# expected the identity in the engine too, with Grappler's other optimizers off; with the
+# converter's list, `dependency` removes it from the function body first.
+ENGINE_NODES = ("bias", "bias_add", "conv", "max_pool", "relu", "weights")
+
+
+class ConvAndPool(tf.Module):
+    # tf.function only lets `_noinline` through; TF-TRT's test, too, wrote the `_tftrt_*`
+    # attributes into the saved FunctionDef.
+    @tf.function(input_signature=[tf.TensorSpec([None, 32, 32, 2], tf.float32)],
+                 experimental_attributes={"_noinline": True})
+    def conv_and_pool(self, x):
+        weights = tf.constant([[[[1., 0.5, 4.], [1., 0.5, 1.]]]], name="weights")
+        conv = tf.nn.conv2d(x, weights, strides=[1, 2, 2, 1], padding="SAME", name="conv")
+        bias = tf.constant([4., 1.5, 2.], name="bias")
+        relu = tf.nn.relu(tf.nn.bias_add(conv, bias, name="bias_add"), "relu")
+        identity = tf.identity(relu, "identity")
+        pool = tf.nn.max_pool2d(identity, [1, 2, 2, 1], [1, 2, 2, 1], "VALID", name="max_pool")
+        return tf.squeeze(pool)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 32, 32, 2], tf.float32, name="x")])
+    def serve(self, x):
+        return {"output_0": tf.identity(self.conv_and_pool(x), name="output_0")}
+
+
+def _saved(path: Path, attrs: dict) -> str:
+    module = ConvAndPool()
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    proto = loader_impl.parse_saved_model(str(path))
+    marked = 0
+    for function in proto.meta_graphs[0].graph_def.library.function:
+        if function.signature.name.startswith("__inference_conv_and_pool"):
+            for key, value in attrs.items():
+                field = {bool: "b", int: "i", str: "s"}[type(value)]
+                setattr(function.attr[key], field, value.encode() if field == "s" else value)
+            marked += 1
+    assert marked == 1
+    (path / "saved_model.pb").write_bytes(proto.SerializeToString())
+    return str(path)
+
+
+ATTRS = {"_tftrt_convert_function": True, "_tftrt_precision_mode": "FP16",
+         "_tftrt_minimum_segment_size": 2, "_tftrt_max_cached_engines": 1,
+         "_tftrt_use_implicit_batch": True, "_tftrt_trt_logger_name": "DefaultLogger",
+         "_tftrt_max_batch_size": 10, "_tftrt_is_dyn_op": True}
+
+
+def test_marked_function_is_converted_with_its_own_parameters(tmp_path: Path) -> None:
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=_saved(tmp_path / "m", ATTRS),
+                                        minimum_segment_size=5)
+    func = converter.convert()
+    # The attributes survived freezing and Grappler into the prepared graph's library.
+    library = converter.session.prepared().graph_def.library.function
+    (marked,) = [f for f in library if "_tftrt_convert_function" in f.attr]
+    assert marked.attr["_tftrt_minimum_segment_size"].i == 2
+
+    (conversion,) = converter.result.functions
+    assert conversion.function == marked.signature.name
+    assert conversion.params.precision_mode == "FP16"
+    assert conversion.params.minimum_segment_size == 2
+    assert conversion.attrs["_tftrt_trt_logger_name"] == "DefaultLogger"
+    (engine,) = conversion.engines
+    assert engine.name == "TRTEngineOp_001_000"  # the function's own ConvertGraph call
+    assert engine.nodes == ENGINE_NODES
+
+    # The main graph is converted with the converter's parameters; summary() ignores
+    # function engines as TF-TRT's did, the report lists them.
+    assert converter.result.engines == []
+    table = converter.report.function_engines
+    assert list(table.name) == ["TRTEngineOp_001_000"]
+    assert table.precision_mode[0] == "FP16" and table.nodes[0] == 6
+    document = json.loads(converter.report.to_json())
+    assert document["functions"][0]["engines"][0]["nodes"] == list(ENGINE_NODES)
+    assert document["functions"][0]["params"]["minimum_segment_size"] == 2
+
+    # At run time the function runs natively (noted in the log and README).
+    x = np.random.default_rng(0).standard_normal((4, 32, 32, 2)).astype(np.float32)
+    want = converter.session.loaded(x)["output_0"].numpy()
+    np.testing.assert_allclose(func(x)["output_0"], want, atol=1e-6)
+    converter.save(str(tmp_path / "converted"))
+    np.testing.assert_allclose(workbench.load(tmp_path / "converted")(x)["output_0"], want,
+                               atol=1e-6)
+
+
+def test_unmarked_or_false_functions_are_left_alone(tmp_path: Path) -> None:
+    attrs = {"_noinline": True, "_tftrt_convert_function": False}
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=_saved(tmp_path, attrs))
+    converter.convert()
+    assert converter.result.functions == []
+    assert converter.report.function_engines.empty
+    assert "functions" not in json.loads(converter.report.to_json())
+
+
+def test_attribute_of_the_wrong_kind_is_a_clear_error(tmp_path: Path) -> None:
+    attrs = {"_tftrt_convert_function": True, "_tftrt_minimum_segment_size": "two"}
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=_saved(tmp_path, attrs))
+    with pytest.raises(ConversionParamsError,
+                       match="attribute _tftrt_minimum_segment_size holds a s value where "
+                             "TF-TRT expects an int"):
+        converter.convert()
