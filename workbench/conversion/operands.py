@@ -2,8 +2,9 @@
 
 In validation-only mode TF-TRT turns each input into a `TRT_TensorOrWeights` (`Operand`; the
 validator builds them): weights for Consts, a fake tensor (dtype and TRT dims only) for
-everything else, or a fake resource handle. The converters then check dtypes, input roles, axes and broadcasts with fixed message texts,
-which are reproduced here because the non-conversion report prints them verbatim.
+everything else, or a fake resource handle. The converters then check dtypes, input roles,
+axes and broadcasts with fixed message texts, which are reproduced here because the
+non-conversion report prints them verbatim.
 """
 
 from __future__ import annotations
