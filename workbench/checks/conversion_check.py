@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.checks.validate import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.runtime import converted_model
-from workbench.engines.validate import ValidationReport, generated_inputs, validate
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.profiling.latency import measure_latency
