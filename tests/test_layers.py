@@ -7,11 +7,13 @@ an upward dependency or a cycle. The order below is the one in the README's arch
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent / "workbench"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = ROOT / "workbench"
 
 # Low to high. A module may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
@@ -143,6 +145,16 @@ def test_no_upward_imports():
 def test_no_import_cycles():
     found = cycles(import_graph(PACKAGE_DIR))
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_readme_states_the_same_order():
+    text = (ROOT / "README.md").read_text()
+    start = text.index("The layers, low to high:\n\n") + len("The layers, low to high:\n\n")
+    line = " ".join(text[start:text.index("\n\n", start)].split())
+    stated = [tuple(name.strip(" `").removeprefix("workbench/__init__")
+                    for name in re.sub(r"\(.*?\)", "", group).split(","))
+              for group in line.split("<")]
+    assert stated == LAYERS, "README's architecture section and LAYERS disagree"
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
