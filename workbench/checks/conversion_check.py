@@ -1,5 +1,5 @@
 """Checking one conversion end to end: build its engines, compare its outputs with native
-TensorFlow (Polygraphy's rules, `engines/validate.py`) and time both, per batch size.
+TensorFlow (Polygraphy's rules, `checks/validate.py`) and time both, per batch size.
 
 The figures become a run's metrics in the workbench (`ConversionCheck.metrics`), each timing
 labelled with the backend and device that produced it. Inputs are generated (the model's input
