@@ -132,6 +132,24 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def shortest_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """One shortest import circle through the component's first module, for the message."""
+    start, members = component[0], set(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for succ in sorted(graph[node] & members):
+                if succ == start:
+                    return paths[node] + [start]
+                if succ not in paths:
+                    paths[succ] = paths[node] + [succ]
+                    following.append(succ)
+        frontier = following
+    raise AssertionError(f"{start} is on no cycle")
+
+
 def test_every_module_has_a_layer():
     for module in import_graph(PACKAGE_DIR):
         layer_of(module, LAYERS)
@@ -143,8 +161,10 @@ def test_no_upward_imports():
 
 
 def test_no_import_cycles():
-    found = cycles(import_graph(PACKAGE_DIR))
-    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+    graph = import_graph(PACKAGE_DIR)
+    found = [f"{' -> '.join(shortest_cycle(graph, c))} ({len(c)} modules in this tangle)"
+             for c in cycles(graph)]
+    assert not found, "import cycles:\n" + "\n".join(found)
 
 
 def test_readme_states_the_same_order():
@@ -180,6 +200,8 @@ def test_checker_finds_an_upward_import_and_a_cycle(tmp_path):
     assert graph["pkg.high.b"] == {"pkg.low.a", "pkg.low.c"}
     assert upward_imports(graph, layers) == ["pkg.low.a imports pkg.high.b (a higher layer)"]
     assert cycles(graph) == [["pkg.high.b", "pkg.low.a"], ["pkg.low.c", "pkg.low.d"]]
+    assert shortest_cycle(graph, ["pkg.low.c", "pkg.low.d"]) == ["pkg.low.c", "pkg.low.d",
+                                                                "pkg.low.c"]
 
 
 def test_checker_accepts_a_clean_package(tmp_path):
