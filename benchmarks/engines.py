@@ -36,12 +36,12 @@ import numpy as np  # noqa: E402
 import sample_models  # noqa: E402
 import workbench  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
+from workbench.checks.conversion_check import converted_callable  # noqa: E402
 from workbench.conversion.params import ConversionParams  # noqa: E402
 from workbench.conversion.session import ConversionSession  # noqa: E402
 from workbench.engines.backend import get_backend  # noqa: E402
 from workbench.engines.whole_model import whole_model_engine  # noqa: E402
 from workbench.hardware import cpu_device_name  # noqa: E402
-from workbench.profiling.conversion_check import converted_callable  # noqa: E402
 from workbench.profiling.latency import LatencyStats, measure_latency  # noqa: E402
 from workbench.profiling.tensorflow import native_callable, random_inputs  # noqa: E402
 

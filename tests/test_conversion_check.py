@@ -8,11 +8,11 @@ import pytest
 from conftest import run_cli
 
 import sample_models
+from workbench.checks.conversion_check import CONVERTED, NATIVE, WHOLE, check_conversion
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.runtime import ABORT_BUILD_ENV
 from workbench.errors import WorkbenchError
-from workbench.profiling.conversion_check import CONVERTED, NATIVE, WHOLE, check_conversion
 
 FAST = {"warmup": 1, "iterations": 3}
 

@@ -9,7 +9,7 @@ import pytest
 
 import sample_models
 from workbench import trt_convert as trt
-from workbench.engines.validate import (
+from workbench.checks.validate import (
     ValidationError,
     compare_outputs,
     generated_inputs,

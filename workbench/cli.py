@@ -239,7 +239,7 @@ def _run_convert(args: argparse.Namespace) -> int:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from workbench.profiling.conversion_check import (
+    from workbench.checks.conversion_check import (
         check_conversion,
         parse_batch_sizes,
         print_progress,
@@ -279,7 +279,7 @@ def _run_validate(args: argparse.Namespace) -> int:
     import json
 
     from workbench import trt_convert
-    from workbench.engines.validate import generated_inputs, validate
+    from workbench.checks.validate import generated_inputs, validate
 
     if args.batch_size < 1 or args.batches < 1:
         raise WorkbenchError("--batch-size and --batches must be >= 1")
@@ -350,7 +350,7 @@ def _run_doctor(args: argparse.Namespace) -> int:
 def _run_check(args: argparse.Namespace) -> int:
     import json
 
-    from workbench.profiling.conversion_check import (
+    from workbench.checks.conversion_check import (
         check_conversion,
         parse_batch_sizes,
         print_progress,

@@ -1,22 +1,20 @@
 """TF-TRT's view of a node's inputs, and the checks every converter shares (spec §2.3, §3.0).
 
-In validation-only mode TF-TRT turns each input into a `TRT_TensorOrWeights`: weights for
-Consts, a fake tensor (dtype and TRT dims only) for everything else, or a fake resource handle.
-The converters then check dtypes, input roles, axes and broadcasts with fixed message texts,
-which are reproduced here because the non-conversion report prints them verbatim.
+In validation-only mode TF-TRT turns each input into a `TRT_TensorOrWeights` (`Operand`; the
+validator builds them): weights for Consts, a fake tensor (dtype and TRT dims only) for
+everything else, or a fake resource handle. The converters then check dtypes, input roles,
+axes and broadcasts with fixed message texts, which are reproduced here because the
+non-conversion report prints them verbatim.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
-from workbench.graph.nodes import DTYPE_NAMES, Graph, Node, TensorRef
-
-if TYPE_CHECKING:
-    from workbench.conversion.validator import ValidatorSettings
+from workbench.graph.nodes import DTYPE_NAMES, Graph, Node
 
 TENSOR, WEIGHTS, ANY, RESOURCE = "tensor", "weights", "any", "resource"
 
@@ -25,6 +23,18 @@ TRT_DTYPES = frozenset({"float", "half", "int32", "bool"})
 MAX_DIMS = 8  # nvinfer1::Dims::MAX_DIMS in TensorRT 8
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
 _ENUM = {name: value for value, name in DTYPE_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class ValidatorSettings:
+    """The conversion parameters TF-TRT's validator and converters read."""
+
+    precision_mode: str = "FP32"  # "FP32" | "FP16" | "INT8"
+    use_implicit_batch: bool = True
+    use_calibration: bool = True
+    use_explicit_precision: bool = False  # QDQ mode (spec §1 step 6)
+    fake_ops: frozenset[str] = frozenset()  # TF_TRT_OP_FAKELIST
+    experimental_features: frozenset[str] = frozenset()  # e.g. "reject_all_fp_cast_ops"
 
 
 class Reject(Exception):
@@ -100,51 +110,6 @@ def input_name(ctx: Ctx, index: int) -> str:
     return ref.node if ref.port == 0 else f"{ref.node}:{ref.port}"
 
 
-# ---------------------------------------------------------------- input conversion (§2.3 step 2)
-
-def convert_input(graph: Graph, ref: TensorRef, settings: ValidatorSettings) -> Operand:
-    """The tensor-or-weights descriptor for one data input, or Reject with the inner message."""
-    # TF-TRT walks up Identity chains but keeps the *original edge's* port (an Identity has one
-    # output, so this is port 0 in practice).
-    source = graph.by_name[graph.resolve_identity(ref).node]
-    op = source.op
-    if op in ("VarHandleOp", "Placeholder") and source.attr("dtype") == "resource":
-        return Operand(RESOURCE, "resource")
-    if op in ("Const", "VariableV2"):
-        if ref.port != 0:
-            fail(f"{op} node should only have one output.")
-        return const_weights(source)
-    if op == "ReadVariableOp":
-        return _read_variable_weights(source, settings)
-    spec = graph.output_spec(TensorRef(source.name, ref.port))
-    if spec is None:
-        fail("Shape and data type are unknown")
-    return _tensor_of(op, spec.dtype, spec.shape, settings.use_implicit_batch)
-
-
-def _tensor_of(producer_op: str, dtype: str, shape: tuple[int, ...] | None,
-               ib: bool) -> Operand:
-    """ValidateTensorProperties in validation-only mode."""
-    if dtype not in TRT_DTYPES:
-        fail(f"Unsupported tensorflow data type {dtype}")
-    if shape is None:
-        fail("Input tensor rank is unknown.")
-    max_rank = MAX_DIMS + (1 if ib else 0)
-    if len(shape) > max_rank:
-        fail(f"Input tensor rank is greater than {max_rank}")
-    if ib and producer_op != "Const" and len(shape) < 1:
-        fail("Scalar input tensor is not supported since the first dimension is treated as "
-             "batch dimension by TRT")
-    first = 1 if ib else 0
-    if any(d == 0 for d in shape[first:]):
-        fail(f"Input tensor with shape {shape_debug_string(shape)} is an empty tensor, which "
-             "is not supported by TRT")
-    # Grappler's symbolic unknowns (-2, -3, ...) reach the converters as plain -1 (TRT dims
-    # have a single "unknown" value), so converter checks compare against -1.
-    shape = tuple(-1 if d < 0 else d for d in shape)
-    return Operand(TENSOR, dtype, shape, shape[first:])
-
-
 def const_weights(const: Node) -> Operand:
     """The Const (or VariableV2) converter: integer weights become int32."""
     if const.op == "VariableV2":
@@ -162,12 +127,6 @@ def const_weights(const: Node) -> Operand:
     if actual not in TRT_DTYPES:
         fail(f"Unsupported tensorflow data type {actual}")
     return Operand(WEIGHTS, actual, value.shape, value.shape, value)
-
-
-def _read_variable_weights(node: Node, settings: ValidatorSettings) -> Operand:
-    from workbench.conversion.ops.misc import read_variable_weights  # op rule lives with its op
-
-    return read_variable_weights(node, settings)
 
 
 def _to_int32(value: np.ndarray) -> np.ndarray:

@@ -1,1 +1,1 @@
-"""Engines: TensorRT optimization profiles now; backends, build and save in a later issue."""
+"""Engines: segment -> ONNX -> backend engines, the hybrid runtime, profiles, save and load."""

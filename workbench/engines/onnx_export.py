@@ -18,137 +18,18 @@ native segment, as TF-TRT does when an engine cannot be built.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
+from workbench.engines.onnx_context import ExportContext, ExportError
+from workbench.engines.onnx_ops import CONVERTERS
 from workbench.engines.segment import SegmentGraph, numpy_dtype
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import TensorSpec
 
-Converter = Callable[["ExportContext", Any], None]
-
-
-class ExportError(WorkbenchError):
-    """A segment op the exporter cannot express in ONNX (names the op and the node)."""
-
-    def __init__(self, op: Any, reason: str = "the exporter has no converter for this op"):
-        self.op_type = op.type
-        self.node = op.name
-        super().__init__(f"Cannot export {op.type} node {op.name} to ONNX: {reason}")
-
-
-class ExportContext:
-    """What a converter needs: TF tensors in, ONNX nodes and initializers out."""
-
-    def __init__(self, opset: int):
-        self.opset = opset
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: dict[str, TensorProto] = {}
-        self._names: set[str] = set()
-
-    # -- TF tensors -------------------------------------------------------------------------
-    @staticmethod
-    def value_name(tensor: Any) -> str:
-        """ONNX value name of a TF tensor: `node` for port 0, `node:port` otherwise."""
-        name = tensor.name
-        return name[:-2] if name.endswith(":0") else name
-
-    def input(self, op: Any, index: int) -> str:
-        """ONNX value for input `index` of `op`; a Const input becomes an initializer."""
-        tensor = op.inputs[index]
-        name = self.value_name(tensor)
-        if tensor.op.type == "Const" and name not in self.initializers:
-            value = _const_array(tensor.op)
-            if value.dtype.kind in "OSU":
-                raise ExportError(op, "string tensors have no ONNX equivalent here")
-            self.initializers[name] = numpy_helper.from_array(value, name)
-        return name
-
-    def const(self, op: Any, index: int) -> np.ndarray | None:
-        """The value of input `index` when TensorFlow can fold it statically."""
-        from tensorflow.python.framework import tensor_util
-
-        return tensor_util.constant_value(op.inputs[index])
-
-    def require_const(self, op: Any, index: int, what: str) -> np.ndarray:
-        value = self.const(op, index)
-        if value is None:
-            raise ExportError(op, f"its {what} (input {index}) must be a constant")
-        return np.asarray(value)
-
-    def output(self, op: Any, port: int = 0) -> str:
-        return self.value_name(op.outputs[port])
-
-    @staticmethod
-    def rank(op: Any, index: int) -> int | None:
-        return op.inputs[index].shape.rank
-
-    @staticmethod
-    def dtype(op: Any, index: int) -> np.dtype:
-        return np.dtype(op.inputs[index].dtype.as_numpy_dtype)
-
-    # -- ONNX nodes -------------------------------------------------------------------------
-    def reserve(self, names: Sequence[str]) -> None:
-        """Reserves the TF node names so that helper nodes never take one."""
-        self._names.update(names)
-
-    def _unique(self, base: str) -> str:
-        name = base
-        for n in itertools.count(1):
-            if name not in self._names:
-                break
-            name = f"{base}_{n}"
-        self._names.add(name)
-        return name
-
-    def node(
-        self, op: Any, onnx_op: str, inputs: Sequence[str],
-        outputs: Sequence[str] | None = None, **attrs: Any,
-    ) -> None:
-        """The ONNX node that stands for `op`: named like it, writing its outputs."""
-        outputs = list(outputs) if outputs is not None else [self.output(op)]
-        self.nodes.append(helper.make_node(onnx_op, list(inputs), outputs, name=op.name, **attrs))
-
-    def helper(self, op: Any, label: str, onnx_op: str, inputs: Sequence[str], **attrs: Any) -> str:
-        """A helper node `<op>/<label>` (its output value has the same name)."""
-        name = self._unique(f"{op.name}/{label}")
-        self.nodes.append(helper.make_node(onnx_op, list(inputs), [name], name=name, **attrs))
-        return name
-
-    def helper_to(
-        self, op: Any, label: str, onnx_op: str, inputs: Sequence[str], output: str,
-        **attrs: Any,
-    ) -> None:
-        """A helper node `<op>/<label>` writing the given value (e.g. one of the op's outputs)."""
-        name = self._unique(f"{op.name}/{label}")
-        self.nodes.append(helper.make_node(onnx_op, list(inputs), [output], name=name, **attrs))
-
-    def constant(self, op: Any, label: str, value: Any, dtype: Any = None) -> str:
-        """An initializer `<op>/<label>` (e.g. int64 axes ONNX wants as an input)."""
-        name = self._unique(f"{op.name}/{label}")
-        self.initializers[name] = numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
-        return name
-
-    def int64(self, op: Any, index: int, label: str) -> str:
-        """Input `index` of `op` as int64: a folded initializer, or a Cast when it is computed."""
-        value = self.const(op, index)
-        if value is not None:
-            return self.constant(op, label, value, np.int64)
-        source = self.input(op, index)
-        if self.dtype(op, index) == np.int64:
-            return source
-        return self.helper(op, label, "Cast", [source], to=TensorProto.INT64)
-
-
-def _const_array(op: Any) -> np.ndarray:
-    from tensorflow.python.framework import tensor_util
-
-    return np.asarray(tensor_util.MakeNdarray(op.get_attr("value")))
-
+__all__ = ["ExportError", "export_onnx"]
 
 def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
     """The segment as an ONNX model; inputs `TensorRTInputPH_<i>`, outputs `TensorRTOutputPH_<i>`.
@@ -156,8 +37,6 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
     Raises `ExportError` for the first op without a converter (or with attributes ONNX cannot
     express), naming the op type and node.
     """
-    from workbench.engines.onnx_ops import CONVERTERS
-
     if opset < 13:
         raise WorkbenchError(f"ONNX opset {opset} is too old: the exporter needs 13 or newer")
     tf_graph = _import(segment.graph_def)

@@ -33,6 +33,7 @@ from workbench.engines.backend import (
     pack_engine,
     unpack_engine,
 )
+from workbench.engines.layer_table import layer_table
 from workbench.errors import WorkbenchError, first_line
 from workbench.hardware import cpu_device_name, usable_cores
 
@@ -164,8 +165,6 @@ class OrtEngine:
     def layer_timings(self, inputs: list[np.ndarray], runs: int = 10,
                       run: str | None = None) -> pd.DataFrame:
         """Per-node averages of ORT's profiler over `runs` runs after one warm-up run."""
-        from workbench.profiling.layers import layer_table
-
         if runs < 1:
             raise WorkbenchError(f"runs must be >= 1, got {runs}")
         with tempfile.TemporaryDirectory(prefix="workbench-ort-") as tmp:

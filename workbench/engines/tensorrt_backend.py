@@ -25,6 +25,7 @@ from workbench.engines.backend import (
     pack_engine,
     unpack_engine,
 )
+from workbench.engines.layer_table import layer_table, precision_of_format
 from workbench.engines.profiles import Profile, Shape
 from workbench.errors import WorkbenchError
 
@@ -269,8 +270,6 @@ class TensorRTEngine:
     def layer_timings(self, inputs: list[np.ndarray], runs: int = 10,
                       run: str | None = None) -> pd.DataFrame:
         """IProfiler times per layer, averaged over `runs`, with the inspector's layer info."""
-        from workbench.profiling.layers import layer_table
-
         profiler = _profiler(self._trt)
         self.run(inputs)  # warm-up, unprofiled
         self._context.profiler = profiler  # IExecutionContext.profiler
@@ -319,8 +318,6 @@ class TensorRTEngine:
 
 def _layer_precision(layer: dict) -> str | None:
     """From the first output's format, e.g. `Row major linear FP32` (trtexec's layer info)."""
-    from workbench.profiling.trtexec import precision_of_format
-
     outputs = layer.get("Outputs") or []
     first = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
     return precision_of_format(first.get("Format/Datatype"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import statistics
 import warnings
 from pathlib import Path
@@ -19,9 +18,10 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.engines.layer_table import layer_table, precision_of_format
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import Graph
-from workbench.profiling.layers import NodeLinker, layer_table, normalise_precision
+from workbench.profiling.layers import NodeLinker
 
 Source = str | os.PathLike | list | dict
 
@@ -33,8 +33,6 @@ _DIR_FILES = {
     "build_metadata": ".build.metadata.json",
 }
 _PROFILE_SUFFIX = ".profile.json"
-# Format/Datatype strings name the element type among other words ("Channel major FP16 format").
-_FORMAT_TYPE = re.compile(r"\b(FP32|FP16|BF16|TF32|FP8|Int8|Int4|Int32|Int64|UInt8|Bool)\b", re.I)
 # performance_summary statistics: 5 values in older trtexec, 7 with three percentiles in newer.
 _STAT_NAMES = {5: ("min", "max", "mean", "median", "p99"),
                7: ("min", "max", "mean", "median", "p90", "p95", "p99")}
@@ -141,12 +139,6 @@ def fixtures_dir() -> Path | None:
     default = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "trtexec"
     path = Path(os.environ.get("WORKBENCH_TRTEXEC_FIXTURES") or default)
     return path if path.is_dir() else None
-
-
-def precision_of_format(text: str | None) -> str | None:
-    """`Channel major FP16 format where channel % 8 == 0` -> FP16; None when it names none."""
-    match = _FORMAT_TYPE.search(text or "")
-    return normalise_precision(match.group(1)) if match else None
 
 
 # --- Loading -------------------------------------------------------------------------------

@@ -18,6 +18,11 @@ import ipywidgets as widgets
 import pandas as pd
 from IPython import get_ipython
 
+from workbench.checks.conversion_check import (
+    ConversionCheck,
+    conversion_check_steps,
+    parse_batch_sizes,
+)
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import recommend_minimum_segment_size
 from workbench.conversion.report import ConversionReport, nonconversion_report
@@ -27,11 +32,6 @@ from workbench.conversion.summary import summary_lines
 from workbench.conversion.whatif import blocking_op_types
 from workbench.diagnosis import OK, Diagnosis, doctor, footer
 from workbench.errors import WorkbenchError
-from workbench.profiling.conversion_check import (
-    ConversionCheck,
-    conversion_check_steps,
-    parse_batch_sizes,
-)
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
 from workbench.tf_compat import graph_origin

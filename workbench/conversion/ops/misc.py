@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from workbench.conversion.operands import (
@@ -15,6 +13,7 @@ from workbench.conversion.operands import (
     WEIGHTS,
     Ctx,
     Operand,
+    ValidatorSettings,
     check_dtype_attr,
     const_weights,
     expect_shape_tensor,
@@ -30,9 +29,6 @@ from workbench.conversion.ops.rule import (
     structured,
 )
 from workbench.graph.nodes import Node
-
-if TYPE_CHECKING:
-    from workbench.conversion.validator import ValidatorSettings
 
 PASS_THROUGH = ("Identity", "IdentityN", "Snapshot", "StopGradient", "_CopyFromHostToGpu")
 LIKE_OPS = ("ZerosLike", "OnesLike", "zeros_like", "ones_like")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.engines.onnx_export import ExportContext, ExportError
+from workbench.engines.onnx_context import ExportContext, ExportError
 
 NHWC_TO_NCHW = [0, 3, 1, 2]
 NCHW_TO_NHWC = [0, 2, 3, 1]

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.engines.onnx_export import ExportContext, ExportError
+from workbench.engines.onnx_context import ExportContext, ExportError
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min

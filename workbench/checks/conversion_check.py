@@ -1,5 +1,5 @@
 """Checking one conversion end to end: build its engines, compare its outputs with native
-TensorFlow (Polygraphy's rules, `engines/validate.py`) and time both, per batch size.
+TensorFlow (Polygraphy's rules, `checks/validate.py`) and time both, per batch size.
 
 The figures become a run's metrics in the workbench (`ConversionCheck.metrics`), each timing
 labelled with the backend and device that produced it. Inputs are generated (the model's input
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.checks.validate import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.runtime import converted_model
-from workbench.engines.validate import ValidationReport, generated_inputs, validate
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.profiling.latency import measure_latency

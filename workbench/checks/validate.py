@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.errors import WorkbenchError
+from workbench.profiling.tensorflow import random_inputs
 
 ERROR_STATS = ("elemwise", "max", "mean", "median", "quantile")
 DEFAULT_ATOL = 1e-5
@@ -383,8 +384,6 @@ def generated_inputs(session: Any, batches: int = 4, batch_size: int = 8, seed: 
                      ) -> Iterator[dict[str, np.ndarray]]:
     """Random input sets for a conversion session (profiling's `random_inputs`), one seed
     per batch, for models without data of their own."""
-    from workbench.profiling.tensorflow import random_inputs
-
     for i in range(batches):
         yield random_inputs(session, batch_size=batch_size, seed=seed + i)
 

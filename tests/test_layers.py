@@ -1,0 +1,226 @@
+"""The package's layering: imports point down only, and no module imports itself in a circle.
+
+Every `import` in every module counts, function-level ones included, so a lazy import cannot hide
+an upward dependency or a cycle. The order below is the one in the README's architecture section.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = ROOT / "workbench"
+
+# Low to high. A module may import its own layer and the ones before it.
+LAYERS: list[tuple[str, ...]] = [
+    ("errors", "hardware", "quiet", "tf_compat"),
+    ("graph",),
+    ("conversion",),
+    ("engines",),
+    ("profiling",),
+    ("checks",),
+    ("trt_convert",),
+    ("viz",),
+    ("tune",),
+    ("diagnosis",),
+    ("ui",),
+    ("cli",),
+    ("",),  # workbench/__init__.py: the package's lazy re-exports sit on top
+]
+
+
+def module_files(package_dir: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file under the package."""
+    root = package_dir.name
+    modules = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = list(path.relative_to(package_dir).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join([root, *parts])] = path
+    return modules
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The package's module `name` refers to: itself, or the nearest enclosing module."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Modules of the package that `module` imports anywhere in its file."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                drop = node.level - 1 if is_package else node.level
+                anchor = anchor[: len(anchor) - drop]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from pkg import sub` imports the submodule when there is one.
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+            targets = [t if t in modules else base for t in targets]
+        else:
+            continue
+        for target in targets:
+            resolved = _resolve(target, modules)
+            if resolved and resolved != module:
+                found.add(resolved)
+    return found
+
+
+def import_graph(package_dir: Path) -> dict[str, set[str]]:
+    modules = module_files(package_dir)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def layer_of(module: str, layers: list[tuple[str, ...]]) -> int:
+    first = module.partition(".")[2].partition(".")[0]
+    for rank, names in enumerate(layers):
+        if first in names:
+            return rank
+    raise AssertionError(f"{module} is in no layer: add its name to LAYERS in tests/test_layers.py")
+
+
+def upward_imports(graph: dict[str, set[str]], layers: list[tuple[str, ...]]) -> list[str]:
+    return sorted(f"{module} imports {target} (a higher layer)"
+                  for module, targets in graph.items() for target in targets
+                  if layer_of(target, layers) > layer_of(module, layers))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph.get(node, ())):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def shortest_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """One shortest import circle through the component's first module, for the message."""
+    start, members = component[0], set(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for succ in sorted(graph[node] & members):
+                if succ == start:
+                    return paths[node] + [start]
+                if succ not in paths:
+                    paths[succ] = paths[node] + [succ]
+                    following.append(succ)
+        frontier = following
+    raise AssertionError(f"{start} is on no cycle")
+
+
+def test_every_module_has_a_layer():
+    for module in import_graph(PACKAGE_DIR):
+        layer_of(module, LAYERS)
+
+
+def test_no_upward_imports():
+    problems = upward_imports(import_graph(PACKAGE_DIR), LAYERS)
+    assert not problems, "upward imports:\n" + "\n".join(problems)
+
+
+def test_no_import_cycles():
+    graph = import_graph(PACKAGE_DIR)
+    found = [f"{' -> '.join(shortest_cycle(graph, c))} ({len(c)} modules in this tangle)"
+             for c in cycles(graph)]
+    assert not found, "import cycles:\n" + "\n".join(found)
+
+
+def test_readme_states_the_same_order():
+    text = (ROOT / "README.md").read_text()
+    start = text.index("The layers, low to high:\n\n") + len("The layers, low to high:\n\n")
+    line = " ".join(text[start:text.index("\n\n", start)].split())
+    stated = [tuple(name.strip(" `").removeprefix("workbench/__init__")
+                    for name in re.sub(r"\(.*?\)", "", group).split(","))
+              for group in line.split("<")]
+    assert stated == LAYERS, "README's architecture section and LAYERS disagree"
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "pkg"
+
+
+def test_checker_finds_an_upward_import_and_a_cycle(tmp_path):
+    package = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "",
+        "pkg/low/a.py": "def f():\n    from pkg.high import b\n",  # upward, inside a function
+        "pkg/low/c.py": "from . import d\n",
+        "pkg/low/d.py": "def g():\n    from .c import x\n",  # c <-> d, one side lazy
+        "pkg/high/__init__.py": "",
+        "pkg/high/b.py": "from ..low import a\nimport pkg.low.c\n",
+    })
+    layers = [("low",), ("high",), ("",)]
+    graph = import_graph(package)
+    assert graph["pkg.high.b"] == {"pkg.low.a", "pkg.low.c"}
+    assert upward_imports(graph, layers) == ["pkg.low.a imports pkg.high.b (a higher layer)"]
+    assert cycles(graph) == [["pkg.high.b", "pkg.low.a"], ["pkg.low.c", "pkg.low.d"]]
+    assert shortest_cycle(graph, ["pkg.low.c", "pkg.low.d"]) == ["pkg.low.c", "pkg.low.d",
+                                                                "pkg.low.c"]
+
+
+def test_checker_accepts_a_clean_package(tmp_path):
+    package = _write(tmp_path, {
+        "pkg/__init__.py": "from pkg.high.b import run\n",
+        "pkg/low/__init__.py": "from .a import f\n",
+        "pkg/low/a.py": "import os\ndef f():\n    return os.sep\n",
+        "pkg/high/__init__.py": "",
+        "pkg/high/b.py": "from pkg.low import f\ndef run():\n    return f()\n",
+    })
+    layers = [("low",), ("high",), ("",)]
+    graph = import_graph(package)
+    assert graph["pkg.high.b"] == {"pkg.low"}
+    assert upward_imports(graph, layers) == []
+    assert cycles(graph) == []
+
+
+def test_a_module_outside_every_layer_is_named(tmp_path):
+    package = _write(tmp_path, {"pkg/__init__.py": "", "pkg/stray.py": ""})
+    with pytest.raises(AssertionError, match="pkg.stray is in no layer"):
+        layer_of("pkg.stray", [("",)])
+    assert set(import_graph(package)) == {"pkg", "pkg.stray"}
