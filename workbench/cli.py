@@ -425,7 +425,9 @@ def _quiet_tensorflow(debug: bool) -> None:
     if debug:
         quiet.uninstall()
         return
-    quiet.install(level=len(quiet.SEVERITIES) - 1)  # at import: only fatal lines pass
+    only_fatal = len(quiet.SEVERITIES) - 1
+    quiet.install(level=only_fatal)  # at import: only fatal lines pass
+    quiet.filter_native_stderr(level=only_fatal)  # and after it
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # after it: TensorFlow's own filter
     import logging
     import warnings

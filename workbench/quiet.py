@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,23 +40,54 @@ def environment_level() -> int:
         return DEFAULT_LEVEL
 
 
-def kept_lines(text: str, level: int) -> str:
-    """`text` without absl's preamble and the log entries below `level`; an entry's
-    continuation lines (indented, or the CPU-feature guard's second line) go with it, and every
-    other line is kept."""
-    kept, dropping = [], False
-    for line in text.splitlines(keepends=True):
+class LogFilter:
+    """Decides line by line which of TensorFlow's native log lines pass at `level`: absl's
+    preamble and the entries below `level` go, with their continuation lines (indented, or the
+    CPU-feature guard's second line); every other line is kept."""
+
+    def __init__(self, level: int):
+        self.level, self._dropping = level, False
+
+    def keep(self, line: str) -> bool:
         match = _LOG_LINE.match(line)
         if match:
-            dropping = SEVERITIES.index(match.group(1) or match.group(2)) < level
+            self._dropping = SEVERITIES.index(match.group(1) or match.group(2)) < self.level
         elif line.startswith(_ABSL_PREAMBLE):
-            dropping = False
-            continue
+            self._dropping = False
+            return False
         elif not _CONTINUATION.match(line):
-            dropping = False
-        if not dropping:
-            kept.append(line)
-    return "".join(kept)
+            self._dropping = False
+        return not self._dropping
+
+
+def kept_lines(text: str, level: int) -> str:
+    """`text` as `LogFilter` passes it."""
+    log_filter = LogFilter(level)
+    return "".join(line for line in text.splitlines(keepends=True) if log_filter.keep(line))
+
+
+def filter_native_stderr(level: int) -> None:
+    """For the rest of the process, what native code writes to fd 2 passes through `LogFilter`;
+    Python's `sys.stderr` keeps the real stderr. For the CLI: some native lines come after the
+    import and ignore TF_CPP_MIN_LOG_LEVEL (absl's preamble and TF 2.17's Grappler device count)."""
+    _flush_stderr()
+    try:
+        real = os.dup(2)
+    except OSError:  # no stderr at all: nothing to keep clean
+        return
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    sys.stderr = open(real, "w", buffering=1, errors="backslashreplace")
+    threading.Thread(target=_pump, args=(read_end, real, level), daemon=True).start()
+
+
+def _pump(read_end: int, real: int, level: int) -> None:
+    log_filter = LogFilter(level)
+    with open(read_end, "rb") as source:
+        for raw in source:
+            if log_filter.keep(raw.decode(errors="replace")):
+                os.write(real, raw)
 
 
 @contextlib.contextmanager
