@@ -32,6 +32,8 @@ GRAPPLER_OPTIMIZERS = (
 
 LOOP_LEFTOVER = "unused_control_flow_input"  # lift_to_graph's stand-in Placeholders
 MANUAL_CONTROL_ATTR = "_has_manual_control_dependencies"
+# Bump when `optimize`'s result changes for the same model: it keys the prepared-graph cache.
+PREPARATION_VERSION = 1
 
 
 @dataclass
@@ -42,8 +44,21 @@ class OptimizedGraph:
     fetches: list[str]  # tensor names: signature inputs then outputs
     input_nodes: list[str]
     output_nodes: list[str]
-    frozen_function: Any
     timings: dict[str, float] = field(default_factory=dict)
+    from_cache: bool = False  # read from the prepared-graph cache (workbench.graph.cache)
+
+    @property
+    def input_specs(self) -> list[Any]:
+        """The signature inputs' `tf.TensorSpec`s, read off their Placeholders."""
+        import tensorflow as tf
+
+        nodes = {node.name: node for node in self.graph_def.node}
+        specs = []
+        for name in self.input_nodes:
+            attr = nodes[name].attr
+            shape = tf.TensorShape(attr["shape"].shape if "shape" in attr else None)
+            specs.append(tf.TensorSpec(shape, tf.as_dtype(attr["dtype"].type), name=name))
+        return specs
 
 
 @dataclass
@@ -89,7 +104,6 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False) -> O
         fetches=fetches,
         input_nodes=_node_names(inputs),
         output_nodes=_node_names(outputs),
-        frozen_function=frozen,
         timings=timings,
     )
 
