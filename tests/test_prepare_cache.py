@@ -107,7 +107,8 @@ def test_other_signature_and_settings_miss(tiny_saved_model: Path, cache_dir: Pa
     assert len(_entries(cache_dir)) == 3
 
 
-@pytest.mark.parametrize("damage", ["flip_byte", "truncate", "foreign_key", "no_json"])
+@pytest.mark.parametrize("damage", ["flip_byte", "truncate", "foreign_key", "no_json",
+                                    "other_shapes"])
 def test_damaged_entry_is_removed_and_rebuilt(tiny_saved_model: Path, cache_dir: Path,
                                               damage: str) -> None:
     cold = ConversionSession.open(tiny_saved_model).optimized
@@ -118,6 +119,9 @@ def test_damaged_entry_is_removed_and_rebuilt(tiny_saved_model: Path, cache_dir:
         graph.write_bytes(data[:40] + bytes([data[40] ^ 0xFF]) + data[41:])
     elif damage == "truncate":
         graph.write_bytes(data[: len(data) // 2])
+    elif damage == "other_shapes":
+        shapes = entry / cache.SHAPES_FILE
+        shapes.write_text(shapes.read_text().replace('"float"', '"half"'))
     elif damage == "foreign_key":
         meta.write_text(meta.read_text().replace(entry.name, "0" * len(entry.name)))
     else:
