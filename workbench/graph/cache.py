@@ -235,7 +235,10 @@ def evict(root: Path, cap: int) -> list[str]:
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(entry.name)
             continue
-        size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+        try:
+            size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+        except OSError:  # another process removed it meanwhile
+            continue
         entries.append((last_used, size, entry))
     total = sum(size for _, size, _ in entries)
     for _, size, entry in sorted(entries, key=lambda e: e[0]):
