@@ -77,7 +77,9 @@ def measure(name: str, session: ConversionSession, repeat: int) -> dict[str, flo
 def resnet50_session() -> ConversionSession:
     import sample_models
 
-    return ConversionSession.open(sample_models.build("resnet50"))
+    # Uncached: "prepare" is the real freezing + Grappler + shapes (benchmarks/open.py times
+    # reopening from the cache).
+    return ConversionSession.open(sample_models.build("resnet50"), cache=False)
 
 
 def generated_session(nodes: int, seed: int = 0) -> ConversionSession:

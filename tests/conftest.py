@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The suite (and the processes it starts) never reads or writes the user's prepared-graph cache.
+os.environ["WORKBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="workbench-test-cache-")
+atexit.register(shutil.rmtree, os.environ["WORKBENCH_CACHE_DIR"], True)
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -157,3 +157,24 @@ def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench)
     app.check_batch_sizes.value = "one"
     app.check_button.click()
     assert "batch sizes must be whole numbers" in app.status.value
+
+
+def test_loading_shows_the_preparation_steps_then_from_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    model = sample_models.build("quickstart_mlp")
+    messages = []
+
+    def load(store: str) -> Workbench:
+        app = Workbench(model, store=tmp_path / store, background=False)
+        messages.append(app.status.value)
+        return app
+
+    first, second = load("a"), load("b")
+    assert "Grappler" in messages[0] and "freezing" in messages[0]
+    assert "from cache" not in messages[0]
+    assert "ready (from cache: " in messages[1] and "clustering" in messages[1]
+    assert "Grappler" not in messages[1]
+    assert second.summary.value == first.summary.value
+    second.refresh()
+    assert "from cache" not in second.status.value  # shown once, when loading ends

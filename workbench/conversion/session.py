@@ -24,20 +24,34 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, LazyList
 from workbench.conversion.segmenter import Partition, Segmentation, segment_graph
 from workbench.conversion.validator import ValidatorSettings, validate_node
+from workbench.graph.cache import cached_optimize
 from workbench.graph.loading import LoadedModel, load_model
-from workbench.graph.prepare import OptimizedGraph, PreparedGraph, finish, optimize
+from workbench.graph.prepare import OptimizedGraph, PreparedGraph, finish
 from workbench.tf_compat import tensorflow_version
 
 # Explicit-precision (QDQ) mode is on when the graph holds one of these ops (spec §1 step 6).
 EXPLICIT_QUANTIZATION_OPS = frozenset({"QuantizeAndDequantizeV2"})
+# `timings` keys in the order the steps run, and what a person calls them.
+PREPARATION_STEPS = (
+    ("load_s", "opening"),
+    ("hash_s", "hashing the model"),
+    ("cache_read_s", "reading the cache"),
+    ("read_weights_s", "reading weights"),
+    ("freeze_s", "freezing"),
+    ("grappler_s", "Grappler"),
+    ("shapes_s", "shapes"),
+    ("segment_s", "clustering"),
+)
 
 
 class ConversionSession:
     """Converts one loaded model for any `ConversionParams`, caching the expensive steps."""
 
-    def __init__(self, loaded: LoadedModel, disable_non_trt_optimizers: bool = False):
+    def __init__(self, loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
+                 cache: bool = True):
         self.loaded = loaded
         self.disable_non_trt_optimizers = disable_non_trt_optimizers  # TF-TRT's test-only flag
+        self.cache = cache  # read and write the prepared-graph cache (workbench.graph.cache)
         self._optimized: OptimizedGraph | None = None
         self._prepared: dict[bool, PreparedGraph] = {}
         self._segmentations: dict[tuple, Segmentation] = {}
@@ -52,18 +66,24 @@ class ConversionSession:
         output_node_names: Sequence[str] | None = None,
         input_node_names: Sequence[str] | None = None,
         disable_non_trt_optimizers: bool = False,
+        cache: bool = True,
     ) -> ConversionSession:
-        """Loads `model` (SavedModel dir, Keras model or `.keras`, frozen `.pb`)."""
+        """Loads `model` (SavedModel dir, Keras model or `.keras`, frozen `.pb`).
+
+        With `cache` the prepared graph is read from (or stored in) the disk cache, so a
+        model opened before skips freezing and Grappler; in-memory Keras models never are.
+        """
         start = time.perf_counter()
         loaded = load_model(model, signature_key, tags, output_node_names, input_node_names)
-        session = cls(loaded, disable_non_trt_optimizers)
+        session = cls(loaded, disable_non_trt_optimizers, cache)
         session.timings["load_s"] = time.perf_counter() - start
         return session
 
     @property
     def optimized(self) -> OptimizedGraph:
         if self._optimized is None:
-            self._optimized = optimize(self.loaded, self.disable_non_trt_optimizers)
+            self._optimized = cached_optimize(self.loaded, self.disable_non_trt_optimizers,
+                                              self.cache)
             self.timings.update(self._optimized.timings)
         return self._optimized
 
@@ -72,7 +92,16 @@ class ConversionSession:
         fp16 = precision_mode.upper() == "FP16"
         if fp16 not in self._prepared:
             self._prepared[fp16] = finish(self.optimized, precision_mode)
+            self.timings["shapes_s"] = self._prepared[fp16].timings["shapes_s"]
         return self._prepared[fp16]
+
+    def preparation_steps(self) -> str:
+        """The preparation steps run so far with their times, e.g. for a loading bar:
+        `from cache: reading the cache 0.15 s, shapes 0.00 s, clustering 0.05 s`."""
+        steps = ", ".join(f"{label} {self.timings[key]:.2f} s"
+                          for key, label in PREPARATION_STEPS if key in self.timings)
+        cached = self._optimized is not None and self._optimized.from_cache
+        return f"from cache: {steps}" if cached else steps
 
     def has_explicit_quantization(self, precision_mode: str = "FP32") -> bool:
         graph = self.prepared(precision_mode).graph

@@ -7,7 +7,7 @@ instead of a traceback from deep inside TensorFlow.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,16 +24,20 @@ class LoadedModel:
 
     `function` is a TensorFlow ConcreteFunction whose graph TF-TRT would have converted;
     `input_names`/`output_names` are the signature's structured names, in call order.
+    A SavedModel's function is loaded by `loader` on first use: with its prepared graph in
+    the cache, only native runs need TensorFlow's (slow) `tf.saved_model.load`.
     """
 
     source: str
     kind: str  # "saved_model" | "keras" | "graph_def"
-    function: Any
+    function: Any = field(repr=False, compare=False)  # a property below: loaded lazily
     signature_key: str = DEFAULT_SIGNATURE_KEY
     tags: tuple[str, ...] = DEFAULT_TAGS
     input_names: list[str] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
-    keepalive: Any = None  # the loaded object, so its variables outlive this call
+    keepalive: Any = field(default=None, repr=False, compare=False)  # keeps variables alive
+    loader: Callable[[], tuple[Any, Any]] | None = field(default=None, repr=False,
+                                                         compare=False)
 
     def __call__(self, *args: Any, **inputs: Any) -> dict[str, Any]:
         """Runs the model natively, like TF-TRT's converted function: inputs by position (in
@@ -56,6 +60,21 @@ class LoadedModel:
         if not isinstance(outputs, dict):
             outputs = dict(zip(self.output_names, outputs, strict=True))
         return dict(outputs)
+
+
+def _get_function(self: LoadedModel) -> Any:
+    if self._function is None and self.loader is not None:
+        self._function, self.keepalive = self.loader()
+        self.loader = None
+    return self._function
+
+
+def _set_function(self: LoadedModel, value: Any) -> None:
+    self._function = value
+
+
+# Installed after @dataclass so its __init__ assigns through the property.
+LoadedModel.function = property(_get_function, _set_function)  # type: ignore[assignment]
 
 
 def load_model(
@@ -136,16 +155,21 @@ def _from_saved_model(
             f"Signature key {key!r} not found in {path}; it has: "
             f"{', '.join(signatures) or 'no signatures'}."
         )
+    signature = meta_graph.signature_def[key]
+    inputs, outputs = sorted(signature.inputs), sorted(signature.outputs)
+    return LoadedModel(str(path), "saved_model", None, key, tags, inputs, outputs,
+                       loader=lambda: _load_signature(path, tags, key))
+
+
+def _load_signature(path: Path, tags: tuple[str, ...], key: str) -> tuple[Any, Any]:
+    """TensorFlow's load of the SavedModel: (the signature's function, the loaded object)."""
     import tensorflow as tf
 
     try:
         loaded = tf.saved_model.load(str(path), tags=list(tags))
-        function = loaded.signatures[key]
+        return loaded.signatures[key], loaded
     except Exception as exc:  # TF raises many types; the user needs one line.
         raise ModelLoadError(f"TensorFlow could not load {path}: {first_line(exc)}") from None
-    inputs = sorted(function.structured_input_signature[1])
-    outputs = sorted(function.structured_outputs)
-    return LoadedModel(str(path), "saved_model", function, key, tags, inputs, outputs, loaded)
 
 
 def _find_meta_graph(proto: Any, tags: tuple[str, ...], path: Path) -> Any:

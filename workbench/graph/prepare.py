@@ -17,7 +17,7 @@ from workbench.graph.build import graph_from_graph_def, specs_from_op_properties
 from workbench.graph.control_flow import NEXT_ITERATION_OPS
 from workbench.graph.functions import rename_changed_functions
 from workbench.graph.loading import LoadedModel
-from workbench.graph.nodes import Graph
+from workbench.graph.nodes import Graph, TensorSpec
 
 # The optimizers TF-TRT's TrtGraphConverterV2 asks Grappler for, in this order; TF-TRT's own
 # TensorRTOptimizer (our segmenter) runs after them.
@@ -32,6 +32,8 @@ GRAPPLER_OPTIMIZERS = (
 
 LOOP_LEFTOVER = "unused_control_flow_input"  # lift_to_graph's stand-in Placeholders
 MANUAL_CONTROL_ATTR = "_has_manual_control_dependencies"
+# Bump when `optimize`'s result changes for the same model: it keys the prepared-graph cache.
+PREPARATION_VERSION = 1
 
 
 @dataclass
@@ -42,8 +44,22 @@ class OptimizedGraph:
     fetches: list[str]  # tensor names: signature inputs then outputs
     input_nodes: list[str]
     output_nodes: list[str]
-    frozen_function: Any
     timings: dict[str, float] = field(default_factory=dict)
+    from_cache: bool = False  # read from the prepared-graph cache (workbench.graph.cache)
+    fp32_shapes: dict[str, list[TensorSpec]] | None = None  # memo of `fp32_shapes()`
+
+    @property
+    def input_specs(self) -> list[Any]:
+        """The signature inputs' `tf.TensorSpec`s, read off their Placeholders."""
+        import tensorflow as tf
+
+        nodes = {node.name: node for node in self.graph_def.node}
+        specs = []
+        for name in self.input_nodes:
+            attr = nodes[name].attr
+            shape = tf.TensorShape(attr["shape"].shape if "shape" in attr else None)
+            specs.append(tf.TensorSpec(shape, tf.as_dtype(attr["dtype"].type), name=name))
+        return specs
 
 
 @dataclass
@@ -65,10 +81,12 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False) -> O
     """
     from tensorflow.python.framework import convert_to_constants
 
-    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    function = loaded.function  # a SavedModel's weights are read here, on first use
+    timings = {"read_weights_s": time.perf_counter() - start}
     start = time.perf_counter()
     try:
-        frozen = convert_to_constants.convert_variables_to_constants_v2(loaded.function)
+        frozen = convert_to_constants.convert_variables_to_constants_v2(function)
     except Exception as exc:
         raise ModelLoadError(f"Could not freeze {loaded.source}: {first_line(exc)}") from None
     graph_def = frozen.graph.as_graph_def()
@@ -89,7 +107,6 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False) -> O
         fetches=fetches,
         input_nodes=_node_names(inputs),
         output_nodes=_node_names(outputs),
-        frozen_function=frozen,
         timings=timings,
     )
 
@@ -122,15 +139,30 @@ def finish(optimized: OptimizedGraph, precision_mode: str = "FP32") -> PreparedG
 
     start = time.perf_counter()
     graph_def = optimized.graph_def
-    if precision_mode.upper() == "FP16":
+    fp16 = precision_mode.upper() == "FP16"
+    if fp16:
         graph_def = graph_pb2.GraphDef()
         graph_def.CopyFrom(optimized.graph_def)
         split_casts_to_fp32(graph_def)
-    properties = infer_shapes(graph_def, optimized.fetches)
+        properties = infer_shapes(graph_def, optimized.fetches)
+    else:
+        properties = fp32_shapes(optimized)
     graph = graph_from_graph_def(graph_def, properties)
     exclude = frozenset(optimized.input_nodes + optimized.output_nodes)
-    timings = {**optimized.timings, "shapes_s": time.perf_counter() - start}
+    shapes_s = time.perf_counter() - start
+    if not fp16:  # the inference may have run earlier, for the cache
+        shapes_s += optimized.timings.get("shapes_s", 0.0)
+    timings = {**optimized.timings, "shapes_s": shapes_s}
     return PreparedGraph(graph, graph_def, optimized, exclude, timings)
+
+
+def fp32_shapes(optimized: OptimizedGraph) -> dict[str, list[TensorSpec]]:
+    """`infer_shapes` of the optimized graph itself, inferred once (the cache stores it)."""
+    if optimized.fp32_shapes is None:
+        start = time.perf_counter()
+        optimized.fp32_shapes = infer_shapes(optimized.graph_def, optimized.fetches)
+        optimized.timings["shapes_s"] = time.perf_counter() - start
+    return optimized.fp32_shapes
 
 
 def prepare(loaded: LoadedModel, precision_mode: str = "FP32",

@@ -123,7 +123,7 @@ def random_inputs(
         raise WorkbenchError("batch_size and other_dim must be >= 1")
     rng = np.random.default_rng(seed)
     graph = session.prepared("FP32").graph
-    tensors = session.optimized.frozen_function.inputs
+    tensors = session.optimized.input_specs
     arrays = {}
     for name, node_name, tensor in zip(
         session.loaded.input_names, session.optimized.input_nodes, tensors, strict=True

@@ -69,6 +69,7 @@ class Workbench:
         self.svg = ""
         self.error: str | None = None
         self.timings: dict[str, float] = {}
+        self._load_steps = ""  # the model's preparation steps and times, once loaded
         self.check: ConversionCheck | None = None
         self.machine: Diagnosis | None = None  # workbench.doctor()'s facts, shown in the footer
         self._open_args = (signature_key, tags, output_node_names)
@@ -134,7 +135,8 @@ class Workbench:
         self.timings = {"convert_ms": (converted - start) * 1000,
                         "summary_and_charts_ms": (shown - start) * 1000,
                         "graph_ms": (time.perf_counter() - shown) * 1000}
-        self._set_status("ready")
+        self._set_status(f"ready ({self._load_steps})" if self._load_steps else "ready")
+        self._load_steps = ""  # the loading's steps are shown once, when it ends
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -232,11 +234,13 @@ class Workbench:
         self._show_machine(doctor(smoke=False))  # imports TensorFlow, as loading would
         yield 0.05, f"Loading {self.model if isinstance(self.model, (str, Path)) else 'model'}"
         session = ConversionSession.open(self.model, *self._open_args)
-        yield 0.25, "Freezing variables and running Grappler (TF-TRT's graph preparation)"
-        _ = session.optimized  # runs Grappler now, inside this progress step
-        yield 0.75, "Inferring static shapes"
+        yield 0.25, ("Preparing the graph as TF-TRT did (reading weights, freezing, Grappler, "
+                     "shapes), or reading it from the cache")
         session.prepared(self.controls.precision.value)
-        yield 0.9, "Segmenting"
+        yield 0.8, f"Clustering ({session.preparation_steps()})"
+        session.segmentation(self.params)
+        self._load_steps = session.preparation_steps()
+        yield 0.95, f"Showing the results ({self._load_steps})"
         return session
 
     def _loaded(self, session: ConversionSession) -> None:

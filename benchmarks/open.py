@@ -1,0 +1,122 @@
+"""Opening a model: TensorFlow's own freezing, our cold convert(), and a reopen from the cache.
+
+Per model (keras.applications, weights=None, saved as a SavedModel in a temp dir), each step in
+a fresh process with TensorFlow already imported, as after a kernel restart:
+  tf_freeze  TensorFlow's `convert_variables_to_constants_v2` of the signature (the reference)
+  cold       `TrtGraphConverterV2(input_saved_model_dir=...).convert()` with an empty cache
+  reopen     the same convert() again, the prepared graph read from the cache
+Issue 12's targets, printed as ratios measured in the same run: reopen <= 0.1x tf_freeze
+(VGG16), reopen <= 0.5 s (ResNet-50). Cold targets are for later; cold is printed, not judged.
+
+    nice .venv/bin/python benchmarks/open.py [--models resnet50,vgg16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+MODELS = {"resnet50": "ResNet50", "vgg16": "VGG16", "inception_resnet_v2": "InceptionResNetV2"}
+REOPEN_TARGET_S = {"resnet50": 0.5}
+REOPEN_TARGET_RATIO = {"vgg16": 0.1}
+
+# Each step runs in its own process, so nothing is warm but TensorFlow's import.
+SAVE = """
+import sys, tensorflow as tf, keras
+model = getattr(keras.applications, sys.argv[2])(weights=None)
+tf.saved_model.save(model, sys.argv[1])
+"""
+TF_FREEZE = """
+import json, sys, time, tensorflow as tf
+from tensorflow.python.framework import convert_to_constants
+loaded = tf.saved_model.load(sys.argv[1])  # kept: the signature needs its variables
+function = loaded.signatures["serving_default"]
+start = time.perf_counter()
+convert_to_constants.convert_variables_to_constants_v2(function)
+print(json.dumps({"seconds": time.perf_counter() - start}))
+"""
+CONVERT = """
+import json, sys, time, tensorflow as tf
+from workbench.trt_convert import TrtGraphConverterV2
+start = time.perf_counter()
+converter = TrtGraphConverterV2(input_saved_model_dir=sys.argv[1])
+converter.convert()
+seconds = time.perf_counter() - start
+session = converter._session
+print(json.dumps({"seconds": seconds, "from_cache": session.optimized.from_cache,
+                  "timings": session.timings}))
+"""
+
+
+def run(script: str, *args: str, env: dict[str, str] | None = None) -> dict:
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+    if done.returncode:
+        sys.exit(f"step failed: {done.stderr.strip().splitlines()[-1:]}")
+    lines = done.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+def measure(name: str, work: Path) -> dict:
+    model = work / name
+    run(SAVE, str(model), MODELS[name])
+    cache_env = {"WORKBENCH_CACHE_DIR": str(work / "cache")}
+    tf_freeze = run(TF_FREEZE, str(model))["seconds"]
+    cold = run(CONVERT, str(model), env=cache_env)
+    reopen = run(CONVERT, str(model), env=cache_env)
+    if cold["from_cache"] or not reopen["from_cache"]:
+        sys.exit(f"{name}: the cache did not behave (cold {cold['from_cache']}, "
+                 f"reopen {reopen['from_cache']})")
+    return {"model": name, "model_mb": _size_mb(model), "tf_freeze_s": tf_freeze,
+            "cold_s": cold["seconds"], "reopen_s": reopen["seconds"],
+            "cold_timings": cold["timings"], "reopen_timings": reopen["timings"]}
+
+
+def report(figures: dict) -> None:
+    name, tf_freeze = figures["model"], figures["tf_freeze_s"]
+    cold, reopen = figures["cold_s"], figures["reopen_s"]
+    print(f"{name} ({figures['model_mb']:.0f} MB): TF convert_variables_to_constants_v2 "
+          f"{tf_freeze:.2f} s; cold convert() {cold:.2f} s ({cold / tf_freeze:.2f}x); "
+          f"reopen {reopen:.2f} s ({reopen / tf_freeze:.3f}x)")
+    print("  cold steps:   " + _steps(figures["cold_timings"]))
+    print("  reopen steps: " + _steps(figures["reopen_timings"]))
+    if name in REOPEN_TARGET_S:
+        target = REOPEN_TARGET_S[name]
+        print(f"  target reopen <= {target} s: {'met' if reopen <= target else 'NOT met'}")
+    if name in REOPEN_TARGET_RATIO:
+        target = REOPEN_TARGET_RATIO[name]
+        met = reopen / tf_freeze <= target
+        print(f"  target reopen <= {target}x TF freezing: {'met' if met else 'NOT met'}")
+
+
+def _steps(timings: dict[str, float]) -> str:
+    return ", ".join(f"{key.removesuffix('_s')} {value:.2f} s" for key, value in timings.items())
+
+
+def _size_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet50,vgg16",
+                        help=f"comma-separated, of {', '.join(MODELS)}")
+    args = parser.parse_args()
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        sys.exit(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="workbench-open-") as work:
+            report(measure(name, Path(work)))
+
+
+if __name__ == "__main__":
+    main()

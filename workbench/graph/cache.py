@@ -1,0 +1,264 @@
+"""A disk cache of prepared graphs, so reopening a model skips freezing and Grappler.
+
+An entry is keyed by everything that determines `optimize`'s result: the model files' contents
+(hashed, not sizes or mtimes), the signature and tags (or a frozen graph's named inputs and
+outputs), the TensorFlow version, `PREPARATION_VERSION` and the preparation settings. In-memory
+Keras models have no files to hash and are never cached. A SavedModel's variable data shards
+are not read: `variables.index`, which is hashed, holds a CRC32C of every tensor in them, and
+TensorFlow refuses to restore bytes that do not match it; so hashing the index (plus the
+shards' sizes) keys the weights at a fraction of the cost (VGG16: 528 MB not read).
+
+One directory per entry: `graph.pb` (the optimized GraphDef), `shapes.json` (its inferred
+static shapes: a fresh process's first Grappler shape inference costs about a second) and
+`entry.json` (key, fetches, nodes, CRC32s, sizes, times). Entries are written to a temporary
+directory and renamed into place; a partial, corrupt or foreign entry is removed and rebuilt,
+never trusted. The cache is capped in bytes and evicts the least recently used entries first.
+
+`WORKBENCH_CACHE_DIR` picks the directory (`off` disables the cache); the default is
+`$XDG_CACHE_HOME/tftrt-workbench` or `~/.cache/tftrt-workbench`. `WORKBENCH_CACHE_MAX_BYTES`
+sets the cap (default 2 GiB).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from workbench.graph.loading import LoadedModel
+from workbench.graph.nodes import TensorSpec
+from workbench.graph.prepare import PREPARATION_VERSION, OptimizedGraph, fp32_shapes, optimize
+from workbench.tf_compat import tensorflow_version
+
+CACHE_DIR_ENV = "WORKBENCH_CACHE_DIR"
+CACHE_MAX_ENV = "WORKBENCH_CACHE_MAX_BYTES"
+DEFAULT_MAX_BYTES = 2 << 30
+DISABLED = ("off", "0", "false", "none", "")
+GRAPH_FILE, ENTRY_FILE, SHAPES_FILE = "graph.pb", "entry.json", "shapes.json"
+CHUNK = 8 << 20  # hashing reads this much at a time
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when the cache is switched off."""
+    configured = os.environ.get(CACHE_DIR_ENV)
+    if configured is not None:
+        return None if configured.strip().lower() in DISABLED else Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tftrt-workbench"
+
+
+def max_bytes() -> int:
+    try:
+        return int(os.environ.get(CACHE_MAX_ENV, DEFAULT_MAX_BYTES))
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+def cached_optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
+                    use_cache: bool = True) -> OptimizedGraph:
+    """`optimize`, read from the cache when an entry matches, stored there otherwise."""
+    root = cache_dir() if use_cache else None
+    start = time.perf_counter()
+    key = model_key(loaded, disable_non_trt_optimizers) if root else None
+    if root is None or key is None:
+        return optimize(loaded, disable_non_trt_optimizers)
+    hash_s = time.perf_counter() - start
+    hit = read_entry(root, key)
+    if hit is not None:
+        hit.timings = {"hash_s": hash_s, "cache_read_s": time.perf_counter() - start - hash_s}
+        return hit
+    optimized = optimize(loaded, disable_non_trt_optimizers)
+    optimized.timings["hash_s"] = hash_s
+    fp32_shapes(optimized)  # finish() needs them next; stored with the graph
+    write_entry(root, key, optimized)
+    return optimized
+
+
+# --- keys ---------------------------------------------------------------------------------
+
+
+def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool) -> str | None:
+    """The entry key for `loaded`, or None when it has no files to hash (in-memory Keras)."""
+    path = Path(loaded.source)
+    if loaded.kind == "saved_model" and path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+    elif loaded.kind in ("keras", "graph_def") and path.is_file():
+        files = [path]
+    else:
+        return None
+    digest = hashlib.blake2b(digest_size=20)
+    settings = {
+        "preparation": PREPARATION_VERSION,
+        "tensorflow": tensorflow_version(),
+        "kind": loaded.kind,
+        "signature_key": loaded.signature_key,
+        "tags": sorted(loaded.tags),
+        "inputs": loaded.input_names,
+        "outputs": loaded.output_names,
+        "disable_non_trt_optimizers": disable_non_trt_optimizers,
+    }
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    for file in files:
+        digest.update(str(file.relative_to(path) if file != path else file.name).encode())
+        if _is_variable_shard(file):
+            digest.update(str(file.stat().st_size).encode())  # contents: see the module doc
+        else:
+            digest.update(_file_digest(file))
+    return digest.hexdigest()
+
+
+def _is_variable_shard(file: Path) -> bool:
+    return file.parent.name == "variables" and ".data-" in file.name
+
+
+def _file_digest(path: Path) -> bytes:
+    digest = hashlib.blake2b(digest_size=20)
+    with path.open("rb") as stream:
+        while chunk := stream.read(CHUNK):
+            digest.update(chunk)
+    return digest.digest()
+
+
+# --- entries ------------------------------------------------------------------------------
+
+
+def read_entry(root: Path, key: str) -> OptimizedGraph | None:
+    """The cached graph for `key`; a damaged or foreign entry is removed and None returned."""
+    entry = root / key
+    if not entry.is_dir():
+        return None
+    try:
+        meta = json.loads((entry / ENTRY_FILE).read_text())
+        data = (entry / GRAPH_FILE).read_bytes()
+        shapes = (entry / SHAPES_FILE).read_bytes()
+        if (meta["key"] != key or meta["preparation"] != PREPARATION_VERSION
+                or meta["tensorflow"] != tensorflow_version()
+                or meta["graph_bytes"] != len(data)
+                or meta["graph_crc32"] != zlib.crc32(data)
+                or meta["shapes_crc32"] != zlib.crc32(shapes)):
+            raise ValueError("foreign or damaged entry")
+        optimized = OptimizedGraph(graph_def=_parse_graph_def(data),
+                                   fetches=list(meta["fetches"]),
+                                   input_nodes=list(meta["input_nodes"]),
+                                   output_nodes=list(meta["output_nodes"]), from_cache=True,
+                                   fp32_shapes=_specs_from_json(shapes))
+    except (OSError, ValueError, KeyError, TypeError):
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    meta["last_used"] = time.time()
+    _write_json(entry / ENTRY_FILE, meta)
+    return optimized
+
+
+def _parse_graph_def(data: bytes) -> Any:
+    from google.protobuf import message
+    from tensorflow.core.framework import graph_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    try:
+        graph_def.ParseFromString(data)
+    except message.DecodeError as exc:
+        raise ValueError(str(exc)) from None
+    return graph_def
+
+
+def _specs_to_json(specs: dict[str, list[TensorSpec]]) -> bytes:
+    return json.dumps({name: [[s.dtype, s.shape] for s in outputs]
+                       for name, outputs in specs.items()}).encode()
+
+
+def _specs_from_json(data: bytes) -> dict[str, list[TensorSpec]]:
+    return {name: [TensorSpec(dtype, None if shape is None else tuple(shape))
+                   for dtype, shape in outputs]
+            for name, outputs in json.loads(data).items()}
+
+
+def write_entry(root: Path, key: str, optimized: OptimizedGraph) -> None:
+    """Stores `optimized` under `key` (atomically), then evicts down to the size cap.
+
+    A full disk or unwritable directory only costs the next open its speed-up, so it is
+    ignored.
+    """
+    data = optimized.graph_def.SerializeToString()
+    shapes = _specs_to_json(fp32_shapes(optimized))
+    cap = max_bytes()
+    if len(data) + len(shapes) > cap:
+        return
+    meta = {
+        "key": key,
+        "preparation": PREPARATION_VERSION,
+        "tensorflow": tensorflow_version(),
+        "fetches": optimized.fetches,
+        "input_nodes": optimized.input_nodes,
+        "output_nodes": optimized.output_nodes,
+        "graph_bytes": len(data),
+        "graph_crc32": zlib.crc32(data),  # 4x faster than blake2b; guards against damage
+        "shapes_crc32": zlib.crc32(shapes),
+        "timings": optimized.timings,
+        "created": time.time(),
+        "last_used": time.time(),
+    }
+    staging = None
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        (staging / GRAPH_FILE).write_bytes(data)
+        (staging / SHAPES_FILE).write_bytes(shapes)
+        _write_json(staging / ENTRY_FILE, meta)
+        shutil.rmtree(root / key, ignore_errors=True)
+        staging.rename(root / key)
+    except OSError:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        return
+    evict(root, cap)
+
+
+def evict(root: Path, cap: int) -> list[str]:
+    """Removes least recently used entries until the cache holds at most `cap` bytes; also
+    clears entries without a readable `entry.json` (partial writes). Returns removed keys."""
+    entries = []
+    removed = []
+    for entry in root.iterdir():
+        if not entry.is_dir():
+            continue
+        try:
+            last_used = float(json.loads((entry / ENTRY_FILE).read_text())["last_used"])
+        except (OSError, ValueError, KeyError, TypeError):
+            if not entry.name.startswith(".tmp-") or _stale(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry.name)
+            continue
+        try:
+            size = sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+        except OSError:  # another process removed it meanwhile
+            continue
+        entries.append((last_used, size, entry))
+    total = sum(size for _, size, _ in entries)
+    for _, size, entry in sorted(entries, key=lambda e: e[0]):
+        if total <= cap:
+            break
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+        total -= size
+    return removed
+
+
+def _stale(staging: Path, age_s: float = 3600.0) -> bool:
+    """A staging directory another process may still be writing is left alone for an hour."""
+    try:
+        return time.time() - staging.stat().st_mtime > age_s
+    except OSError:
+        return False
+
+
+def _write_json(path: Path, value: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
