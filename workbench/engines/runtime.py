@@ -236,6 +236,8 @@ class ConvertedModel:
         call's counts are undone and it reruns with that engine's fallback branch."""
         import tensorflow as tf
 
+        if self._fast is None:
+            self._build_for_first_call(tensors)
         while True:
             function = self.function
             if not self._fast:
@@ -271,6 +273,29 @@ class ConvertedModel:
                                  f"{', '.join(names)}")
         return [tf.convert_to_tensor(given[n], dtype=d)
                 for n, d in zip(names, self.graph.input_dtypes, strict=True)]
+
+    def _build_for_first_call(self, tensors: list[Any]) -> None:
+        """Implicit batch: the engines the first call would build at run time, built before
+        the graph is put together, so that it holds no native fallback branch (with every
+        weight again) for TensorFlow to optimize: VGG16's first call spent most of its time
+        there. Engines whose input shapes need a data run are left to the call."""
+        from workbench.engines.build_shapes import engine_input_shapes
+
+        ops = self.ops
+        graph = self.graph
+        if (self.settings.use_dynamic_shape or graph.prepared_graph_def is None
+                or not all(op.config.allow_build_at_runtime and not len(op.cache)
+                           for op in ops.values())):
+            return
+        shapes = InputSets([tensors]).shapes[0]
+        try:
+            found = engine_input_shapes(graph.prepared_graph_def, graph.input_tensors, shapes,
+                                        graph.engines)
+        except Exception:  # the call itself will build (and report) as TF-TRT's kernel did
+            return
+        for name, engine_shapes in found.items():
+            if engine_shapes is not None and name in ops:
+                ops[name].build(engine_shapes)
 
     # --- build() and calibration -------------------------------------------------------------
 
