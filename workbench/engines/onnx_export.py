@@ -18,6 +18,7 @@ native segment, as TF-TRT does when an engine cannot be built.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,6 +50,9 @@ class ExportContext:
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: dict[str, TensorProto] = {}
         self._names: set[str] = set()
+        # Const node -> its TensorProto in the segment's GraphDef (weights are copied from
+        # there as bytes: going through numpy took most of VGG16's 10 s export).
+        self.const_protos: dict[str, Any] = {}
 
     # -- TF tensors -------------------------------------------------------------------------
     @staticmethod
@@ -62,6 +66,10 @@ class ExportContext:
         tensor = op.inputs[index]
         name = self.value_name(tensor)
         if tensor.op.type == "Const" and name not in self.initializers:
+            raw = _raw_initializer(self.const_protos.get(tensor.op.name), name)
+            if raw is not None:
+                self.initializers[name] = raw
+                return name
             value = _const_array(tensor.op)
             if value.dtype.kind in "OSU":
                 raise ExportError(op, "string tensors have no ONNX equivalent here")
@@ -144,6 +152,23 @@ class ExportContext:
         return self.helper(op, label, "Cast", [source], to=TensorProto.INT64)
 
 
+# TF DataType enum -> ONNX type, for the dtypes whose TF and ONNX raw layouts are the same.
+_RAW_TYPES = {1: TensorProto.FLOAT, 2: TensorProto.DOUBLE, 19: TensorProto.FLOAT16,
+              3: TensorProto.INT32, 9: TensorProto.INT64, 6: TensorProto.INT8,
+              4: TensorProto.UINT8, 5: TensorProto.INT16, 10: TensorProto.BOOL}
+
+
+def _raw_initializer(proto: Any, name: str) -> TensorProto | None:
+    """The initializer made straight from a TF TensorProto's bytes, when it holds them raw."""
+    if proto is None or not proto.tensor_content or proto.dtype not in _RAW_TYPES \
+            or sys.byteorder != "little":
+        return None
+    tensor = TensorProto(name=name, data_type=_RAW_TYPES[proto.dtype],
+                         dims=[d.size for d in proto.tensor_shape.dim])
+    tensor.raw_data = proto.tensor_content
+    return tensor
+
+
 def _const_array(op: Any) -> np.ndarray:
     from tensorflow.python.framework import tensor_util
 
@@ -162,6 +187,8 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
         raise WorkbenchError(f"ONNX opset {opset} is too old: the exporter needs 13 or newer")
     tf_graph = _import(segment.graph_def)
     ctx = ExportContext(opset)
+    ctx.const_protos = {n.name: n.attr["value"].tensor for n in segment.graph_def.node
+                        if n.op == "Const"}
     ctx.reserve([op.name for op in tf_graph.get_operations()])
     inputs = set(segment.input_names)
     for op in tf_graph.get_operations():  # import order is topological
