@@ -290,6 +290,32 @@ def test_forced_build_failure_runs_the_native_segment_with_its_reason(
         func(x)
 
 
+def fallback_branches(model: Any) -> int:
+    """The native fallback `cond`s in the converted function's graph."""
+    library = model.function.graph.as_graph_def().library.function
+    return sum(node.op in ("If", "StatelessIf") for f in library for node in f.node_def)
+
+
+def test_built_engines_run_without_the_fallback_branch_and_a_miss_reruns_with_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    x = sample_models.data("quickstart_mlp")["x_test"][:16]
+    converter = converter_for("quickstart_mlp")
+    func = converter.convert()
+    native = converter.session.loaded(x)["logits"].numpy()
+    converter.build(lambda: iter([[x[:8]]]))
+    assert fallback_branches(func) == 0  # the engine is built: its calls cannot need one
+    np.testing.assert_allclose(func(x[:8])["logits"], native[:8], atol=1e-5)
+    # Batch 16 needs a new engine, whose build fails: the call reruns with the fallback.
+    monkeypatch.setenv("TF_TRT_ABORT_CUDA_ENGINE_BUILD", "1")
+    for _ in range(2):
+        np.testing.assert_allclose(func(x)["logits"], native, atol=1e-5)
+    assert fallback_branches(func) == 1
+    table = func.engine_table()
+    assert table["failed_builds"].tolist() == [1]
+    # The rerun calls are counted once: one engine call (batch 8), two native ones.
+    assert table["engine_calls"].tolist() == [1] and table["native_calls"].tolist() == [2]
+
+
 def test_allow_build_at_runtime_false_in_the_saved_model(tmp_path: Path) -> None:
     x = sample_models.data("quickstart_mlp")["x_test"]
     converter = converter_for("quickstart_mlp", allow_build_at_runtime=False)
@@ -392,8 +418,9 @@ def test_segment_graphs_are_read_on_first_use_and_damage_is_still_clear(tmp_path
     segment_file.write_bytes(b"\x07 not a GraphDef")
     reloaded = workbench.load(tmp_path / "m")  # the engines load without the segment graphs
     assert all(callable(s.source) for s in reloaded.graph.segments)
+    reloaded(x)  # built engines are called without the fallback: the segment is not read
     with pytest.raises(DamagedModelError, match="segment.pb is corrupt"):
-        reloaded(x)  # the native fallback is wired in on the first call
+        reloaded(np.zeros([8, 8, 8], np.float32))  # a larger batch needs the segment
     segment_file.unlink()
     with pytest.raises(DamagedModelError, match="segment.pb is missing"):
         workbench.load(tmp_path / "m")

@@ -35,6 +35,19 @@ class NativeExecutionDisallowedError(WorkbenchError):
     """An engine could not run and the user disallowed the native segment (TF-TRT's abort)."""
 
 
+# Raised inside a fallback-free engine call (hybrid.engine_function) when no engine ran: the
+# converted model reruns the call with that engine's fallback branch in the graph.
+ENGINE_MISS = "workbench-engine-miss"
+
+
+class EngineMissError(WorkbenchError):
+    """A call compiled without the native fallback found no engine to run."""
+
+    def __init__(self, engine: str):
+        super().__init__(f"{ENGINE_MISS}[{engine}]")
+        self.engine = engine
+
+
 @dataclass
 class CacheEntry:
     """A cached engine, or None for a build that failed or was refused (not retried)."""
@@ -135,6 +148,25 @@ class EngineOp:
 
     def __post_init__(self) -> None:
         self.cache = EngineCache(self.config.maximum_cached_engines)
+        self._last: tuple[ShapeSet, Any] | None = None  # the last shapes and the engine served
+
+    @property
+    def settled(self) -> bool:
+        """Built, with no failed or refused entry: calls need no native fallback branch (a
+        later miss, e.g. new shapes, is caught and rerun with the branch)."""
+        entries = self.cache.items()
+        return (bool(entries) and all(e.engine is not None for _, e in entries)
+                and self.collected_shapes is None and self.collected_batches is None)
+
+    def call_counts(self) -> tuple[int, int, int, int]:
+        """The per-call counters, to undo a call that is rerun (builds are not undone)."""
+        s = self.stats
+        return s.calls, s.engine_calls, s.native_calls, len(self.native_runs)
+
+    def restore_counts(self, counts: tuple[int, int, int, int]) -> None:
+        s = self.stats
+        s.calls, s.engine_calls, s.native_calls, runs = counts
+        del self.native_runs[runs:]
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         arrays = [np.asarray(x) for x in inputs]
@@ -146,12 +178,17 @@ class EngineOp:
         reason; raises when the user disallowed native execution). The converted graph runs
         the native segment itself, so no TensorFlow call is nested inside this one."""
         arrays = [np.asarray(x) for x in inputs]
-        shapes = tuple(tuple(int(d) for d in x.shape) for x in arrays)
+        shapes = tuple(x.shape for x in arrays)
         self.stats.calls += 1
         if self.collected_shapes is not None or self.collected_batches is not None:
             self._collect(arrays, shapes)
             return None
-        engine, reason = self.engine_for(shapes)
+        last = self._last
+        if last is not None and last[0] == shapes:  # the common case: the same shapes again
+            engine, reason = last[1], ""
+        else:
+            engine, reason = self.engine_for(shapes)
+            self._last = (shapes, engine) if engine is not None else None
         if engine is not None:
             try:
                 outputs = engine.run(arrays)
@@ -245,6 +282,7 @@ class EngineOp:
             self.cache.put(key, CacheEntry(None, reason, profiles))
             return
         self.stats.builds += 1
+        self._last = None
         evicted = self.cache.put(key, CacheEntry(engine, "", profiles))
         if evicted:
             logger.info("%s: engine cache full (%d), evicted %s", self.name,
@@ -252,6 +290,7 @@ class EngineOp:
 
     def add_engine(self, key: Any, engine: Any) -> None:
         """Puts an already built engine (a deserialized one) into the cache."""
+        self._last = None
         self.cache.put(key, CacheEntry(engine, "", key if not self.config.use_implicit_batch
                                        else ()))
 
@@ -280,8 +319,14 @@ class EngineOp:
         self.stats.native_calls += 1
 
     def _cast(self, outputs: Sequence[Any]) -> list[np.ndarray]:
-        return [np.asarray(out).astype(numpy_dtype_name(dtype), copy=False)
-                for out, dtype in zip(outputs, self.output_dtypes, strict=True)]
+        return [np.asarray(out).astype(dtype, copy=False)
+                for out, dtype in zip(outputs, self._numpy_dtypes, strict=True)]
+
+    @property
+    def _numpy_dtypes(self) -> list[np.dtype]:
+        if getattr(self, "_dtypes", None) is None:
+            self._dtypes = [np.dtype(numpy_dtype_name(d)) for d in self.output_dtypes]
+        return self._dtypes
 
     @property
     def fallback_reasons(self) -> dict[str, int]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.conversion.result import EngineInfo
+from workbench.engines.engine_op import EngineMissError
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
@@ -181,11 +182,14 @@ def with_native_functions(converted: Any, segments: Sequence[Any]) -> Any:
     return out
 
 
-def engine_function(op: Any, segment: Any, inline: bool = True) -> Any:
+def engine_function(op: Any, segment: Any, inline: bool = True, fallback: bool = True) -> Any:
     """A ConcreteFunction standing for one TRTEngineOp in process: the engine op runs (a
     `numpy_function`) and, when it reports no engine ran, the native segment runs in the same
     graph (a `cond`), never nested inside the Python call, which could starve TensorFlow's
-    inter-op threads. `inline=False` for an engine inside a loop (see `engines_in_loops`)."""
+    inter-op threads. `fallback=False` (an engine already built) leaves the `cond` out, which
+    halves the cost of a call: a call finding no engine raises `EngineMissError` and the
+    converted model reruns it with the branch. `inline=False` for an engine inside a loop
+    (see `engines_in_loops`)."""
     import numpy as np
     import tensorflow as tf
 
@@ -193,14 +197,23 @@ def engine_function(op: Any, segment: Any, inline: bool = True) -> Any:
     specs = [tf.TensorSpec(None, tf.as_dtype(numpy_dtype_name(s.dtype)))
              for s in segment.input_specs]
     placeholders = [np.zeros((), t.as_numpy_dtype) for t in tout]
+    name = segment.engine.name
 
     def attempt(*arrays: Any) -> list[Any]:
         outputs = op.try_engine(*arrays)
         return [*(placeholders if outputs is None else outputs), np.bool_(outputs is not None)]
 
+    def engine_only(*arrays: Any) -> list[Any]:
+        outputs = op.try_engine(*arrays)
+        if outputs is None:
+            raise EngineMissError(name)
+        return outputs
+
     def run(*inputs: Any) -> list[Any]:
+        if not fallback:
+            return tf.numpy_function(engine_only, list(inputs), tout, stateful=True, name=name)
         *outputs, ran = tf.numpy_function(attempt, list(inputs), [*tout, tf.bool],
-                                          stateful=True, name=segment.engine.name)
+                                          stateful=True, name=name)
 
         def native() -> list[Any]:
             captured = [tf.identity(x) for x in inputs]  # brings the inputs into the branch

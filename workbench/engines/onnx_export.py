@@ -41,6 +41,8 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
         raise WorkbenchError(f"ONNX opset {opset} is too old: the exporter needs 13 or newer")
     tf_graph = _import(segment.graph_def)
     ctx = ExportContext(opset)
+    ctx.const_protos = {n.name: n.attr["value"].tensor for n in segment.graph_def.node
+                        if n.op == "Const"}
     ctx.reserve([op.name for op in tf_graph.get_operations()])
     inputs = set(segment.input_names)
     for op in tf_graph.get_operations():  # import order is topological

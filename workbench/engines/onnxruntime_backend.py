@@ -205,10 +205,11 @@ class OrtEngine:
             raise WorkbenchError(
                 f"engine {self.name!r} takes {len(self.input_names)} inputs "
                 f"({', '.join(self.input_names)}), got {len(inputs)}")
-        feed = {name: np.asarray(x, dtype=t) for name, x, t in
-                zip(self.input_names, inputs, self._input_types, strict=True)}
+        feed = {}
+        for name, x, t in zip(self.input_names, inputs, self._input_types, strict=True):
+            feed[name] = x if type(x) is np.ndarray and x.dtype == t else np.asarray(x, dtype=t)
         try:
-            return list(session.run(self.output_names, feed))
+            return session.run(self.output_names, feed)
         except Exception as error:
             raise EngineRunError(
                 f"onnxruntime engine {self.name!r} failed: {first_line(error)}") from error

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.conversion.result import EngineInfo
-from workbench.engines.engine_op import EngineOp, EngineOpConfig
+from workbench.engines.engine_op import ENGINE_MISS, EngineOp, EngineOpConfig
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
@@ -109,8 +109,10 @@ class ConvertedModel:
         self.settings = settings
         self._backend = backend
         self._segments: dict[str, SegmentRuntime] | None = None
-        self._function: Any = None
-        self._engine_functions: dict[str, Any] = {}
+        self._functions: dict[frozenset[str], Any] = {}  # by the engines called without fallback
+        self._engine_functions: dict[tuple[str, bool], Any] = {}
+        self._fast: frozenset[str] | None = None  # engines the current function calls so
+        self._demoted: set[str] = set()  # engines that missed or failed: always with fallback
 
     # --- the pieces, made on first use --------------------------------------------------------
 
@@ -185,26 +187,72 @@ class ConvertedModel:
 
     @property
     def function(self) -> Any:
-        """The in-process converted function (ConcreteFunction over the converted graph)."""
-        if self._function is None:
+        """The in-process converted function (ConcreteFunction over the converted graph):
+        engines already built are called without the native fallback branch (see
+        `engine_function`), the others with it."""
+        ops = self.ops
+        if self._fast is None or (len(self._fast) + len(self._demoted) < len(ops)
+                                  and self._new_fast(ops)):
+            for name, op in ops.items():
+                if not op.settled and len(op.cache):  # a failed or refused build: for good
+                    self._demoted.add(name)
+            self._fast = frozenset(n for n, op in ops.items()
+                                   if op.settled and n not in self._demoted)
+        return self._function_with(self._fast)
+
+    def _new_fast(self, ops: dict[str, EngineOp]) -> bool:
+        fast = self._fast or frozenset()
+        return any(op.settled for n, op in ops.items() if n not in fast and n not in self._demoted)
+
+    def _function_with(self, fast: frozenset[str]) -> Any:
+        if fast not in self._functions:
             graph = self.graph
             in_loops = engines_in_loops(graph.converted_graph_def)
+            functions = {}
             for segment in graph.segments:
                 name = segment.engine.name
-                self._engine_functions[name] = engine_function(
-                    self.segments[name].op, segment, inline=name not in in_loops)
-            self._function = wrap_converted(graph.converted_graph_def, graph.input_tensors,
-                                            graph.feed_specs(), graph.output_tensors,
-                                            self._engine_functions)
-        return self._function
+                key = (name, name not in fast)
+                if key not in self._engine_functions:
+                    self._engine_functions[key] = engine_function(
+                        self.segments[name].op, segment, inline=name not in in_loops,
+                        fallback=key[1])
+                functions[name] = self._engine_functions[key]
+            # Kept: this one and the all-fallback one (calibration and shape collection).
+            self._functions = {k: f for k, f in self._functions.items() if not k}
+            self._functions[fast] = wrap_converted(
+                graph.converted_graph_def, graph.input_tensors, graph.feed_specs(),
+                graph.output_tensors, functions)
+        return self._functions[fast]
 
     # --- calling ------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Runs the converted model: inputs by position (signature order) or by name."""
         tensors = self.input_tensors(args, kwargs)
-        outputs = self.function(*tensors)
-        return dict(zip(self.output_names, outputs, strict=True))
+        return dict(zip(self.output_names, self._call(tensors), strict=True))
+
+    def _call(self, tensors: list[Any]) -> list[Any]:
+        """One call; when an engine called without fallback found no engine to run, the
+        call's counts are undone and it reruns with that engine's fallback branch."""
+        import tensorflow as tf
+
+        if self._fast is None:
+            self._build_for_first_call(tensors)
+        while True:
+            function = self.function
+            if not self._fast:
+                return function(*tensors)
+            counts = {name: op.call_counts() for name, op in self.ops.items()}
+            try:
+                return function(*tensors)
+            except tf.errors.OpError as exc:
+                missed = [n for n in self._fast if f"{ENGINE_MISS}[{n}]" in str(exc.message)]
+                if not missed:
+                    raise
+            for name, op in self.ops.items():
+                op.restore_counts(counts[name])
+            self._demoted.update(missed)
+            self._fast = self._fast - set(missed)
 
     def input_tensors(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
         import tensorflow as tf
@@ -225,6 +273,29 @@ class ConvertedModel:
                                  f"{', '.join(names)}")
         return [tf.convert_to_tensor(given[n], dtype=d)
                 for n, d in zip(names, self.graph.input_dtypes, strict=True)]
+
+    def _build_for_first_call(self, tensors: list[Any]) -> None:
+        """Implicit batch: the engines the first call would build at run time, built before
+        the graph is put together, so that it holds no native fallback branch (with every
+        weight again) for TensorFlow to optimize: VGG16's first call spent most of its time
+        there. Engines whose input shapes need a data run are left to the call."""
+        from workbench.engines.build_shapes import engine_input_shapes
+
+        ops = self.ops
+        graph = self.graph
+        if (self.settings.use_dynamic_shape or graph.prepared_graph_def is None
+                or not all(op.config.allow_build_at_runtime and not len(op.cache)
+                           for op in ops.values())):
+            return
+        shapes = InputSets([tensors]).shapes[0]
+        try:
+            found = engine_input_shapes(graph.prepared_graph_def, graph.input_tensors, shapes,
+                                        graph.engines)
+        except Exception:  # the call itself will build (and report) as TF-TRT's kernel did
+            return
+        for name, engine_shapes in found.items():
+            if engine_shapes is not None and name in ops:
+                ops[name].build(engine_shapes)
 
     # --- build() and calibration -------------------------------------------------------------
 
@@ -303,8 +374,9 @@ class ConvertedModel:
         for op in ops.values():
             op.collected_shapes, op.collected_batches = ([], None) if shapes else (None, [])
         try:
+            safe = self._function_with(frozenset())  # collecting engines run natively
             for inputs in sets.sets:
-                self(*inputs)
+                safe(*self.input_tensors(inputs, {}))
             return {name: (op.collected_shapes or [], op.collected_batches or [])
                     for name, op in ops.items()}
         finally:

@@ -1,0 +1,185 @@
+"""Engine calls: what one engine call costs in the converted model, and what that costs models.
+
+1. Per-call overhead: a chain of ENGINES tiny engines (y = relu(2x + 1), each cut off by a
+   FloorMod TF-TRT does not convert) against the same graph in native TensorFlow, called
+   through the converted graph with every engine's native fallback `cond` (before) and with
+   built engines called without it (after, what the converted model runs). Printed in ms per
+   engine call.
+2. EfficientNetB0 (keras.applications, weights=None) and `digits_cnn`, converted (FP32, implicit
+   batch) against native TensorFlow at batch 1, as a ratio measured in the same run.
+
+    .venv/bin/python benchmarks/engine_calls.py [--quick]
+
+Rounds alternate between the variants and the median of rounds is printed, since the machine
+is shared. Every figure names its backend and device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+import sample_models  # noqa: E402
+from workbench import trt_convert as trt  # noqa: E402
+from workbench.hardware import cpu_device_name  # noqa: E402
+
+ENGINES = 8
+TARGET_MS = 0.05  # the issue's per-call target
+
+
+def per_call_ms(fn: Callable[[], Any], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls * 1e3
+
+
+def compare(variants: dict[str, Callable[[], Any]], calls: int, rounds: int) -> dict[str, float]:
+    """Median ms per call of each variant over alternating rounds (after a warm-up)."""
+    for fn in variants.values():
+        per_call_ms(fn, max(calls // 10, 3))
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            times[name].append(per_call_ms(fn, calls))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def chain_model(directory: str, engines: int) -> None:
+    import tensorflow as tf
+
+    class Chain(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([1, 16], tf.float32)])
+        def __call__(self, x: Any) -> dict[str, Any]:
+            for _ in range(engines):
+                x = tf.math.floormod(tf.nn.relu(x * 2.0 + 1.0), 7.0)
+            return {"y": x}
+
+    chain = Chain()
+    tf.saved_model.save(chain, directory, signatures=chain.__call__)
+
+
+def efficientnet_model(directory: str) -> None:
+    import keras
+    import tensorflow as tf
+
+    net = keras.applications.EfficientNetB0(weights=None, input_shape=(224, 224, 3))
+    owner = tf.Module()
+    owner.model_variables = list(net.variables)  # only the variables, as sample models do
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 224, 224, 3], tf.float32, name="x")])
+    def serve(x: Any) -> dict[str, Any]:
+        return {"probs": net(x, training=False)}
+
+    tf.saved_model.save(owner, directory, signatures={"serving_default": serve})
+
+
+def converted(directory: str, inputs: dict[str, np.ndarray], **params: Any) -> tuple[Any, Any]:
+    """The converted model (its engines built for `inputs`) and the native signature."""
+    import tensorflow as tf
+
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=directory, **params)
+    model = converter.convert()
+    converter.build(lambda: iter([inputs]))
+    native = tf.saved_model.load(directory).signatures["serving_default"]
+    return model, native
+
+
+def blocking(fn: Callable[..., dict[str, Any]], tensors: dict[str, Any]) -> Callable[[], Any]:
+    return lambda: [np.asarray(v) for v in fn(**tensors).values()]
+
+
+def check_equal(model: Any, native: Any, tensors: dict[str, Any], atol: float) -> None:
+    got, want = blocking(model, tensors)(), blocking(native, tensors)()
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, atol=atol, rtol=1e-4)
+
+
+def engine_calls_per_model_call(model: Any, work: Callable[[], Any]) -> int:
+    before = sum(op.stats.engine_calls for op in model.ops.values())
+    work()
+    return sum(op.stats.engine_calls for op in model.ops.values()) - before
+
+
+def overhead_section(calls: int, rounds: int, label: str) -> float:
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory(prefix="engine-calls-") as tmp:
+        chain_model(tmp, ENGINES)
+        x = tf.constant(np.random.default_rng(0).random((1, 16), np.float32))
+        model, native = converted(tmp, {"x": x.numpy()}, minimum_segment_size=1)
+        check_equal(model, native, {"x": x}, 1e-5)
+        engines = len(model.ops)
+        with_fallback = model._function_with(frozenset())
+        without = model.function
+        ms = compare({
+            "native": blocking(native, {"x": x}),
+            "with fallback cond (before)": lambda: [t.numpy() for t in with_fallback(x)],
+            "without cond (after)": lambda: [t.numpy() for t in without(x)],
+            "converted model (after)": blocking(model, {"x": x}),
+        }, calls, rounds)
+    print(f"\n1. Per engine call: {engines} tiny engines at batch 1, {label}")
+    print(f"   native TensorFlow        {ms['native']:.3f} ms per model call")
+    after = 0.0
+    for name in ("with fallback cond (before)", "without cond (after)",
+                 "converted model (after)"):
+        per = (ms[name] - ms["native"]) / engines
+        after = per
+        print(f"   {name:<28} {ms[name]:.3f} ms per model call, {per:.4f} ms per engine call")
+    verdict = "OK" if after <= TARGET_MS else "MISSED"
+    print(f"   target <= {TARGET_MS} ms per engine call: {verdict} ({after:.4f})")
+    return after
+
+
+def model_section(title: str, directory: str, inputs: dict[str, np.ndarray], calls: int,
+                  rounds: int, label: str) -> float:
+    import tensorflow as tf
+
+    start = time.perf_counter()
+    model, native = converted(directory, inputs)
+    build = time.perf_counter() - start
+    tensors = {k: tf.convert_to_tensor(v) for k, v in inputs.items()}
+    check_equal(model, native, tensors, 1e-3)
+    run_converted, run_native = blocking(model, tensors), blocking(native, tensors)
+    per_call = engine_calls_per_model_call(model, run_converted)
+    ms = compare({"native": run_native, "converted": run_converted}, calls, rounds)
+    ratio = ms["native"] / ms["converted"]
+    print(f"\n{title} at batch 1, FP32, {label} (convert + build {build:.1f} s)")
+    print(f"   native TensorFlow {ms['native']:.2f} ms; converted {ms['converted']:.2f} ms "
+          f"({len(model.ops)} engines, {per_call} engine calls per model call)")
+    print(f"   speed-up native/converted {ratio:.2f}x: "
+          f"{'OK' if ratio >= 1.0 else 'MISSED'} (target >= 1.0)")
+    return ratio
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
+    args = parser.parse_args(argv)
+    calls, rounds = (200, 3) if args.quick else (1000, 5)
+    label = f"converted engines on onnxruntime, {cpu_device_name()}"
+    overhead_section(calls, rounds, label)
+    data = sample_models.data("digits_cnn")
+    model_section("2. digits_cnn", str(sample_models.build("digits_cnn")),
+                  {"images": data["x_test"][:1]}, calls, rounds, label)
+    with tempfile.TemporaryDirectory(prefix="efficientnet-") as tmp:
+        efficientnet_model(tmp)
+        image = np.random.default_rng(0).random((1, 224, 224, 3), np.float32) * 255
+        model_section("3. EfficientNetB0", str(Path(tmp)), {"x": image}, max(calls // 20, 10),
+                      rounds, label)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
