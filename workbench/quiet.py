@@ -70,6 +70,8 @@ def filter_native_stderr(level: int) -> None:
     """For the rest of the process, what native code writes to fd 2 passes through `LogFilter`;
     Python's `sys.stderr` keeps the real stderr. For the CLI: some native lines come after the
     import and ignore TF_CPP_MIN_LOG_LEVEL (absl's preamble and TF 2.17's Grappler device count)."""
+    if sys.stderr is not sys.__stderr__:  # already redirected (by us, or captured by a caller)
+        return
     _flush_stderr()
     try:
         real = os.dup(2)
