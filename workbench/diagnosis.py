@@ -23,6 +23,7 @@ from workbench.engines import tensorrt_backend, tftrt_backend
 from workbench.engines.backend import BuildSpec, backend_status, get_backend
 from workbench.errors import WorkbenchError, first_line
 from workbench.hardware import cpu_device_name
+from workbench.tf_compat import tensorflow_version
 from workbench.viz.graphs import dot_version, to_svg
 
 OK, ABSENT, WARNING, FAILED = "ok", "absent", "warning", "FAILED"
@@ -144,7 +145,7 @@ def _tensorflow() -> Finding:
                        "it with the workbench: pip install 'tftrt-workbench[cpu]' (in a "
                        "clone: make install)")
     kind = "GPU (CUDA) build" if build.get("is_cuda_build") else "CPU build"
-    return Finding("TensorFlow", OK, f"{tf.__version__}, {kind}")
+    return Finding("TensorFlow", OK, f"{tensorflow_version()}, {kind}")
 
 
 def _tftrt() -> Finding:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
-from workbench.tf_compat import LAST_TFTRT_RELEASE, tensorflow_release
+from workbench.tf_compat import LAST_TFTRT_RELEASE, tensorflow_release, tensorflow_version
 
 if TYPE_CHECKING:
     from workbench.conversion.params import ConversionParams
@@ -29,10 +29,10 @@ NAME = "tftrt"
 def status() -> tuple[bool, str]:
     """(True, "") when TF-TRT can convert here, else (False, "not available here: <why>")."""
     try:
-        import tensorflow as tf
+        import tensorflow  # noqa: F401  (importable: then its version is the one we read)
     except ImportError:
         return False, "not available here: TensorFlow is not installed"
-    version = tf.__version__
+    version = tensorflow_version()
     if tensorflow_release(version) > LAST_TFTRT_RELEASE:
         return False, (f"not available here: TensorFlow {version} has no TF-TRT "
                        f"(removed in 2.18; it needs TensorFlow <= 2.17 built with TensorRT)")
