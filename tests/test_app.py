@@ -28,10 +28,12 @@ def engines_line(app: Workbench) -> str:
 def test_loads_and_shows_every_tab(app: Workbench) -> None:
     assert app.error is None and app.result is not None
     assert "[*] Total number of TensorRT engines: 3" in app.summary_tab.html.value
-    assert "Op histogram per engine" in app.summary_tab.html.value and "<td>Conv2D</td>" in app.summary_tab.html.value
+    summary = app.summary_tab.html.value
+    assert "Op histogram per engine" in summary and "<td>Conv2D</td>" in summary
     assert "CombinedNonMaxSuppression" in app.nonconversion_tab.html.value
     assert f"TensorFlow {app.result.tensorflow_version}</span>" in app.headline.value
-    assert "Cannot Convert Bilinear Resize when align_corners=False" in app.nonconversion_tab.html.value
+    assert ("Cannot Convert Bilinear Resize when align_corners=False"
+            in app.nonconversion_tab.html.value)
     assert app.graph_tab.html.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg
     assert app.tabs.titles == ("Summary", "Non-conversion report", "Segment graph", "Charts",
                                "Validation", "Runs", "Profiling")
@@ -140,7 +142,8 @@ def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench)
     assert sorted(set(check.latency["batch_size"])) == [1, 4]
     assert "PASSED: FP32 converted vs native TensorFlow" in app.validation_tab.note.value
     assert "whole model not measured: Cannot export" in app.validation_tab.note.value
-    assert all(f"<td>{o.name}</td>" in app.validation_tab.outputs.value for o in check.validation.outputs)
+    outputs = app.validation_tab.outputs.value
+    assert all(f"<td>{o.name}</td>" in outputs for o in check.validation.outputs)
     assert "latency" in app.figures and app.validation_tab.stale.value == ""
     names = {trace.name for trace in app.figures["latency"].data}
     assert any(n.startswith("native TF: tensorflow on CPU") for n in names)
