@@ -273,8 +273,6 @@ class Workbench:
 
         self._start(body, self._measured("check"), "Validating")
 
-    validate = run_check  # the name the app used before it followed the CLI's
-
     def _measured(self, attribute: str) -> Any:
         """A step's done-handler: keeps its measurement for the next view."""
         return lambda value: setattr(self, attribute, value)
