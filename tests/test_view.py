@@ -136,3 +136,23 @@ def test_each_tab_updates_from_a_view_without_the_app(
     runs.name.value = " mine "
     runs.button.click()
     assert clicks == ["blocking", "mine"]
+
+
+def test_controls_take_a_params_dict_and_fire_once() -> None:
+    from workbench.errors import WorkbenchError
+    from workbench.ui.controls import Controls
+
+    controls = Controls(ConversionParams())
+    calls: list[ConversionParams] = []
+    controls.observe(lambda: calls.append(controls.params()))
+    controls.set_params({"minimum_segment_size": 7, "precision_mode": "FP16",
+                         "denylist": ["Conv2D"], "use_dynamic_shape": True})
+    assert len(calls) == 1
+    assert calls[0] == ConversionParams(minimum_segment_size=7, precision_mode="FP16",
+                                        denylist=("Conv2D",), use_dynamic_shape=True,
+                                        dynamic_shape_profile_strategy="Range").validated()
+    assert not controls.profile_strategy.disabled
+    with pytest.raises(WorkbenchError, match="unknown conversion parameters \\['min_size'\\]"):
+        controls.set_params({"min_size": 3})
+    controls.minimum_segment_size.value = 4  # one widget, one change
+    assert len(calls) == 2
