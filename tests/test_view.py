@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.checks.conversion_check import check_conversion
+from workbench.checks.conversion_check import ConversionCheck, check_conversion
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import recommend_minimum_segment_size
 from workbench.conversion.session import ConversionSession
@@ -94,10 +94,25 @@ def test_view_holds_what_both_renderers_show(tiny_session: ConversionSession) ->
     assert "<b>1</b> TensorRT engine ·" in headline_html(view.headline)
 
 
+@pytest.fixture(scope="module")
+def tiny_check(tiny_session: ConversionSession) -> ConversionCheck:
+    """A check of the tiny model at minimum_segment_size=2."""
+    return check_conversion(tiny_session, ConversionParams(minimum_segment_size=2),
+                            batch_sizes=[1], batches=1, iterations=2)
+
+
+def test_report_says_when_its_check_is_of_other_settings(
+        tiny_session: ConversionSession, tiny_check: ConversionCheck) -> None:
+    stale = "measured with other settings"
+    assert stale not in html_report(tiny_session, ConversionParams(minimum_segment_size=2),
+                                    tiny_check)
+    assert stale in html_report(tiny_session, ConversionParams(), tiny_check)
+
+
 def test_each_tab_updates_from_a_view_without_the_app(
-        tiny_session: ConversionSession, tmp_path: Path) -> None:
+        tiny_session: ConversionSession, tiny_check: ConversionCheck, tmp_path: Path) -> None:
     params = ConversionParams(minimum_segment_size=2)
-    check = check_conversion(tiny_session, params, batch_sizes=[1], batches=1, iterations=2)
+    check = tiny_check
     profile = native_and_engines(tiny_session, params, random_inputs(tiny_session, 1), runs=1)
     view = build_view(tiny_session, params, check=check, profile=profile)
     engine = view.result.engines[0].name

@@ -103,7 +103,7 @@ def html_report(session: ConversionSession, params: ConversionParams,
         _section("TF-TRT summary()", _summary(data)),
         _section("TF-TRT non-conversion report", _nonconversion(data)),
         _section("Charts", _charts(data)),
-        *([_section("Validation and latency", _validation(check))] if check else []),
+        *([_section("Validation and latency", _validation(data))] if data.check else []),
         _section("Converted graph", _graph_view("converted", data)),
         _section("Full graph by engine", _graph_view("full", data)),
         _section("Nodes outside engines", _unconverted(data.report)),
@@ -278,12 +278,16 @@ def _charts(data: ConversionView) -> str:
     return "".join(parts)
 
 
-def _validation(check: Any) -> str:
-    """The check's verdict, one line per output, latency per batch, and its chart."""
+def _validation(data: ConversionView) -> str:
+    """The check's verdict, one line per output, latency per batch, and its chart (said to be
+    of other settings when it is, as the app's Validation tab says)."""
     from workbench.viz.charts import latency_chart
 
+    check = data.check
+    stale = "" if data.check_is_current else (
+        '<p class="note">These figures were measured with other settings than this report\'s.</p>')
     lines = "".join(f"<p>{escape(line)}</p>" for line in check.summary(outputs=True).splitlines())
-    return lines + _chart("latency", latency_chart(check.latency))
+    return stale + lines + _chart("latency", latency_chart(check.latency))
 
 
 def _chart(name: str, figure: Any) -> str:
