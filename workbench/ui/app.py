@@ -301,8 +301,8 @@ class Workbench:
         self.error = message
         self._set_status(message, error=True)
         if self.session is None:  # loading failed: say so where the results would be
-            for view in (self.summary_tab.html, self.nonconversion_tab.html, self.graph_tab.html):
-                view.value = note_html(f"Could not load the model: {message}", error=True)
+            for html in (self.summary_tab.html, self.nonconversion_tab.html, self.graph_tab.html):
+                html.value = note_html(f"Could not load the model: {message}", error=True)
         else:
             self.controls.set_disabled(False)
 
