@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from workbench.checks.conversion_check import ConversionCheck
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import Recommendation
 from workbench.conversion.report import ConversionReport
@@ -86,14 +87,14 @@ details summary { cursor: pointer; color: var(--muted); margin: 6px 0; }
 
 
 def collect(session: ConversionSession, params: ConversionParams,
-            check: Any = None) -> ConversionView:
+            check: ConversionCheck | None = None) -> ConversionView:
     """The report's view: the app's, with the blocking op types always measured."""
     return build_view(session, params, check=check,
                       blocking=blocking_op_types(session, params.validated()))
 
 
 def html_report(session: ConversionSession, params: ConversionParams,
-                check: Any = None) -> str:
+                check: ConversionCheck | None = None) -> str:
     """The whole report page for converting `session`'s model with `params`; with `check` (a
     `ConversionCheck` of the same parameters), its validation and latency too."""
     data = collect(session, params, check)
@@ -113,7 +114,7 @@ def html_report(session: ConversionSession, params: ConversionParams,
 
 def write_html_report(
     session: ConversionSession, params: ConversionParams, path: str | os.PathLike,
-    check: Any = None,
+    check: ConversionCheck | None = None,
 ) -> Path:
     """Writes the report to `path` (whole or not at all) and returns the path."""
     target = check_report_path(path)
