@@ -67,7 +67,7 @@ ATTRS = {"_tftrt_convert_function": True, "_tftrt_precision_mode": "FP16",
 def test_marked_function_is_converted_with_its_own_parameters(tmp_path: Path) -> None:
     converter = trt.TrtGraphConverterV2(input_saved_model_dir=_saved(tmp_path / "m", ATTRS),
                                         minimum_segment_size=5)
-    func = converter.convert()
+    converter.convert()
     # The attributes survived freezing and Grappler into the prepared graph's library.
     library = converter.session.prepared().graph_def.library.function
     (marked,) = [f for f in library if "_tftrt_convert_function" in f.attr]
@@ -92,13 +92,45 @@ def test_marked_function_is_converted_with_its_own_parameters(tmp_path: Path) ->
     assert document["functions"][0]["engines"][0]["nodes"] == list(ENGINE_NODES)
     assert document["functions"][0]["params"]["minimum_segment_size"] == 2
 
-    # At run time the function runs natively (noted in the log and README).
+
+def _engine_calls(model: object, engine: str) -> tuple[int, int, int]:
+    row = model.engine_table().set_index("engine").loc[engine]  # type: ignore[attr-defined]
+    return int(row.builds), int(row.engine_calls), int(row.native_calls)
+
+
+def test_engines_inside_a_function_run_as_engines(tmp_path: Path) -> None:
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=_saved(tmp_path / "m", ATTRS),
+                                        minimum_segment_size=5)
+    func = converter.convert()
     x = np.random.default_rng(0).standard_normal((4, 32, 32, 2)).astype(np.float32)
     want = converter.session.loaded(x)["output_0"].numpy()
-    np.testing.assert_allclose(func(x)["output_0"], want, atol=1e-6)
+
+    # build() infers the engine's input shape in the function body from the call site.
+    converter.build(lambda: iter([(x,)]))
+    assert _engine_calls(func, "TRTEngineOp_001_000") == (1, 0, 0)
+    # The converted function library holds the function with the engine call in place.
+    (rewritten,) = [f for f in func.graph.converted_graph_def.library.function
+                    if f.signature.name == converter.result.functions[0].function]
+    calls = {n.name: n.attr["f"].func.name for n in rewritten.node_def if "f" in n.attr}
+    assert calls == {"TRTEngineOp_001_000": "TRTEngineOp_001_000_native_segment"}
+    assert not {"conv", "relu", "max_pool"} & {n.name for n in rewritten.node_def}
+
+    # The engine runs at the function's FP16 (its _tftrt_precision_mode), not the FP32 of
+    # the converter: close to native TF, not equal.
+    got = func(x)["output_0"]
+    assert _engine_calls(func, "TRTEngineOp_001_000") == (1, 1, 0)
+    assert func.ops["TRTEngineOp_001_000"].config.precision == "FP16"
+    np.testing.assert_allclose(got, want, atol=2e-2)
+    assert np.abs(got - want).max() > 0
+
     converter.save(str(tmp_path / "converted"))
-    np.testing.assert_allclose(workbench.load(tmp_path / "converted")(x)["output_0"], want,
-                               atol=1e-6)
+    loaded = workbench.load(tmp_path / "converted")
+    np.testing.assert_allclose(loaded(x)["output_0"], got, atol=1e-6)
+    assert _engine_calls(loaded, "TRTEngineOp_001_000") == (0, 1, 0)  # the saved engine
+    assert loaded.ops["TRTEngineOp_001_000"].config.precision == "FP16"
+    # Plain TensorFlow runs the saved function's native segment.
+    plain = tf.saved_model.load(str(tmp_path / "converted")).signatures["serving_default"]
+    np.testing.assert_allclose(plain(x=x)["output_0"], want, atol=1e-5)
 
 
 def test_unmarked_or_false_functions_are_left_alone(tmp_path: Path) -> None:
