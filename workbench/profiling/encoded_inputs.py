@@ -1,0 +1,185 @@
+"""Generated values for string inputs that carry encoded images.
+
+Random bytes cannot stand in for a string input, but a serving signature taking image files
+shows what it wants: the string reaches a DecodePng / DecodeJpeg / DecodeImage / DecodeBmp,
+often inside a `map_fn` loop (through TensorList or TensorArray ops) or a function. Then the
+generated input is a batch of valid encoded images: channels from the decode op's attribute,
+size from the first static image shape after it (a resize, map_fn's stacked result, a conv's
+input), else DEFAULT_SIDE square.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workbench.errors import WorkbenchError
+from workbench.graph.nodes import Graph, Node
+
+# Decode op -> the format generated for it (DecodeImage sniffs the format: PNG it is).
+IMAGE_FORMATS = {"DecodePng": "PNG", "DecodeJpeg": "JPEG", "DecodeImage": "PNG",
+                 "DecodeBmp": "BMP", "DecodeAndCropJpeg": "JPEG"}
+OTHER_DECODES = frozenset({"DecodeGif", "DecodeRaw", "DecodeCSV", "DecodeJSONExample",
+                           "ParseExample", "ParseExampleV2", "ParseSingleExample",
+                           "DecodeWav", "DecodeBase64", "DecodeCompressed", "StringToNumber"})
+DEFAULT_SIDE = 32
+# A string travels to its decode op through tensors of these dtypes (TensorList and
+# TensorArray handles, loop frames); integer side branches (its Shape) are not followed.
+_CARRIER_DTYPES = frozenset({"string", "variant", "resource"})
+_FUNCTION_ATTRS = ("f", "body", "then_branch", "else_branch", "branches")
+_SEARCH_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """How a string input is used as encoded images, and the images generated for it."""
+
+    decode: str  # the decode op's type and node, e.g. "DecodePng map/while/DecodePng"
+    image_format: str  # PNG, JPEG or BMP
+    channels: int
+    dtype: str  # pixel dtype: uint8 (uint16 for a 16-bit DecodePng)
+    height: int
+    width: int
+    size_from: str  # the node whose static shape set the size, or "" for the default
+
+    def describe(self, name: str) -> str:
+        where = self.size_from or f"none found, the default {DEFAULT_SIDE}x{DEFAULT_SIDE}"
+        return (f"input {name}: generated {self.height}x{self.width} {self.channels}-channel "
+                f"{self.image_format} images for {self.decode} (static size from {where})")
+
+
+def image_input(graph: Graph, library: Any, input_node: str) -> ImageInput | None:
+    """How the string input `input_node` is decoded as images, or None when it is not."""
+    decode = _first_decode(graph, library, input_node)
+    if decode is None or decode[1] not in IMAGE_FORMATS:
+        return None
+    node, op, channels, dtype = decode
+    channels = channels or 3  # 0: as encoded; generate RGB
+    found = _later_image_shape(graph, node.name, channels)
+    height, width, size_from = found or (DEFAULT_SIDE, DEFAULT_SIDE, "")
+    label = op if op == node.op else f"{op} inside {node.op}"
+    return ImageInput(f"{label} {node.name}", IMAGE_FORMATS[op], channels, dtype,
+                      height, width, size_from)
+
+
+def string_input_error(graph: Graph, library: Any, input_node: str, name: str
+                       ) -> WorkbenchError:
+    """The one-line error for a string input the workbench cannot generate values for."""
+    decode = _first_decode(graph, library, input_node)
+    use = f"it feeds {decode[1]} {decode[0].name}, " if decode else ""
+    return WorkbenchError(
+        f"cannot generate string input {name!r}: {use}only encoded images (PNG, JPEG, BMP) "
+        "are generated; pass real inputs (from Python: validate(..., inputs=...) or "
+        "build(input_fn); from the CLI: --inputs FILE.npz)")
+
+
+def encoded_images(rng: np.random.Generator, shape: tuple[int, ...], use: ImageInput
+                   ) -> np.ndarray:
+    """A string array of `shape` holding random images encoded as `use` wants."""
+    import tensorflow as tf
+
+    count = int(np.prod(shape, dtype=np.int64))
+    high = 1 << 16 if use.dtype == "uint16" else 256
+    pixels = rng.integers(0, high, (count, use.height, use.width, use.channels)).astype(use.dtype)
+    encode = {"PNG": lambda p: tf.io.encode_png(p).numpy(),
+              "JPEG": lambda p: tf.io.encode_jpeg(p).numpy(), "BMP": _encode_bmp}
+    data = np.empty(count, dtype=object)
+    for index, image in enumerate(pixels):
+        data[index] = encode[use.image_format](image)
+    return data.reshape(shape)
+
+
+def _encode_bmp(pixels: np.ndarray) -> bytes:
+    """An uncompressed 24-bit (or 32-bit for 4 channels) BMP; TensorFlow has no encoder."""
+    height, width, channels = pixels.shape
+    if channels == 1:
+        pixels, channels = np.repeat(pixels, 3, axis=2), 3
+    bgr = pixels[::-1, :, [2, 1, 0, 3][:channels]]  # bottom-up rows, BGR(A)
+    row = width * channels
+    padded = np.zeros((height, (row + 3) // 4 * 4), np.uint8)
+    padded[:, :row] = bgr.reshape(height, row)
+    body = padded.tobytes()
+    header = b"BM" + (54 + len(body)).to_bytes(4, "little") + bytes(4) + (54).to_bytes(4, "little")
+    info = b"".join(v.to_bytes(n, "little", signed=True) for v, n in (
+        (40, 4), (width, 4), (height, 4), (1, 2), (8 * channels, 2), (0, 4), (len(body), 4),
+        (2835, 4), (2835, 4), (0, 4), (0, 4)))
+    return header + info + body
+
+
+def _first_decode(graph: Graph, library: Any, start: str
+                  ) -> tuple[Node, str, int, str] | None:
+    """(node, decode op, channels, pixel dtype) of the first decode op the string from
+    `start` reaches; the node is a call node when the decode is inside its function."""
+    functions = {f.signature.name: f for f in library.function} if library is not None else {}
+    for node in _downstream(graph, start, carriers_only=True):
+        if node.op in IMAGE_FORMATS or node.op in OTHER_DECODES:
+            return node, node.op, int(node.attr("channels", 0) or 0), _pixel_dtype(node.attr)
+        for name in _called(node):
+            inner = _decode_in_function(functions, name, set())
+            if inner is not None:
+                return node, inner.op, int(_proto_attr(inner, "channels", 0)), _pixel_dtype(
+                    lambda key, default=None, n=inner: _proto_attr(n, key, default))
+    return None
+
+
+def _pixel_dtype(attr: Any) -> str:
+    return "uint16" if attr("dtype") == "uint16" else "uint8"
+
+
+def _called(node: Node) -> list[str]:
+    names = [node.attr(key) for key in _FUNCTION_ATTRS if node.has_attr(key)]
+    return [n for n in names if isinstance(n, str) and n]
+
+
+def _decode_in_function(functions: dict[str, Any], name: str, seen: set[str]) -> Any:
+    """The first decode NodeDef in a library function or the functions it calls."""
+    if name in seen or name not in functions:
+        return None
+    seen.add(name)
+    for node_def in functions[name].node_def:
+        if node_def.op in IMAGE_FORMATS or node_def.op in OTHER_DECODES:
+            return node_def
+        for key in _FUNCTION_ATTRS:
+            if key in node_def.attr and node_def.attr[key].func.name:
+                found = _decode_in_function(functions, node_def.attr[key].func.name, seen)
+                if found is not None:
+                    return found
+    return None
+
+
+def _proto_attr(node_def: Any, key: str, default: Any = None) -> Any:
+    from workbench.graph.nodes import decode_attr
+
+    return decode_attr(node_def.attr[key]) if key in node_def.attr else default
+
+
+def _later_image_shape(graph: Graph, start: str, channels: int
+                       ) -> tuple[int, int, str] | None:
+    """(height, width, node) of the first static [.., H, W, channels] shape after `start`."""
+    for node in _downstream(graph, start, carriers_only=False):
+        for spec in node.output_specs:
+            shape = spec.shape
+            if (shape is not None and len(shape) in (3, 4) and shape[-1] == channels
+                    and shape[-3] > 0 and shape[-2] > 0):
+                return shape[-3], shape[-2], f"{node.op} {node.name}"
+    return None
+
+
+def _downstream(graph: Graph, start: str, carriers_only: bool) -> Iterator[Node]:
+    """Nodes reached from `start` along data edges, nearest first."""
+    seen, frontier = {start}, [start]
+    for _ in range(_SEARCH_DEPTH):
+        following = []
+        for name in frontier:
+            for consumer, _index in graph.consumers.get(name, []):
+                if consumer.name in seen:
+                    continue
+                seen.add(consumer.name)
+                yield consumer
+                if not carriers_only or consumer.op.startswith("TensorArray") or any(
+                        s.dtype in _CARRIER_DTYPES for s in consumer.output_specs):
+                    following.append(consumer.name)
+        frontier = following
