@@ -54,14 +54,12 @@ class ImageInput:
 def image_input(graph: Graph, library: Any, input_node: str) -> ImageInput | None:
     """How the string input `input_node` is decoded as images, or None when it is not."""
     decode = _first_decode(graph, library, input_node)
-    if decode is None or decode[1] not in IMAGE_FORMATS:
+    if decode is None or decode.op not in IMAGE_FORMATS:
         return None
-    node, op, channels, dtype = decode
-    channels = channels or 3  # 0: as encoded; generate RGB
-    found = _later_image_shape(graph, node.name, channels)
+    channels = decode.channels or 3  # 0: as encoded; generate RGB
+    found = _later_image_shape(decode.graph, decode.node.name, channels)
     height, width, size_from = found or (DEFAULT_SIDE, DEFAULT_SIDE, "")
-    label = op if op == node.op else f"{op} inside {node.op}"
-    return ImageInput(f"{label} {node.name}", IMAGE_FORMATS[op], channels, dtype,
+    return ImageInput(decode.label, IMAGE_FORMATS[decode.op], channels, decode.dtype,
                       height, width, size_from)
 
 
@@ -69,7 +67,7 @@ def string_input_error(graph: Graph, library: Any, input_node: str, name: str
                        ) -> WorkbenchError:
     """The one-line error for a string input the workbench cannot generate values for."""
     decode = _first_decode(graph, library, input_node)
-    use = f"it feeds {decode[1]} {decode[0].name}, " if decode else ""
+    use = f"it feeds {decode.label}, " if decode else ""
     return WorkbenchError(
         f"cannot generate string input {name!r}: {use}only encoded images (PNG, JPEG, BMP) "
         "are generated; pass real inputs (from Python: validate(..., inputs=...) or "
@@ -109,24 +107,61 @@ def _encode_bmp(pixels: np.ndarray) -> bytes:
     return header + info + body
 
 
-def _first_decode(graph: Graph, library: Any, start: str
-                  ) -> tuple[Node, str, int, str] | None:
-    """(node, decode op, channels, pixel dtype) of the first decode op the string from
-    `start` reaches; the node is a call node when the decode is inside its function."""
-    functions = {f.signature.name: f for f in library.function} if library is not None else {}
-    for node in _downstream(graph, start, carriers_only=True):
+@dataclass(frozen=True)
+class _Decode:
+    graph: Graph  # where `node` is: the model's graph or a called function's body
+    node: Node  # the decode node (a call node when its function body is opaque)
+    op: str
+    channels: int
+    dtype: str
+    label: str  # for messages: "DecodePng <node>", "DecodePng inside <call op> <node>"
+
+
+def _first_decode(graph: Graph, library: Any, start: str, depth: int = 0) -> _Decode | None:
+    """The first decode op the string from `start` reaches, looking into the functions it
+    passes through (a call's body as a graph, with the argument shapes of the call)."""
+    for node, index in _downstream(graph, start, carriers_only=True):
         if node.op in IMAGE_FORMATS or node.op in OTHER_DECODES:
-            return node, node.op, int(node.attr("channels", 0) or 0), _pixel_dtype(node.attr)
-        for name in _called(node):
-            inner = _decode_in_function(functions, name, set())
-            if inner is not None:
-                return node, inner.op, int(_proto_attr(inner, "channels", 0)), _pixel_dtype(
-                    lambda key, default=None, n=inner: _proto_attr(n, key, default))
+            return _Decode(graph, node, node.op, int(node.attr("channels", 0) or 0),
+                           _pixel_dtype(node.attr("dtype")), f"{node.op} {node.name}")
+        called = _called(node)
+        if not called or library is None or depth > 3:
+            continue
+        inner = (_decode_in_body(graph, library, node, index, depth)
+                 if node.has_attr("f") else None) or _decode_in_function(library, called)
+        if inner is not None:
+            return inner if isinstance(inner, _Decode) else _Decode(
+                graph, node, inner.op, int(_proto_attr(inner, "channels", 0)),
+                _pixel_dtype(_proto_attr(inner, "dtype")),
+                f"{inner.op} inside {node.op} {node.name}")
     return None
 
 
-def _pixel_dtype(attr: Any) -> str:
-    return "uint16" if attr("dtype") == "uint16" else "uint8"
+def _decode_in_body(graph: Graph, library: Any, call: Node, index: int, depth: int
+                    ) -> _Decode | None:
+    """The decode op reached inside the function `call` calls, from its argument `index`."""
+    from workbench.conversion.functions import function_graph_def
+    from workbench.graph.build import graph_from_graph_def
+    from workbench.graph.prepare import infer_shapes
+
+    function = next((f for f in library.function if f.signature.name == call.attr("f")), None)
+    if function is None or index >= len(function.signature.input_arg):
+        return None
+    specs = [graph.output_spec(ref) for ref in call.inputs]
+    try:
+        body, fetches, args = function_graph_def(function, library, specs)
+        body_graph = graph_from_graph_def(body, infer_shapes(body, fetches))
+    except Exception:  # a body TensorFlow cannot import: read its NodeDefs instead
+        return None
+    inner = _first_decode(body_graph, library, args[index], depth + 1)
+    if inner is None:
+        return None
+    return _Decode(inner.graph, inner.node, inner.op, inner.channels, inner.dtype,
+                   f"{inner.label} inside {call.op} {call.name}")
+
+
+def _pixel_dtype(dtype: Any) -> str:
+    return "uint16" if dtype == "uint16" else "uint8"
 
 
 def _called(node: Node) -> list[str]:
@@ -134,19 +169,21 @@ def _called(node: Node) -> list[str]:
     return [n for n in names if isinstance(n, str) and n]
 
 
-def _decode_in_function(functions: dict[str, Any], name: str, seen: set[str]) -> Any:
-    """The first decode NodeDef in a library function or the functions it calls."""
-    if name in seen or name not in functions:
-        return None
-    seen.add(name)
-    for node_def in functions[name].node_def:
-        if node_def.op in IMAGE_FORMATS or node_def.op in OTHER_DECODES:
-            return node_def
-        for key in _FUNCTION_ATTRS:
-            if key in node_def.attr and node_def.attr[key].func.name:
-                found = _decode_in_function(functions, node_def.attr[key].func.name, seen)
-                if found is not None:
-                    return found
+def _decode_in_function(library: Any, names: list[str]) -> Any:
+    """The first decode NodeDef in library functions `names` or the functions they call."""
+    functions = {f.signature.name: f for f in library.function}
+    seen: set[str] = set()
+    stack = list(names)
+    while stack:
+        name = stack.pop(0)
+        if name in seen or name not in functions:
+            continue
+        seen.add(name)
+        for node_def in functions[name].node_def:
+            if node_def.op in IMAGE_FORMATS or node_def.op in OTHER_DECODES:
+                return node_def
+            stack += [node_def.attr[k].func.name for k in _FUNCTION_ATTRS
+                      if k in node_def.attr and node_def.attr[k].func.name]
     return None
 
 
@@ -159,7 +196,7 @@ def _proto_attr(node_def: Any, key: str, default: Any = None) -> Any:
 def _later_image_shape(graph: Graph, start: str, channels: int
                        ) -> tuple[int, int, str] | None:
     """(height, width, node) of the first static [.., H, W, channels] shape after `start`."""
-    for node in _downstream(graph, start, carriers_only=False):
+    for node, _index in _downstream(graph, start, carriers_only=False):
         for spec in node.output_specs:
             shape = spec.shape
             if (shape is not None and len(shape) in (3, 4) and shape[-1] == channels
@@ -168,17 +205,18 @@ def _later_image_shape(graph: Graph, start: str, channels: int
     return None
 
 
-def _downstream(graph: Graph, start: str, carriers_only: bool) -> Iterator[Node]:
-    """Nodes reached from `start` along data edges, nearest first."""
+def _downstream(graph: Graph, start: str, carriers_only: bool
+                ) -> Iterator[tuple[Node, int]]:
+    """(node, input index) reached from `start` along data edges, nearest first."""
     seen, frontier = {start}, [start]
     for _ in range(_SEARCH_DEPTH):
         following = []
         for name in frontier:
-            for consumer, _index in graph.consumers.get(name, []):
+            for consumer, index in graph.consumers.get(name, []):
                 if consumer.name in seen:
                     continue
                 seen.add(consumer.name)
-                yield consumer
+                yield consumer, index
                 if not carriers_only or consumer.op.startswith("TensorArray") or any(
                         s.dtype in _CARRIER_DTYPES for s in consumer.output_specs):
                     following.append(consumer.name)
