@@ -13,7 +13,10 @@ from tensorflow.python.saved_model import loader_impl
 
 import workbench
 from workbench import trt_convert as trt
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.session import ConversionSession
 from workbench.errors import ConversionParamsError
+from workbench.profiling.engines import profile_engines
 
 pytestmark = pytest.mark.slow
 
@@ -149,3 +152,14 @@ def test_attribute_of_the_wrong_kind_is_a_clear_error(tmp_path: Path) -> None:
                        match="attribute _tftrt_minimum_segment_size holds a s value where "
                              "TF-TRT expects an int"):
         converter.convert()
+
+
+def test_engines_inside_a_function_are_profiled(tmp_path: Path) -> None:
+    """Per-layer profiling cuts the function's engine from its body and feeds it what the
+    function's call passes in; it runs at the function's precision."""
+    session = ConversionSession.open(_saved(tmp_path / "m", ATTRS), cache=False)
+    x = np.random.default_rng(1).standard_normal((2, 32, 32, 2)).astype(np.float32)
+    table = profile_engines(session, ConversionParams(minimum_segment_size=5), {"x": x}, runs=2)
+    assert set(table["engine"]) == {"TRTEngineOp_001_000"}
+    assert "FP16" in set(table["precision"])
+    assert {"conv", "max_pool"} <= {n for nodes in table["tf_nodes"] for n in nodes}
