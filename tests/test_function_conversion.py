@@ -45,8 +45,18 @@ class ConvAndPool(tf.Module):
         return {"output_0": tf.identity(self.conv_and_pool(x), name="output_0")}
 
 
-def _saved(path: Path, attrs: dict) -> str:
-    module = ConvAndPool()
+class TwoCalls(ConvAndPool):
+    """A top-level engine's worth of ops, then the function called twice."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 32, 32, 2], tf.float32, name="x")])
+    def serve(self, x):
+        y = tf.nn.relu(tf.tanh(x * 2.0 + 1.0))
+        total = self.conv_and_pool(y) + self.conv_and_pool(x)
+        return {"output_0": tf.identity(total, name="output_0")}
+
+
+def _saved(path: Path, attrs: dict, module_class: type = ConvAndPool) -> str:
+    module = module_class()
     tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
     proto = loader_impl.parse_saved_model(str(path))
     marked = 0
@@ -152,6 +162,25 @@ def test_attribute_of_the_wrong_kind_is_a_clear_error(tmp_path: Path) -> None:
                        match="attribute _tftrt_minimum_segment_size holds a s value where "
                              "TF-TRT expects an int"):
         converter.convert()
+
+
+def test_function_called_twice_next_to_top_level_engines(tmp_path: Path) -> None:
+    converter = trt.TrtGraphConverterV2(
+        input_saved_model_dir=_saved(tmp_path / "m", {**ATTRS, "_tftrt_precision_mode": "FP32"},
+                                     TwoCalls), minimum_segment_size=3)
+    func = converter.convert()
+    assert [e.name for e in converter.result.engines] == ["TRTEngineOp_000_000"]
+    x = np.random.default_rng(2).standard_normal((3, 32, 32, 2)).astype(np.float32)
+    want = converter.session.loaded(x)["output_0"].numpy()
+    for calls in (1, 2):
+        np.testing.assert_allclose(func(x)["output_0"], want, rtol=1e-5, atol=1e-5)
+        # Both call sites run the one function with the engine in it.
+        assert _engine_calls(func, "TRTEngineOp_001_000")[1:] == (2 * calls, 0)
+        assert _engine_calls(func, "TRTEngineOp_000_000")[1:] == (calls, 0)
+    converter.save(str(tmp_path / "converted"))
+    loaded = workbench.load(tmp_path / "converted")
+    np.testing.assert_allclose(loaded(x)["output_0"], want, rtol=1e-5, atol=1e-5)
+    assert _engine_calls(loaded, "TRTEngineOp_001_000") == (0, 2, 0)
 
 
 def test_engines_inside_a_function_are_profiled(tmp_path: Path) -> None:
