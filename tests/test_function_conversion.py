@@ -192,3 +192,23 @@ def test_engines_inside_a_function_are_profiled(tmp_path: Path) -> None:
     assert set(table["engine"]) == {"TRTEngineOp_001_000"}
     assert "FP16" in set(table["precision"])
     assert {"conv", "max_pool"} <= {n for nodes in table["tf_nodes"] for n in nodes}
+
+
+def test_function_in_dynamic_shape_mode_builds_profiles(tmp_path: Path) -> None:
+    """`_tftrt_use_implicit_batch=false` makes the function's engine dynamic-shaped while the
+    converter stays in implicit batch: build() gives it one engine with a profile covering
+    input_fn's shapes, and both batch sizes run on it."""
+    attrs = {**ATTRS, "_tftrt_precision_mode": "FP32", "_tftrt_use_implicit_batch": False}
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=_saved(tmp_path / "m", attrs),
+                                        minimum_segment_size=5)
+    func = converter.convert()
+    rng = np.random.default_rng(3)
+    batches = [rng.standard_normal((n, 32, 32, 2)).astype(np.float32) for n in (2, 6)]
+    converter.build(lambda: iter([(x,) for x in batches]))
+    op = func.ops["TRTEngineOp_001_000"]
+    assert not op.config.use_implicit_batch and len(op.profiles) >= 1
+    assert _engine_calls(func, "TRTEngineOp_001_000") == (1, 0, 0)
+    for x in batches:
+        np.testing.assert_allclose(func(x)["output_0"],
+                                   converter.session.loaded(x)["output_0"], atol=1e-5)
+    assert _engine_calls(func, "TRTEngineOp_001_000") == (1, 2, 0)

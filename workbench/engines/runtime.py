@@ -329,21 +329,21 @@ class ConvertedModel:
         """TF-TRT's build(): engines for the shapes `input_fn` yields. Only the shapes count
         (as on a GPU): each engine's input shapes are inferred, and data runs through the
         model only for engines whose input shapes depend on values."""
+        from workbench.engines.profiles import optimization_profiles
+
         sets = collect_inputs(input_fn, self.input_names, "input_fn")
         shapes = self._engine_shapes(sets)
-        if self.settings.use_dynamic_shape:
-            # One engine per op holding every profile the strategy makes of its shapes.
-            from workbench.engines.profiles import optimization_profiles
-
-            strategy = self.settings.dynamic_shape_profile_strategy or "Range"
-            for name, op in self.ops.items():
+        for name, op in self.ops.items():
+            settings = self.engine_settings(name)  # a function's engines have their own
+            if settings.use_dynamic_shape:
+                # One engine per op holding every profile the strategy makes of its shapes.
+                strategy = settings.dynamic_shape_profile_strategy or "Range"
                 if shapes[name]:
                     op.profiles = tuple(optimization_profiles(shapes[name], strategy))
                     op.build()
-            return
-        # Implicit batch: each distinct input shape set serves or builds an engine (up to
-        # maximum_cached_engines per op, the LRU keeping the most recent).
-        for name, op in self.ops.items():
+                continue
+            # Implicit batch: each distinct input shape set serves or builds an engine (up to
+            # maximum_cached_engines per op, the LRU keeping the most recent).
             for engine_shapes in dict.fromkeys(shapes[name]):
                 op.build(engine_shapes)
 
