@@ -320,7 +320,7 @@ class ConvertedModel:
         except Exception:  # the call itself will build (and report) as TF-TRT's kernel did
             return
         for name, engine_shapes in found.items():
-            if engine_shapes is not None and name in ops:
+            if engine_shapes is not None and name in ops and ops[name].config.use_implicit_batch:
                 ops[name].build(engine_shapes)
 
     # --- build() and calibration -------------------------------------------------------------
