@@ -102,7 +102,7 @@ def test_other_string_uses_name_what_to_pass(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("cannot generate string input 'numbers': it feeds StringToNumber")
-    assert "--inputs FILE.npz" in message
+    assert "workbench validate --inputs FILE.npz" in message
 
 
 def test_png_cnn_validates_on_generated_inputs() -> None:

@@ -71,7 +71,7 @@ def string_input_error(graph: Graph, library: Any, input_node: str, name: str
     return WorkbenchError(
         f"cannot generate string input {name!r}: {use}only encoded images (PNG, JPEG, BMP) "
         "are generated; pass real inputs (from Python: validate(..., inputs=...) or "
-        "build(input_fn); from the CLI: --inputs FILE.npz)")
+        "build(input_fn); from the CLI: workbench validate --inputs FILE.npz)")
 
 
 def encoded_images(rng: np.random.Generator, shape: tuple[int, ...], use: ImageInput
