@@ -236,7 +236,11 @@ class ConvertedModel:
     def _function_with(self, fast: frozenset[str]) -> Any:
         if fast not in self._functions:
             graph = self.graph
-            in_loops = engines_in_loops(graph.converted_graph_def)
+            # An engine inside a function may run inside a loop wherever the function is
+            # called: never inlined either.
+            in_loops = engines_in_loops(graph.converted_graph_def) | {
+                node.name for function in graph.converted_graph_def.library.function
+                for node in function.node_def if node.name in self.segments}
             functions = {}
             for segment in graph.segments:
                 name = segment.engine.name
