@@ -15,14 +15,16 @@ from typing import Any
 import numpy as np
 
 import sample_models
-from sample_models import control_flow, export, recipes
+from sample_models import export, recipes
 
 
 @dataclass(frozen=True)
 class ZooModel:
     name: str
     make: Callable[[], Any]  # -> keras.Model or SavedModel directory
-    inputs: Callable[[np.random.Generator, Any], list[np.ndarray]]  # (rng, model) -> arrays
+    # (rng, model) -> arrays; None: the workbench's own generated inputs for the signature
+    # (`random_inputs`: encoded images for a string input the graph decodes).
+    inputs: Callable[[np.random.Generator, Any], list[np.ndarray]] | None
     kind: str  # "application" or "feature"
 
 
@@ -113,16 +115,12 @@ def _side_images(rng: np.random.Generator, model: Any) -> list[np.ndarray]:
     return [rng.uniform(0, 1, (2, side, side, 3)).astype("float32")]
 
 
-def _pngs(rng: np.random.Generator, model: Any) -> list[np.ndarray]:
-    return [control_flow.png_batch(2, seed=int(rng.integers(1 << 16)))]
-
-
 # The loop and cond models are the control-flow sample models (sample_models/control_flow.py).
 FEATURES = {
     "lstm": ZooModel("lstm", _sample("lstm"), _sequences, "feature"),
     "gru": ZooModel("gru", _sample("gru"), _sequences, "feature"),
     "map_fn": ZooModel("map_fn", _sample("map_fn_cnn"), _side_images, "feature"),
-    "strings": ZooModel("strings", _sample("png_cnn"), _pngs, "feature"),
+    "strings": ZooModel("strings", _sample("png_cnn"), None, "feature"),
     "cond": ZooModel("cond", _sample("cond_mlp"), _vectors, "feature"),
     "xla_function": ZooModel("xla_function", xla_function_model, _small_images, "feature"),
 }

@@ -150,7 +150,7 @@ def _add_validate_command(commands: argparse._SubParsersAction) -> None:
     validate.add_argument("--profile-strategy", default=None)
     validate.add_argument("--inputs", default=None, metavar="FILE.npz",
                           help="arrays named by input, split into batches on the first axis "
-                               "(default: random inputs)")
+                               "(default: generated inputs; see README)")
     validate.add_argument("--input-key", default=None,
                           help="the array of --inputs feeding a single-input model")
     validate.add_argument("--calibration-key", default=None,

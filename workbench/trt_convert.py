@@ -263,9 +263,9 @@ def _log_function_conversions(result: ConversionResult) -> None:
                 detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))[0]))
         if conversion.engines:
             logger.warning(
-                "%d engine(s) found inside function %s (_tftrt_convert_function): %s; they are "
-                "reported in converter.report.function_engines, and the workbench runs the "
-                "function natively", len(conversion.engines), conversion.function,
+                "%d engine(s) inside function %s (_tftrt_convert_function): %s; summary() "
+                "lists top-level engines only, as TF-TRT's did: see "
+                "converter.report.function_engines", len(conversion.engines), conversion.function,
                 ", ".join(e.name for e in conversion.engines))
 
 

@@ -23,7 +23,11 @@ from workbench.engines.runtime import converted_model
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.profiling.latency import measure_latency
-from workbench.profiling.tensorflow import native_callable, random_inputs
+from workbench.profiling.tensorflow import (
+    generated_input_notes,
+    native_callable,
+    random_inputs,
+)
 
 Step = tuple[float, str]  # (fraction done, what is happening): the workbench's progress
 NATIVE = "native TF"
@@ -41,7 +45,7 @@ class ConversionCheck:
     engines: int  # engines the conversion made (0: the "converted" model is native TF)
     validation: ValidationReport
     latency: pd.DataFrame  # one row per (model, batch): `model` plus LatencyStats' columns
-    notes: tuple[str, ...] = ()  # what was not measured, and why
+    notes: tuple[str, ...] = ()  # how string inputs were generated; what was not measured
 
     def metrics(self) -> dict[str, Any]:
         """Plain numbers for a kept run (plus the backend and device that produced them)."""
@@ -136,7 +140,7 @@ def conversion_check_steps(
     yield 0.35, f"Comparing outputs with native TensorFlow on {batches} batch(es)"
     report = validate(model, session.loaded, generated_inputs(session, batches, largest),
                       **tolerances)
-    whole, notes = None, []
+    whole, notes = None, generated_input_notes(session)
     if whole_model:
         yield 0.4, f"Building the whole model as one engine on {model.backend.name}"
         whole, note = _whole_model(session, params, model.backend, calibration)

@@ -14,7 +14,7 @@ of the main result's counts); the workbench reports them separately.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from workbench.conversion.candidates import SegmenterOptions
@@ -47,6 +47,18 @@ RETVAL_SUFFIX = "_RetVal"
 
 
 @dataclass
+class FunctionBody:
+    """A function body as the segmenter saw it: the GraphDef of `function_graph_def` (its
+    arguments Placeholders, its results `<result>_RetVal` Identities) and its Graph. It has
+    what `extract_segment` reads of a prepared graph, so engines are cut from it the same way."""
+
+    graph: Any  # workbench.graph.nodes.Graph
+    graph_def: Any
+    args: list[str]  # the Placeholders standing for the arguments, in signature order
+    results: list[str]  # the `_RetVal` Identities, in signature order
+
+
+@dataclass
 class FunctionConversion:
     """The conversion of one library function: its parameters and engines."""
 
@@ -56,6 +68,8 @@ class FunctionConversion:
     engines: list[EngineInfo]
     unconverted: list[UnconvertedNode]
     nonconversion: dict[str, dict[str, int]]
+    # What the converted model rewrites the function from (in process only).
+    body: FunctionBody | None = field(default=None, repr=False, compare=False)
 
 
 def marked_for_conversion(function: Any) -> bool:
@@ -123,8 +137,9 @@ def _convert_function(function: Any, library: Any, specs: list[Any] | None,
 
     body, fetches, args = function_graph_def(function, library, specs)
     graph = graph_from_graph_def(body, infer_shapes(body, fetches))
+    results = [TensorRef.parse(t).node for t in fetches[len(args):]]
     # The function item preserves its arguments and results (TF-TRT's _Arg and _Retval).
-    exclude = frozenset(args) | {TensorRef.parse(t).node for t in fetches}
+    exclude = frozenset(args) | frozenset(results)
     options = SegmenterOptions(use_implicit_batch=params.use_implicit_batch,
                                exclude_nodes=exclude, denylist=frozenset(params.denylist))
     segmentation = segment_graph(graph, options, lambda node: validate_node(graph, node,
@@ -132,7 +147,8 @@ def _convert_function(function: Any, library: Any, specs: list[Any] | None,
     partition = segmentation.result(params.minimum_segment_size, params.max_engines,
                                     prefix=prefix)
     return FunctionConversion(function.signature.name, params, attrs, list(partition.engines),
-                              list(partition.unconverted), partition.nonconversion)
+                              list(partition.unconverted), partition.nonconversion,
+                              FunctionBody(graph, body, args, results))
 
 
 def function_graph_def(function: Any, library: Any, specs: list[Any] | None

@@ -21,14 +21,17 @@ _FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 
 
 def engine_input_shapes(graph_def: Any, input_tensors: Sequence[str], shapes: ShapeSet,
-                        engines: Sequence[Any]) -> dict[str, ShapeSet | None]:
+                        engines: Sequence[Any], functions: Sequence[Any] = ()
+                        ) -> dict[str, ShapeSet | None]:
     """engine name -> the concrete shapes of its inputs when the model's inputs
     (`input_tensors`, Placeholder outputs of `graph_def`) have `shapes`; None for an engine
     with an input whose shape cannot be told without values.
 
     TensorFlow's graph construction infers the shapes, evaluating small constant shape
     computations (Shape -> StridedSlice -> Pack) as it goes, which Grappler's static
-    inference leaves symbolic."""
+    inference leaves symbolic. `functions` (FunctionConversion) have engines in their bodies:
+    their shapes are inferred the same way in the body, from the argument shapes at the
+    function's first top-level call."""
     import tensorflow as tf
 
     dtypes = {node.name: node.attr["dtype"].type for node in graph_def.node
@@ -50,11 +53,22 @@ def engine_input_shapes(graph_def: Any, input_tensors: Sequence[str], shapes: Sh
         shape = graph.get_tensor_by_name(f"{ref.node}:{ref.port}").shape
         return tuple(shape.as_list()) if shape.is_fully_defined() else None
 
-    found = {}
+    found: dict[str, ShapeSet | None] = {}
     for engine in engines:
         engine_shapes = [shape_of(text) for text in engine.inputs]
         found[engine.name] = (None if any(s is None for s in engine_shapes)
                               else tuple(engine_shapes))
+    for function in functions:
+        found.update(dict.fromkeys((e.name for e in function.engines), None))
+        call = next((n for n in graph_def.node
+                     if "f" in n.attr and n.attr["f"].func.name == function.function), None)
+        if call is None:
+            continue
+        arg_shapes = [shape_of(t) for t in call.input if not t.startswith("^")]
+        if all(s is not None for s in arg_shapes):
+            found.update(engine_input_shapes(
+                function.body.graph_def, [f"{a}:0" for a in function.body.args],
+                tuple(arg_shapes), function.engines))  # type: ignore[arg-type]
     return found
 
 

@@ -182,6 +182,106 @@ def with_native_functions(converted: Any, segments: Sequence[Any]) -> Any:
     return out
 
 
+def converted_function_def(function: Any, body: Any, segments: Sequence[Any]) -> Any:
+    """A library function with its engines in place (TF-TRT's converted function item).
+
+    `body` is the `FunctionBody` the engines were found in and `segments` their SegmentGraphs:
+    the body is rewritten as the top-level graph is (`converted_graph_def`), then turned back
+    into a FunctionDef with the function's name, signature order and attributes."""
+    import tensorflow as tf
+    from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
+
+    engines = [s.engine for s in segments]
+    dtypes = {s.engine.name: ([x.dtype for x in s.input_specs],
+                              [x.dtype for x in s.output_specs]) for s in segments}
+    rewritten = with_native_functions(
+        converted_graph_def(body.graph_def, engines, dtypes, [*body.args, *body.results]),
+        segments)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(rewritten, name="")
+    results = set(body.results)
+    fdef = graph_to_function_def(
+        graph, [op for op in graph.get_operations() if op.name not in results],
+        [graph.get_tensor_by_name(f"{arg}:0") for arg in body.args],
+        [graph.get_operation_by_name(r).inputs[0] for r in body.results],
+        out_names=[arg.name for arg in function.signature.output_arg])
+    fdef.signature.name = function.signature.name
+    for key, value in function.attr.items():
+        fdef.attr[key].CopyFrom(value)
+    return fdef
+
+
+# A caller of a function that now runs engines (stateful numpy_function calls) must be
+# stateful too, or TensorFlow may prune or fold the call.
+_STATEFUL_CALLERS = {"PartitionedCall": "StatefulPartitionedCall", "StatelessIf": "If",
+                     "StatelessWhile": "While", "StatelessCase": "Case"}
+
+
+def _with_engine_calls(graph_def: Any, engine_functions: dict[str, Any]) -> Any:
+    """`graph_def` with each engine node, top-level or inside a library function, calling its
+    engine function. A library function so rewritten (and every function calling it) gets a
+    name of its own, so it cannot clash with the function of the same name that calls the
+    native segments (TensorFlow's function registry is process-wide)."""
+    import hashlib
+
+    from tensorflow.core.framework import graph_pb2
+
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
+
+    def call_engines(nodes: Any) -> bool:
+        hit = False
+        for node in nodes:
+            if node.name in engine_functions:
+                node.op = "StatefulPartitionedCall"
+                node.attr["f"].func.name = engine_functions[node.name].name
+                hit = True
+        return hit
+
+    call_engines(out.node)
+    library = out.library.function
+    changed = {f.signature.name for f in library if call_engines(f.node_def)}
+    while True:  # the callers of a changed function change too
+        callers = {f.signature.name for f in library if f.signature.name not in changed
+                   and any(_called(n) & changed for n in f.node_def)}
+        if not callers:
+            break
+        changed |= callers
+    if not changed:
+        return out
+    digest = hashlib.sha1(repr(sorted(str(f.name) for f in engine_functions.values())).encode()
+                          ).hexdigest()[:10]
+    renamed = {name: f"{name}_engines_{digest}" for name in changed}
+    for function in library:
+        function.signature.name = renamed.get(function.signature.name, function.signature.name)
+        _rename_calls(function.node_def, renamed)
+    _rename_calls(out.node, renamed)
+    return out
+
+
+def _called(node: Any) -> set[str]:
+    """The functions a node's attributes name."""
+    names = set()
+    for value in node.attr.values():
+        if value.func.name:
+            names.add(value.func.name)
+        names.update(f.name for f in value.list.func)
+    return names
+
+
+def _rename_calls(nodes: Any, renamed: dict[str, str]) -> None:
+    for node in nodes:
+        if not _called(node) & renamed.keys():
+            continue
+        node.op = _STATEFUL_CALLERS.get(node.op, node.op)
+        for value in node.attr.values():
+            if value.func.name in renamed:
+                value.func.name = renamed[value.func.name]
+            for func in value.list.func:
+                func.name = renamed.get(func.name, func.name)
+
+
 def engine_function(op: Any, segment: Any, inline: bool = True, fallback: bool = True) -> Any:
     """A ConcreteFunction standing for one TRTEngineOp in process: the engine op runs (a
     `numpy_function`) and, when it reports no engine ran, the native segment runs in the same
@@ -237,16 +337,8 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
     engine nodes call them instead of their native segments (which then need not be in the
     library: their fixed names stay out of TensorFlow's process-wide function registry)."""
     import tensorflow as tf
-    from tensorflow.core.framework import graph_pb2
 
-    graph_def = converted
-    if engine_functions:
-        graph_def = graph_pb2.GraphDef()
-        graph_def.CopyFrom(converted)
-        for node in graph_def.node:
-            if node.name in engine_functions:
-                node.op = "StatefulPartitionedCall"
-                node.attr["f"].func.name = engine_functions[node.name].name
+    graph_def = _with_engine_calls(converted, engine_functions) if engine_functions else converted
 
     def _import(*args: Any) -> list[Any]:
         for function in (engine_functions or {}).values():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,10 +49,33 @@ class RuntimeGraph:
     # The prepared graph the segments were cut from (in process only): where build() infers
     # each engine's input shapes from the model's.
     prepared_graph_def: Any = None
+    # The converted `_tftrt_convert_function` functions (FunctionConversion, in process only):
+    # their engines are segments too, and build() infers their shapes in the function body.
+    functions: list[Any] = field(default_factory=list)
+    # engine inside a function -> its function's RuntimeSettings (`_tftrt_*` attributes).
+    engine_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def engines(self) -> list[EngineInfo]:
         return [s.engine for s in self.segments]
+
+    @property
+    def top_level_engines(self) -> list[EngineInfo]:
+        """The engines of the top-level graph (the others are inside functions)."""
+        inside = {e.name for f in self.functions for e in f.engines}
+        return [e for e in self.engines if e.name not in inside]
+
+    def engine_input_shapes(self, shapes: Any) -> dict[str, Any]:
+        """engine -> its input shapes for the model's input `shapes` (None where they depend
+        on values); see build_shapes.engine_input_shapes."""
+        from workbench.engines.build_shapes import engine_input_shapes
+
+        if self.prepared_graph_def is None:
+            return {e.name: None for e in self.engines}
+        found = dict.fromkeys((e.name for e in self.engines), None)
+        found.update(engine_input_shapes(self.prepared_graph_def, self.input_tensors, shapes,
+                                         self.top_level_engines, self.functions))
+        return found
 
     def feed_specs(self) -> list[Any]:
         """tf.TensorSpecs of the inputs (unknown and symbolic dims as None)."""
@@ -158,9 +181,15 @@ class ConvertedModel:
             lambda **spec: self._build_engine(runtime, spec),
             native,
             [numpy_dtype_name(s.dtype) for s in segment.output_specs],
-            self.settings.op_config(self.in_process),
+            self.engine_settings(segment.engine.name).op_config(self.in_process),
         )
         return runtime
+
+    def engine_settings(self, engine: str) -> RuntimeSettings:
+        """The settings one engine runs with: an engine inside a `_tftrt_convert_function`
+        function has its function's."""
+        changes = self.graph.engine_settings.get(engine)
+        return replace(self.settings, **changes) if changes else self.settings
 
     def onnx_model(self, engine: str) -> Any:
         """The segment's ONNX model (exported once); raises ExportError when it cannot be."""
@@ -207,7 +236,11 @@ class ConvertedModel:
     def _function_with(self, fast: frozenset[str]) -> Any:
         if fast not in self._functions:
             graph = self.graph
-            in_loops = engines_in_loops(graph.converted_graph_def)
+            # An engine inside a function may run inside a loop wherever the function is
+            # called: never inlined either.
+            in_loops = engines_in_loops(graph.converted_graph_def) | {
+                node.name for function in graph.converted_graph_def.library.function
+                for node in function.node_def if node.name in self.segments}
             functions = {}
             for segment in graph.segments:
                 name = segment.engine.name
@@ -279,8 +312,6 @@ class ConvertedModel:
         the graph is put together, so that it holds no native fallback branch (with every
         weight again) for TensorFlow to optimize: VGG16's first call spent most of its time
         there. Engines whose input shapes need a data run are left to the call."""
-        from workbench.engines.build_shapes import engine_input_shapes
-
         ops = self.ops
         graph = self.graph
         if (self.settings.use_dynamic_shape or graph.prepared_graph_def is None
@@ -289,12 +320,11 @@ class ConvertedModel:
             return
         shapes = InputSets([tensors]).shapes[0]
         try:
-            found = engine_input_shapes(graph.prepared_graph_def, graph.input_tensors, shapes,
-                                        graph.engines)
+            found = graph.engine_input_shapes(shapes)
         except Exception:  # the call itself will build (and report) as TF-TRT's kernel did
             return
         for name, engine_shapes in found.items():
-            if engine_shapes is not None and name in ops:
+            if engine_shapes is not None and name in ops and ops[name].config.use_implicit_batch:
                 ops[name].build(engine_shapes)
 
     # --- build() and calibration -------------------------------------------------------------
@@ -303,39 +333,35 @@ class ConvertedModel:
         """TF-TRT's build(): engines for the shapes `input_fn` yields. Only the shapes count
         (as on a GPU): each engine's input shapes are inferred, and data runs through the
         model only for engines whose input shapes depend on values."""
+        from workbench.engines.profiles import optimization_profiles
+
         sets = collect_inputs(input_fn, self.input_names, "input_fn")
         shapes = self._engine_shapes(sets)
-        if self.settings.use_dynamic_shape:
-            # One engine per op holding every profile the strategy makes of its shapes.
-            from workbench.engines.profiles import optimization_profiles
-
-            strategy = self.settings.dynamic_shape_profile_strategy or "Range"
-            for name, op in self.ops.items():
+        for name, op in self.ops.items():
+            settings = self.engine_settings(name)  # a function's engines have their own
+            if settings.use_dynamic_shape:
+                # One engine per op holding every profile the strategy makes of its shapes.
+                strategy = settings.dynamic_shape_profile_strategy or "Range"
                 if shapes[name]:
                     op.profiles = tuple(optimization_profiles(shapes[name], strategy))
                     op.build()
-            return
-        # Implicit batch: each distinct input shape set serves or builds an engine (up to
-        # maximum_cached_engines per op, the LRU keeping the most recent).
-        for name, op in self.ops.items():
+                continue
+            # Implicit batch: each distinct input shape set serves or builds an engine (up to
+            # maximum_cached_engines per op, the LRU keeping the most recent).
             for engine_shapes in dict.fromkeys(shapes[name]):
                 op.build(engine_shapes)
 
     def _engine_shapes(self, sets: InputSets) -> dict[str, list[Any]]:
         """engine -> its input shapes for each input set (inferred; from a native run of the
         set when they depend on values, with a clear error when that run fails)."""
-        from workbench.engines.build_shapes import data_run_error, engine_input_shapes
+        from workbench.engines.build_shapes import data_run_error
 
         graph = self.graph
         inferred: dict[Any, dict[str, Any]] = {}
         found: dict[str, list[Any]] = {name: [] for name in self.ops}
         for index, (inputs, set_shapes) in enumerate(zip(sets.sets, sets.shapes, strict=True)):
             if set_shapes not in inferred:
-                inferred[set_shapes] = (
-                    engine_input_shapes(graph.prepared_graph_def, graph.input_tensors,
-                                        set_shapes, graph.engines)
-                    if graph.prepared_graph_def is not None
-                    else dict.fromkeys(self.ops))
+                inferred[set_shapes] = graph.engine_input_shapes(set_shapes)
             engine_shapes = dict(inferred[set_shapes])
             unknown = [name for name, value in engine_shapes.items() if value is None]
             if unknown:
@@ -510,7 +536,12 @@ def collect_inputs(fn: Callable[[], Any], input_names: Sequence[str], what: str)
 def converted_model(session: Any, result: Any, params: Any) -> ConvertedModel:
     """The converted function of a conversion (`ConversionSession`, `ConversionResult`,
     `ConversionParams`); its graph is put together on first use."""
-    settings = RuntimeSettings(
+    return ConvertedModel(lambda: runtime_graph(session, result), runtime_settings(params))
+
+
+def runtime_settings(params: Any) -> RuntimeSettings:
+    """The run-time part of a `ConversionParams`."""
+    return RuntimeSettings(
         precision_mode=params.precision_mode,
         use_dynamic_shape=params.use_dynamic_shape,
         dynamic_shape_profile_strategy=params.dynamic_shape_profile_strategy,
@@ -519,7 +550,6 @@ def converted_model(session: Any, result: Any, params: Any) -> ConvertedModel:
         max_workspace_size_bytes=params.max_workspace_size_bytes,
         use_calibration=params.use_calibration,
     )
-    return ConvertedModel(lambda: runtime_graph(session, result), settings)
 
 
 def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
@@ -538,6 +568,14 @@ def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
               for s in segments}
     converted = converted_graph_def(prepared.graph_def, result.engines, dtypes,
                                     [TensorRef.parse(t).node for t in outputs])
+    functions = [f for f in result.functions if f.engines and f.body is not None]
+    engine_settings = {}
+    for conversion in functions:
+        function_segments = [extract_segment(conversion.body, e) for e in conversion.engines]
+        _replace_function(converted, conversion, function_segments)
+        segments += function_segments
+        own = vars(runtime_settings(conversion.params))
+        engine_settings.update({e.name: dict(own) for e in conversion.engines})
     graph = prepared.graph
     specs = [graph.output_spec(TensorRef.parse(t)) for t in inputs]
     return RuntimeGraph(
@@ -551,4 +589,16 @@ def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
         input_shapes=[s.shape if s else None for s in specs],
         signature_key=loaded.signature_key,
         prepared_graph_def=prepared.graph_def,
+        functions=functions,
+        engine_settings=engine_settings,
     )
+
+
+def _replace_function(converted: Any, conversion: Any, segments: list[Any]) -> None:
+    """Puts the function of `conversion` with its engines in place into the converted
+    GraphDef's library."""
+    from workbench.engines.hybrid import converted_function_def
+
+    library = converted.library.function
+    index = next(i for i, f in enumerate(library) if f.signature.name == conversion.function)
+    library[index].CopyFrom(converted_function_def(library[index], conversion.body, segments))

@@ -91,6 +91,7 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
         "input_dtypes": graph.input_dtypes,
         "input_shapes": [None if s is None else list(s) for s in graph.input_shapes],
         "settings": asdict(model.settings),
+        "engine_settings": graph.engine_settings,
         "engines": engines,
     }
     (assets / MANIFEST).write_text(json.dumps(manifest, indent=1))
@@ -163,6 +164,7 @@ def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel
             input_dtypes=manifest["input_dtypes"],
             input_shapes=[None if s is None else tuple(s) for s in manifest["input_shapes"]],
             signature_key=manifest["signature_key"],
+            engine_settings=manifest.get("engine_settings", {}),
         )
         settings = RuntimeSettings(**manifest["settings"])
     except (KeyError, TypeError, ValueError) as exc:

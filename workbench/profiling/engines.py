@@ -7,19 +7,25 @@ share the one layer table with the TensorFlow profile, so both compare by TF nod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from workbench.conversion.params import ConversionParams
+from workbench.conversion.result import EngineInfo
 from workbench.conversion.session import ConversionSession
 from workbench.engines.backend import Backend, BuildSpec, get_backend
 from workbench.engines.onnx_export import ExportError, export_onnx
 from workbench.engines.segment import extract_segment
 from workbench.graph.control_flow import has_loops, loop_frames
 from workbench.profiling.layers import combine
-from workbench.profiling.tensorflow import profile_tensorflow, tensor_values
+from workbench.profiling.tensorflow import (
+    function_tensor_values,
+    profile_tensorflow,
+    tensor_values,
+)
 
 
 def profile_engines(session: ConversionSession, params: ConversionParams,
@@ -29,36 +35,55 @@ def profile_engines(session: ConversionSession, params: ConversionParams,
 
     Engines the exporter cannot handle (TF-TRT would run them natively) and engines inside a
     while loop are skipped; their names and why are listed in the table's `attrs["skipped"]`.
+    Engines inside `_tftrt_convert_function` functions are profiled at their function's
+    precision, on what they receive at the function's first top-level call.
     """
     backend = backend or get_backend()
     params = params.validated()
     result = session.convert(params)
     prepared = session.prepared(params.precision_mode)
     label = run or f"{backend.name} {params.precision_mode}"
-    frames = loop_frames(prepared.graph) if has_loops(prepared.graph) else None
     tables, skipped = [], []
     for info in result.engines:
-        loop = frames and next((frames.frame_of[n] for n in info.nodes if frames.in_loop(n)), "")
-        if loop:
-            # TensorFlow cannot fetch a tensor inside a loop: it has one value per iteration.
-            skipped.append(f"{info.name}: inside while loop {loop} (new inputs every "
-                           "iteration), not profiled on its own")
-            continue
-        try:
-            model = export_onnx(extract_segment(prepared, info))
-        except ExportError as exc:
-            skipped.append(f"{info.name}: {exc}")
-            continue
-        engine_inputs = tensor_values(session, inputs, info.inputs, params.precision_mode)
-        # INT8 calibrates on the profiled batch itself: the timings, not the ranges, matter here.
-        calibration = (tuple(engine_inputs),) if params.precision_mode == "INT8" else ()
-        engine = backend.build(model, BuildSpec(precision=params.precision_mode,
-                                                calibration_data=calibration), info.name)
-        table = engine.layer_timings(engine_inputs, runs=runs, run=label)
-        tables.append(table.assign(engine=info.name))
+        _profile_engine(info, prepared, params.precision_mode, backend, runs, label, tables,
+                        skipped, lambda names: tensor_values(session, inputs, names,
+                                                             params.precision_mode))
+    for conversion in result.functions:
+        precision = conversion.params.precision_mode
+        for info in conversion.engines if conversion.body is not None else []:
+            _profile_engine(info, conversion.body, precision, backend, runs, label, tables,
+                            skipped, lambda names, c=conversion: function_tensor_values(
+                                session, inputs, c, names, params.precision_mode))
     combined = combine(tables) if tables else pd.DataFrame()
     combined.attrs["skipped"] = skipped
     return combined
+
+
+def _profile_engine(info: EngineInfo, prepared: Any, precision: str, backend: Backend,
+                    runs: int, label: str, tables: list[pd.DataFrame], skipped: list[str],
+                    values: Callable[[Sequence[str]], list[np.ndarray]]) -> None:
+    """Profiles one engine cut from `prepared` (a prepared graph or a function body), or
+    says in `skipped` why not; `values` gives the tensors it reads."""
+    graph = prepared.graph
+    frames = loop_frames(graph) if has_loops(graph) else None
+    loop = frames and next((frames.frame_of[n] for n in info.nodes if frames.in_loop(n)), "")
+    if loop:
+        # TensorFlow cannot fetch a tensor inside a loop: it has one value per iteration.
+        skipped.append(f"{info.name}: inside while loop {loop} (new inputs every "
+                       "iteration), not profiled on its own")
+        return
+    try:
+        model = export_onnx(extract_segment(prepared, info))
+    except ExportError as exc:
+        skipped.append(f"{info.name}: {exc}")
+        return
+    engine_inputs = values(info.inputs)
+    # INT8 calibrates on the profiled batch itself: the timings, not the ranges, matter here.
+    calibration = (tuple(engine_inputs),) if precision == "INT8" else ()
+    engine = backend.build(model, BuildSpec(precision=precision, calibration_data=calibration),
+                           info.name)
+    table = engine.layer_timings(engine_inputs, runs=runs, run=label)
+    tables.append(table.assign(engine=info.name))
 
 
 def native_and_engines(session: ConversionSession, params: ConversionParams,

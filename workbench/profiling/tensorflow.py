@@ -20,8 +20,9 @@ import pandas as pd
 
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError, first_line
-from workbench.graph.nodes import Graph, Node, numpy_dtype_name
+from workbench.graph.nodes import Graph, Node, TensorRef, numpy_dtype_name
 from workbench.hardware import cpu_device_name
+from workbench.profiling.encoded_inputs import encoded_images, image_input, string_input_error
 from workbench.profiling.layers import layer_table
 
 SOURCE = "tensorflow"
@@ -122,7 +123,7 @@ def random_inputs(
     if batch_size < 1 or other_dim < 1:
         raise WorkbenchError("batch_size and other_dim must be >= 1")
     rng = np.random.default_rng(seed)
-    graph = session.prepared("FP32").graph
+    prepared = session.prepared("FP32")
     tensors = session.optimized.input_specs
     arrays = {}
     for name, node_name, tensor in zip(
@@ -130,8 +131,29 @@ def random_inputs(
     ):
         shape = _concrete_shape(tensor.shape, batch_size, other_dim)
         dtype = np.dtype(tensor.dtype.as_numpy_dtype)
-        arrays[name] = _random_array(rng, name, shape, dtype, graph, node_name)
+        if tensor.dtype.name == "string":  # strings: encoded images where the graph decodes them
+            use = image_input(prepared.graph, prepared.graph_def.library, node_name)
+            if use is None:
+                raise string_input_error(prepared.graph, prepared.graph_def.library,
+                                         node_name, name)
+            arrays[name] = encoded_images(rng, shape, use)
+            continue
+        arrays[name] = _random_array(rng, name, shape, dtype, prepared.graph, node_name)
     return arrays
+
+
+def generated_input_notes(session: ConversionSession) -> list[str]:
+    """What `random_inputs` generates beyond random numbers (images for string inputs)."""
+    prepared = session.prepared("FP32")
+    notes = []
+    for name, node_name, tensor in zip(session.loaded.input_names,
+                                       session.optimized.input_nodes,
+                                       session.optimized.input_specs, strict=True):
+        if tensor.dtype.name == "string":
+            use = image_input(prepared.graph, prepared.graph_def.library, node_name)
+            if use is not None:
+                notes.append(use.describe(name))
+    return notes
 
 
 def native_callable(session: ConversionSession, inputs: Mapping[str, np.ndarray]
@@ -165,6 +187,33 @@ def tensor_values(session: ConversionSession, inputs: Mapping[str, np.ndarray],
             return list(sess.run(list(tensors), _feeds(session, inputs)))
     except (tf.errors.OpError, ValueError, TypeError) as exc:
         raise WorkbenchError(f"TensorFlow could not run the model: {first_line(exc)}") from None
+
+
+def function_tensor_values(session: ConversionSession, inputs: Mapping[str, np.ndarray],
+                           conversion: Any, tensors: Sequence[str],
+                           precision_mode: str = "FP32") -> list[np.ndarray]:
+    """The values of tensors inside the body of a converted function (`FunctionConversion`)
+    at its first top-level call, for these model inputs."""
+    import tensorflow as tf
+
+    graph_def = session.prepared(precision_mode).graph_def
+    call = next((n for n in graph_def.node if "f" in n.attr
+                 and n.attr["f"].func.name == conversion.function), None)
+    if call is None:
+        raise WorkbenchError(f"function {conversion.function} has no top-level call to take "
+                             "its arguments from")
+    args = tensor_values(session, inputs, [str(TensorRef.parse(t)) for t in call.input
+                                           if not t.startswith("^")], precision_mode)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(conversion.body.graph_def, name="")
+    feeds = {f"{name}:0": value for name, value in zip(conversion.body.args, args, strict=True)}
+    try:
+        with tf.compat.v1.Session(graph=graph, config=_session_config()) as sess:
+            return list(sess.run(list(tensors), feeds))
+    except (tf.errors.OpError, ValueError, TypeError) as exc:
+        raise WorkbenchError(f"TensorFlow could not run function {conversion.function}: "
+                             f"{first_line(exc)}") from None
 
 
 def device_label(devices: set[str]) -> str:
