@@ -32,12 +32,12 @@ from workbench.conversion.engine_io import (
     post_order,
     topological_positions,
 )
+from workbench.conversion.params import DEFAULT_MAX_ENGINES
 from workbench.conversion.result import EngineInfo, UnconvertedNode
 from workbench.graph.control_flow import has_loops
 from workbench.graph.nodes import Graph, Node
 
 NOOP_OPS = frozenset({"Identity", "Snapshot", "StopGradient"})  # not counted as effective
-DEFAULT_MAX_ENGINES = 20  # TF_TRT_MAX_ALLOWED_ENGINES default
 ENGINE_PREFIX = "TRTEngineOp_000_"  # first ConvertGraph call of the process: sequence 000
 DEFAULT_DEVICE = "/device:GPU:0"
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from workbench.engines.profiles import Profile, ShapeSet
 from workbench.errors import WorkbenchError, first_line
-from workbench.graph.nodes import numpy_dtype_name
+from workbench.graph.nodes import numpy_dtype
 
 logger = logging.getLogger("workbench.engines")
 
@@ -325,7 +325,7 @@ class EngineOp:
     @property
     def _numpy_dtypes(self) -> list[np.dtype]:
         if getattr(self, "_dtypes", None) is None:
-            self._dtypes = [np.dtype(numpy_dtype_name(d)) for d in self.output_dtypes]
+            self._dtypes = [numpy_dtype(d) for d in self.output_dtypes]
         return self._dtypes
 
     @property

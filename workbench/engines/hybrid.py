@@ -18,21 +18,14 @@ from workbench.engines.engine_op import EngineMissError
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
-from workbench.graph.nodes import DTYPE_NAMES, TensorRef, numpy_dtype_name
+from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
 
 NATIVE_SUFFIX = "_native_segment"
 NOINLINE = "_noinline"  # FunctionDef attribute: TensorFlow calls the function, never inlines it
-_DTYPE_ENUMS = {name: enum for enum, name in DTYPE_NAMES.items()}
 
 
 def native_function_name(engine: str) -> str:
     return engine + NATIVE_SUFFIX
-
-
-def dtype_enum(tf_name: str) -> int:
-    if tf_name not in _DTYPE_ENUMS:
-        raise WorkbenchError(f"unsupported tensor dtype {tf_name!r}")
-    return _DTYPE_ENUMS[tf_name]
 
 
 def converted_graph_def(graph_def: Any, engines: Sequence[EngineInfo],

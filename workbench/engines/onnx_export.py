@@ -25,9 +25,9 @@ from onnx import helper
 
 from workbench.engines.onnx_context import ExportContext, ExportError
 from workbench.engines.onnx_ops import CONVERTERS
-from workbench.engines.segment import SegmentGraph, numpy_dtype
+from workbench.engines.segment import SegmentGraph
 from workbench.errors import WorkbenchError
-from workbench.graph.nodes import TensorSpec
+from workbench.graph.nodes import TensorSpec, numpy_dtype
 
 __all__ = ["ExportError", "export_onnx"]
 
@@ -95,6 +95,6 @@ class _DimNames:
 
 
 def _value_info(name: str, spec: TensorSpec, dims: _DimNames) -> onnx.ValueInfoProto:
-    elem = helper.np_dtype_to_tensor_dtype(numpy_dtype(spec))
+    elem = helper.np_dtype_to_tensor_dtype(numpy_dtype(spec.dtype))
     shape = None if spec.shape is None else [dims(d) for d in spec.shape]
     return helper.make_tensor_value_info(name, elem, shape)

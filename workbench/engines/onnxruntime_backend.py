@@ -35,6 +35,7 @@ from workbench.engines.backend import (
 )
 from workbench.engines.layer_table import layer_table
 from workbench.errors import WorkbenchError, first_line
+from workbench.graph.nodes import numpy_dtype
 from workbench.hardware import cpu_device_name, usable_cores
 
 if TYPE_CHECKING:
@@ -59,11 +60,6 @@ FP32_INPUTS = {"Resize": frozenset({1, 2}), "Upsample": frozenset({1})}
 CAST_PREFIX = "workbench_fp16/"
 _NOT_TF_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
-_ORT_TYPES = {
-    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-    "tensor(int8)": np.int8, "tensor(uint8)": np.uint8, "tensor(int32)": np.int32,
-    "tensor(int64)": np.int64, "tensor(bool)": np.bool_,
-}
 # Profiler type names of a node's first input -> the layer's precision.
 _PRECISION_OF = {"float": "FP32", "float16": "FP16", "int8": "INT8", "uint8": "INT8"}
 
@@ -156,7 +152,7 @@ class OrtEngine:
         self._session = self._new_session()
         self.input_names = [i.name for i in self._session.get_inputs()]
         self.output_names = [o.name for o in self._session.get_outputs()]
-        self._input_types = [_ORT_TYPES.get(i.type) for i in self._session.get_inputs()]
+        self._input_types = [_numpy_type(i.type) for i in self._session.get_inputs()]
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Outputs in the model's output order for inputs in its input order."""
@@ -213,6 +209,16 @@ class OrtEngine:
         except Exception as error:
             raise EngineRunError(
                 f"onnxruntime engine {self.name!r} failed: {first_line(error)}") from error
+
+
+def _numpy_type(ort_type: str) -> np.dtype | None:
+    """The numpy dtype of ORT's `tensor(float)`-style type (the element names are TF's short
+    names); None for strings and types numpy lacks, which are fed as given."""
+    try:
+        dtype = numpy_dtype(ort_type.removeprefix("tensor(").removesuffix(")"))
+    except TypeError:
+        return None
+    return None if dtype.kind in "OSUV" else dtype
 
 
 def fold_for_precision(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -16,12 +16,11 @@ import numpy as np
 
 from workbench.conversion.result import EngineInfo
 from workbench.errors import WorkbenchError
-from workbench.graph.nodes import DTYPE_NAMES, Graph, TensorRef, TensorSpec, numpy_dtype_name
+from workbench.graph.nodes import DTYPE_ENUMS, Graph, TensorRef, TensorSpec, numpy_dtype
 from workbench.graph.prepare import PreparedGraph
 
 INPUT_PREFIX = "TensorRTInputPH_"
 OUTPUT_PREFIX = "TensorRTOutputPH_"
-_DTYPE_ENUMS = {name: enum for enum, name in DTYPE_NAMES.items()}
 
 
 @dataclass
@@ -80,7 +79,7 @@ def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph
 
 def _spec(graph: Graph, ref: TensorRef, engine: str) -> TensorSpec:
     spec = graph.output_spec(ref)
-    if spec is None or spec.dtype not in _DTYPE_ENUMS:
+    if spec is None or spec.dtype not in DTYPE_ENUMS:
         raise WorkbenchError(f"{engine}: the dtype of tensor {ref} is unknown")
     return spec
 
@@ -117,7 +116,7 @@ def _copy_node(segment: Any, node_def: Any, members: set[str], ports: dict) -> N
 
 def _add_placeholder(segment: Any, name: str, spec: TensorSpec) -> None:
     node = segment.node.add(name=name, op="Placeholder")
-    node.attr["dtype"].type = _DTYPE_ENUMS[spec.dtype]
+    node.attr["dtype"].type = DTYPE_ENUMS[spec.dtype]
     shape = node.attr["shape"].shape
     if spec.shape is None:
         shape.unknown_rank = True
@@ -129,12 +128,7 @@ def _add_placeholder(segment: Any, name: str, spec: TensorSpec) -> None:
 def _add_output(segment: Any, name: str, ref: TensorRef, spec: TensorSpec) -> None:
     node = segment.node.add(name=name, op="Identity")
     node.input.append(ref.node if ref.port == 0 else str(ref))
-    node.attr["T"].type = _DTYPE_ENUMS[spec.dtype]
-
-
-def numpy_dtype(spec: TensorSpec) -> np.dtype:
-    """The numpy dtype of a segment input or output."""
-    return np.dtype(numpy_dtype_name(spec.dtype))
+    node.attr["T"].type = DTYPE_ENUMS[spec.dtype]
 
 
 class NativeSegment:
@@ -154,7 +148,7 @@ class NativeSegment:
             [tensor(f"{name}:0") for name in segment.input_names],
             [tensor(f"{name}:0") for name in segment.output_names],
         )
-        self._dtypes = [numpy_dtype(spec) for spec in segment.input_specs]
+        self._dtypes = [numpy_dtype(spec.dtype) for spec in segment.input_specs]
 
     def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if len(inputs) != len(self._dtypes):
