@@ -17,9 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import EngineInfo
-from workbench.engines.engine_op import ENGINE_MISS, EngineOp, EngineOpConfig
+from workbench.engines.backend import Backend, Engine
+from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
+from workbench.engines.segment import NativeSegment, SegmentGraph
+from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
 
@@ -38,7 +42,7 @@ class RuntimeGraph:
     the signature's names map to tensors."""
 
     converted_graph_def: Any
-    segments: list[Any]  # SegmentGraph, in engine order
+    segments: list[SegmentGraph]  # in engine order
     input_names: list[str]
     output_names: list[str]
     input_tensors: list[str]  # tensor names in the converted graph, signature order
@@ -65,34 +69,10 @@ class RuntimeGraph:
 
 
 @dataclass
-class RuntimeSettings:
-    """The engine settings of a conversion (TrtConversionParams at run time)."""
-
-    precision_mode: str = "FP32"
-    use_dynamic_shape: bool = False
-    dynamic_shape_profile_strategy: str | None = None
-    maximum_cached_engines: int = 1
-    allow_build_at_runtime: bool = True
-    max_workspace_size_bytes: int | None = None
-    use_calibration: bool = True
-
-    def op_config(self, in_process: bool = True) -> EngineOpConfig:
-        # TF-TRT wrote `_allow_build_at_runtime` into the engine nodes only when saving: the
-        # converter's own function (build() included) always builds missing engines.
-        return EngineOpConfig(
-            precision=self.precision_mode,
-            use_implicit_batch=not self.use_dynamic_shape,
-            maximum_cached_engines=self.maximum_cached_engines,
-            allow_build_at_runtime=self.allow_build_at_runtime or in_process,
-            workspace_bytes=self.max_workspace_size_bytes,
-        )
-
-
-@dataclass
 class SegmentRuntime:
     """One engine's segment, its ONNX export (made once, on demand) and its engine op."""
 
-    segment: Any
+    segment: SegmentGraph
     op: EngineOp
     onnx_model: Any = None
     export_error: str = ""
@@ -102,7 +82,8 @@ class ConvertedModel:
     """The converted signature: callable like TF-TRT's converted function."""
 
     def __init__(self, graph: RuntimeGraph | Callable[[], RuntimeGraph],
-                 settings: RuntimeSettings, backend: Any = None, in_process: bool = True):
+                 settings: EngineSettings, backend: Backend | None = None,
+                 in_process: bool = True):
         self.in_process = in_process  # False: loaded from a saved model
         self._graph_source = graph
         self._graph: RuntimeGraph | None = graph if isinstance(graph, RuntimeGraph) else None
@@ -123,7 +104,7 @@ class ConvertedModel:
         return self._graph
 
     @property
-    def backend(self) -> Any:
+    def backend(self) -> Backend:
         if self._backend is None:
             from workbench.engines.backend import get_backend
 
@@ -150,17 +131,16 @@ class ConvertedModel:
         """engine name -> its EngineOp (cache, statistics, native runs)."""
         return {name: s.op for name, s in self.segments.items()}
 
-    def _segment_runtime(self, segment: Any) -> SegmentRuntime:
-        runtime = SegmentRuntime(segment, None)  # type: ignore[arg-type]
-        native = _LazyNative(lambda: native_segment_function(segment))
-        runtime.op = EngineOp(
-            segment.engine.name,
-            lambda **spec: self._build_engine(runtime, spec),
-            native,
+    def _segment_runtime(self, segment: SegmentGraph) -> SegmentRuntime:
+        name = segment.engine.name
+        op = EngineOp(
+            name,
+            lambda request: self._build_engine(name, request),
+            NativeSegment(segment),
             [numpy_dtype_name(s.dtype) for s in segment.output_specs],
-            self.settings.op_config(self.in_process),
+            self.settings.at_run_time(self.in_process),
         )
-        return runtime
+        return SegmentRuntime(segment, op)
 
     def onnx_model(self, engine: str) -> Any:
         """The segment's ONNX model (exported once); raises ExportError when it cannot be."""
@@ -175,15 +155,16 @@ class ConvertedModel:
                 raise
         return runtime.onnx_model
 
-    def _build_engine(self, runtime: SegmentRuntime, spec: dict[str, Any]) -> Any:
-        from workbench.engines.backend import BuildSpec
+    def _build_engine(self, name: str, request: BuildRequest) -> Engine:
+        from workbench.engines.build import build_segment_engine
 
         if _env_true(ABORT_BUILD_ENV):
             raise WorkbenchError(f"engine build aborted by {ABORT_BUILD_ENV}")
+        runtime = self.segments[name]
         if runtime.export_error:
             raise WorkbenchError(runtime.export_error)
-        model = self.onnx_model(runtime.segment.engine.name)
-        return self.backend.build(model, BuildSpec(**spec), runtime.segment.engine.name)
+        return build_segment_engine(runtime.segment, runtime.op.settings, request,
+                                    backend=self.backend, model=self.onnx_model(name))
 
     @property
     def function(self) -> Any:
@@ -284,7 +265,7 @@ class ConvertedModel:
         ops = self.ops
         graph = self.graph
         if (self.settings.use_dynamic_shape or graph.prepared_graph_def is None
-                or not all(op.config.allow_build_at_runtime and not len(op.cache)
+                or not all(op.settings.allow_build_at_runtime and not len(op.cache)
                            for op in ops.values())):
             return
         shapes = InputSets([tensors]).shapes[0]
@@ -372,16 +353,14 @@ class ConvertedModel:
                         ) -> dict[str, tuple[list[Any], list[Any]]]:
         ops = self.ops
         for op in ops.values():
-            op.collected_shapes, op.collected_batches = ([], None) if shapes else (None, [])
+            op.start_collecting(shapes)
         try:
             safe = self._function_with(frozenset())  # collecting engines run natively
             for inputs in sets.sets:
                 safe(*self.input_tensors(inputs, {}))
-            return {name: (op.collected_shapes or [], op.collected_batches or [])
-                    for name, op in ops.items()}
         finally:
-            for op in ops.values():
-                op.collected_shapes = op.collected_batches = None
+            collected = {name: op.stop_collecting() for name, op in ops.items()}
+        return collected
 
     # --- export -------------------------------------------------------------------------------
 
@@ -439,37 +418,6 @@ class ConvertedModel:
         return f"ConvertedModel({engines} engines, precision {self.settings.precision_mode})"
 
 
-def native_segment_function(segment: Any) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
-    """Runs a SegmentGraph in TensorFlow (the native fallback): its GraphDef wrapped once as
-    a function of its placeholders, called with tensors of their dtypes."""
-    import tensorflow as tf
-
-    specs = [tf.TensorSpec(None, tf.as_dtype(numpy_dtype_name(s.dtype)))
-             for s in segment.input_specs]
-    function = wrap_converted(segment.graph_def, [f"{n}:0" for n in segment.input_names], specs,
-                              [f"{n}:0" for n in segment.output_names])
-
-    def run(inputs: list[np.ndarray]) -> list[np.ndarray]:
-        tensors = [tf.convert_to_tensor(x, dtype=s.dtype) for x, s in zip(inputs, specs,
-                                                                           strict=True)]
-        return [out.numpy() for out in function(*tensors)]
-
-    return run
-
-
-class _LazyNative:
-    """The native segment, imported into TensorFlow only when first needed."""
-
-    def __init__(self, make: Callable[[], Any]):
-        self._make = make
-        self._native: Any = None
-
-    def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        if self._native is None:
-            self._native = self._make()
-        return self._native(inputs)
-
-
 @dataclass
 class InputSets:
     """The input sets an `input_fn` yielded, checked against the model's inputs."""
@@ -507,19 +455,11 @@ def collect_inputs(fn: Callable[[], Any], input_names: Sequence[str], what: str)
     return InputSets(sets)
 
 
-def converted_model(session: Any, result: Any, params: Any) -> ConvertedModel:
+def converted_model(session: Any, result: Any, params: ConversionParams) -> ConvertedModel:
     """The converted function of a conversion (`ConversionSession`, `ConversionResult`,
     `ConversionParams`); its graph is put together on first use."""
-    settings = RuntimeSettings(
-        precision_mode=params.precision_mode,
-        use_dynamic_shape=params.use_dynamic_shape,
-        dynamic_shape_profile_strategy=params.dynamic_shape_profile_strategy,
-        maximum_cached_engines=params.maximum_cached_engines,
-        allow_build_at_runtime=params.allow_build_at_runtime,
-        max_workspace_size_bytes=params.max_workspace_size_bytes,
-        use_calibration=params.use_calibration,
-    )
-    return ConvertedModel(lambda: runtime_graph(session, result), settings)
+    return ConvertedModel(lambda: runtime_graph(session, result),
+                          EngineSettings.from_params(params))
 
 
 def runtime_graph(session: Any, result: Any) -> RuntimeGraph:

@@ -132,31 +132,38 @@ def _add_output(segment: Any, name: str, ref: TensorRef, spec: TensorSpec) -> No
 
 
 class NativeSegment:
-    """Runs a segment in TensorFlow: what TF-TRT falls back to when an engine cannot run."""
+    """Runs a segment in TensorFlow: what TF-TRT falls back to when an engine cannot run. The
+    GraphDef is imported (wrapped once as a function of its placeholders) on the first call:
+    an engine op whose engines always run never pays for it."""
 
     def __init__(self, segment: SegmentGraph):
-        import tensorflow as tf
-
         self.segment = segment
+        self._function: Any = None
 
-        def _import() -> None:
-            tf.compat.v1.import_graph_def(segment.graph_def, name="")
+    def _wrapped(self) -> Any:
+        if self._function is None:
+            import tensorflow as tf
 
-        wrapped = tf.compat.v1.wrap_function(_import, [])
-        tensor = wrapped.graph.get_tensor_by_name
-        self._function = wrapped.prune(
-            [tensor(f"{name}:0") for name in segment.input_names],
-            [tensor(f"{name}:0") for name in segment.output_names],
-        )
-        self._dtypes = [numpy_dtype(spec.dtype) for spec in segment.input_specs]
+            segment = self.segment
+
+            def _import() -> None:
+                tf.compat.v1.import_graph_def(segment.graph_def, name="")
+
+            wrapped = tf.compat.v1.wrap_function(_import, [])
+            tensor = wrapped.graph.get_tensor_by_name
+            self._function = wrapped.prune(
+                [tensor(f"{name}:0") for name in segment.input_names],
+                [tensor(f"{name}:0") for name in segment.output_names],
+            )
+        return self._function
 
     def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        if len(inputs) != len(self._dtypes):
+        specs = self.segment.input_specs
+        if len(inputs) != len(specs):
             raise WorkbenchError(
-                f"{self.segment.engine.name} takes {len(self._dtypes)} inputs, got {len(inputs)}"
-            )
+                f"{self.segment.engine.name} takes {len(specs)} inputs, got {len(inputs)}")
         import tensorflow as tf
 
-        tensors = [tf.convert_to_tensor(np.asarray(x, dtype=d))
-                   for x, d in zip(inputs, self._dtypes, strict=True)]
-        return [out.numpy() for out in self._function(*tensors)]
+        tensors = [tf.convert_to_tensor(np.asarray(x, dtype=numpy_dtype(s.dtype)))
+                   for x, s in zip(inputs, specs, strict=True)]
+        return [out.numpy() for out in self._wrapped()(*tensors)]

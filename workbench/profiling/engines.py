@@ -14,9 +14,11 @@ import pandas as pd
 
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
-from workbench.engines.backend import Backend, BuildSpec, get_backend
+from workbench.engines.backend import Backend, get_backend
+from workbench.engines.build import build_segment_engine
 from workbench.engines.onnx_export import ExportError, export_onnx
 from workbench.engines.segment import extract_segment
+from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.graph.control_flow import has_loops, loop_frames
 from workbench.profiling.layers import combine
 from workbench.profiling.tensorflow import profile_tensorflow, tensor_values
@@ -35,6 +37,7 @@ def profile_engines(session: ConversionSession, params: ConversionParams,
     result = session.convert(params)
     prepared = session.prepared(params.precision_mode)
     label = run or f"{backend.name} {params.precision_mode}"
+    settings = EngineSettings.from_params(params)
     frames = loop_frames(prepared.graph) if has_loops(prepared.graph) else None
     tables, skipped = [], []
     for info in result.engines:
@@ -44,16 +47,17 @@ def profile_engines(session: ConversionSession, params: ConversionParams,
             skipped.append(f"{info.name}: inside while loop {loop} (new inputs every "
                            "iteration), not profiled on its own")
             continue
+        segment = extract_segment(prepared, info)
         try:
-            model = export_onnx(extract_segment(prepared, info))
+            model = export_onnx(segment)
         except ExportError as exc:
             skipped.append(f"{info.name}: {exc}")
             continue
         engine_inputs = tensor_values(session, inputs, info.inputs, params.precision_mode)
         # INT8 calibrates on the profiled batch itself: the timings, not the ranges, matter here.
         calibration = (tuple(engine_inputs),) if params.precision_mode == "INT8" else ()
-        engine = backend.build(model, BuildSpec(precision=params.precision_mode,
-                                                calibration_data=calibration), info.name)
+        engine = build_segment_engine(segment, settings, BuildRequest(calibration_data=calibration),
+                                      backend=backend, model=model)
         table = engine.layer_timings(engine_inputs, runs=runs, run=label)
         tables.append(table.assign(engine=info.name))
     combined = combine(tables) if tables else pd.DataFrame()
