@@ -309,6 +309,41 @@ def test_int8_layer_timings_report_int8_kernels(backend):
     assert any("net/conv/Conv2D" in nodes for nodes in table["tf_nodes"])
 
 
+# --- the Engine protocol ---
+
+def test_engine_activates_deactivates_and_infers_by_name(backend):
+    engine = backend.build(conv_model(), EngineSettings(), "e")
+    x = x_input(2)
+    assert engine.is_active  # built ready to run
+    (want,) = engine.run([x])
+    engine.deactivate()
+    with pytest.raises(WorkbenchError, match="engine 'e' is not active: call activate"):
+        engine.run([x])
+    with engine as active:
+        got = active.infer({engine.input_names[0]: x})
+    assert not engine.is_active and list(got) == engine.output_names
+    np.testing.assert_array_equal(got[engine.output_names[0]], want)
+    engine.activate()
+    with pytest.raises(WorkbenchError, match="missing"):
+        engine.infer({})
+    with pytest.raises(WorkbenchError, match="takes 1 inputs"):
+        engine.run([x, x])
+
+
+def test_every_backend_engine_implements_the_whole_protocol():
+    from workbench.engines.backend import Engine, EngineBase
+    from workbench.engines.onnxruntime_backend import OrtEngine
+    from workbench.engines.tensorrt_backend import TensorRTEngine
+
+    members = {name for name in dir(Engine) if not name.startswith("_")} - {"name", "device",
+                                                                          "precision"}
+    for engine_class in (OrtEngine, TensorRTEngine):
+        assert issubclass(engine_class, EngineBase)
+        assert all(hasattr(engine_class, m) for m in members - {"input_names", "output_names"})
+        for hook in ("_activate", "_deactivate", "_run"):
+            assert getattr(engine_class, hook) is not getattr(EngineBase, hook), hook
+
+
 # --- TensorRT and TF-TRT, which cannot run here ---
 
 def test_tensorrt_helpers():

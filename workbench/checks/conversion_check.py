@@ -136,7 +136,9 @@ def conversion_check_steps(
     yield 0.35, f"Comparing outputs with native TensorFlow on {batches} batch(es)"
     report = validate(model, session.loaded, generated_inputs(session, batches, largest),
                       **tolerances)
-    whole, notes = None, []
+    from workbench.engines.onnx_export import export_notes
+
+    whole, notes = None, export_notes(result.engines)
     if whole_model:
         yield 0.4, f"Building the whole model as one engine on {model.backend.name}"
         whole, note = _whole_model(session, params, model.backend, calibration)

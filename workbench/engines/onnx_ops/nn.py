@@ -169,10 +169,32 @@ def softmax(onnx_op: str):
     return convert
 
 
-def combined_nms(ctx: ExportContext, op: Any) -> None:
-    # ONNX's NonMaxSuppression returns selected indices; TF's padded per-class top-k boxes,
-    # scores, classes and counts would take a dozen ops with their own edge cases.
-    raise ExportError(op, "ONNX has no equivalent of its padded per-class outputs")
+def depth_space(ctx: ExportContext, op: Any) -> None:
+    # TF's DepthToSpace orders the moved depth like ONNX's DCR mode (SpaceToDepth has one).
+    attrs: dict[str, Any] = {"blocksize": op.get_attr("block_size")}
+    if op.type == "DepthToSpace":
+        attrs["mode"] = "DCR"
+    _nchw_node(ctx, op, op.type, [ctx.input(op, 0)], _is_nchw(op), **attrs)
+
+
+def resize(ctx: ExportContext, op: Any) -> None:
+    """TF's NHWC resizes as ONNX Resize on NCHW, to the [N, C] of the input and TF's size;
+    the sampling follows TF's align_corners / half_pixel_centers."""
+    align, half = op.get_attr("align_corners"), op.get_attr("half_pixel_centers")
+    if op.type == "ResizeBilinear":
+        attrs = {"mode": "linear", "coordinate_transformation_mode":
+                 "align_corners" if align else "half_pixel" if half else "asymmetric"}
+    else:  # TF rounds half away from zero with align_corners, else floors
+        attrs = {"mode": "nearest",
+                 "coordinate_transformation_mode":
+                     "align_corners" if align else "tf_half_pixel_for_nn" if half
+                     else "asymmetric",
+                 "nearest_mode": "round_prefer_ceil" if align else "floor"}
+    shape = ctx.helper(op, "shape", "Shape", [ctx.input(op, 0)])
+    batch_channels = ctx.helper(op, "nc", "Gather", [shape, ctx.constant(op, "nc_index", [0, 3],
+                                                                           np.int64)])
+    sizes = ctx.helper(op, "sizes", "Concat", [batch_channels, ctx.int64(op, 1, "hw")], axis=0)
+    _nchw_node(ctx, op, "Resize", [ctx.input(op, 0), "", "", sizes], False, **attrs)
 
 
 CONVERTERS = {
@@ -184,5 +206,6 @@ CONVERTERS = {
     "MatMul": matmul, "BatchMatMul": matmul, "BatchMatMulV2": matmul, "BatchMatMulV3": matmul,
     "Einsum": einsum,
     "Softmax": softmax("Softmax"), "LogSoftmax": softmax("LogSoftmax"),
-    "CombinedNonMaxSuppression": combined_nms,
+    "DepthToSpace": depth_space, "SpaceToDepth": depth_space,
+    "ResizeBilinear": resize, "ResizeNearestNeighbor": resize,
 }
