@@ -86,7 +86,9 @@ class LazyList(Sequence):
 
 @dataclass
 class ConversionResult:
-    """Engines, unconverted nodes and the summary counts for one set of parameters."""
+    """Engines, unconverted nodes and the summary counts for one set of parameters: what the
+    segmenter cuts for a threshold (`Segmentation.result`), with the parameters, the model and
+    the TensorFlow that made it once the session has it."""
 
     params: dict[str, Any]
     engines: list[EngineInfo]
@@ -103,6 +105,12 @@ class ConversionResult:
     # Functions converted because they carry `_tftrt_convert_function` (FunctionConversion):
     # TF-TRT's summary() never counted their engines, so neither do the counts below.
     functions: list[Any] = field(default_factory=list)
+
+    @property
+    def minimum_segment_size(self) -> int | None:
+        """The threshold of this result (None for a TF-TRT converted model, which does not
+        record it)."""
+        return self.params.get("minimum_segment_size")
 
     @property
     def converted_nodes(self) -> int:
