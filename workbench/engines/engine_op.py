@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from workbench.engines.backend import Engine
 from workbench.engines.profiles import Profile, ShapeSet
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError, first_line
@@ -49,11 +50,15 @@ class EngineMissError(WorkbenchError):
         self.engine = engine
 
 
+# Implicit batch: the input shapes an engine was built for; explicit: its profiles.
+CacheKey = ShapeSet | tuple[Profile, ...]
+
+
 @dataclass
 class CacheEntry:
     """A cached engine, or None for a build that failed or was refused (not retried)."""
 
-    engine: Any
+    engine: Engine | None
     reason: str = ""
     profiles: tuple[Profile, ...] = ()
 
@@ -82,24 +87,24 @@ class EngineCache:
         if capacity < 1:
             raise WorkbenchError(f"maximum_cached_engines must be >= 1, got {capacity}")
         self.capacity = capacity
-        self._entries: OrderedDict[Any, CacheEntry] = OrderedDict()
+        self._entries: OrderedDict[CacheKey, CacheEntry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, key: Any) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._entries
 
-    def keys(self) -> list[Any]:
+    def keys(self) -> list[CacheKey]:
         """Keys from least to most recently used."""
         return list(self._entries)
 
-    def get(self, key: Any) -> CacheEntry:
+    def get(self, key: CacheKey) -> CacheEntry:
         """The entry for `key`, marked most recently used."""
         self._entries.move_to_end(key)
         return self._entries[key]
 
-    def put(self, key: Any, entry: CacheEntry) -> list[Any]:
+    def put(self, key: CacheKey, entry: CacheEntry) -> list[CacheKey]:
         """Inserts `entry`; returns the keys it evicted."""
         self._entries[key] = entry
         self._entries.move_to_end(key)
@@ -109,7 +114,7 @@ class EngineCache:
             evicted.append(old)
         return evicted
 
-    def items(self) -> list[tuple[Any, CacheEntry]]:
+    def items(self) -> list[tuple[CacheKey, CacheEntry]]:
         return list(self._entries.items())
 
 
@@ -124,7 +129,7 @@ class EngineOp:
     """
 
     name: str
-    build_engine: Callable[[BuildRequest], Any]
+    build_engine: Callable[[BuildRequest], Engine]
     native: Callable[[list[np.ndarray]], list[np.ndarray]]
     output_dtypes: Sequence[str]
     settings: EngineSettings = field(default_factory=EngineSettings)
@@ -135,7 +140,7 @@ class EngineOp:
 
     def __post_init__(self) -> None:
         self.cache = EngineCache(self.settings.maximum_cached_engines)
-        self._last: tuple[ShapeSet, Any] | None = None  # the last shapes and the engine served
+        self._last: tuple[ShapeSet, Engine] | None = None  # the last shapes and the engine served
         # While collecting (start_collecting): the input shapes (profile generation) or
         # batches (calibration) recorded, the segment running natively, as TF-TRT's kernel
         # did in its profile-generation and calibration modes.
@@ -209,13 +214,13 @@ class EngineOp:
 
     # --- engine selection ---------------------------------------------------------------------
 
-    def engine_for(self, shapes: ShapeSet) -> tuple[Any, str]:
+    def engine_for(self, shapes: ShapeSet) -> tuple[Engine | None, str]:
         """The engine serving these input shapes (building one if allowed), or None and why."""
         if self.settings.use_implicit_batch:
             return self._implicit_engine(shapes)
         return self._explicit_engine(shapes)
 
-    def _implicit_engine(self, shapes: ShapeSet) -> tuple[Any, str]:
+    def _implicit_engine(self, shapes: ShapeSet) -> tuple[Engine | None, str]:
         key = compatible_key(self.cache.keys(), shapes)
         if key is None:
             key = shapes
@@ -228,7 +233,7 @@ class EngineOp:
         entry = self.cache.get(key)
         return entry.engine, entry.reason
 
-    def _explicit_engine(self, shapes: ShapeSet) -> tuple[Any, str]:
+    def _explicit_engine(self, shapes: ShapeSet) -> tuple[Engine | None, str]:
         if not self.profiles:
             # build() was not called: the first input makes a Range profile with min = max.
             self.profiles = (Profile(shapes, shapes, shapes),)
@@ -271,7 +276,7 @@ class EngineOp:
             self._build_into_cache(self.profiles, profiles=self.profiles)
         return self.cache.get(self.profiles)
 
-    def _build_into_cache(self, key: Any, max_batch_size: int | None = None,
+    def _build_into_cache(self, key: CacheKey, max_batch_size: int | None = None,
                           profiles: tuple[Profile, ...] = ()) -> None:
         request = BuildRequest(max_batch_size, profiles, self.calibration_data)
         try:
@@ -289,13 +294,13 @@ class EngineOp:
             logger.info("%s: engine cache full (%d), evicted %s", self.name,
                         self.cache.capacity, ", ".join(_describe(k) for k in evicted))
 
-    def add_engine(self, key: Any, engine: Any) -> None:
+    def add_engine(self, key: CacheKey, engine: Engine) -> None:
         """Puts an already built engine (a deserialized one) into the cache."""
         self._last = None
         self.cache.put(key, CacheEntry(engine, "", key if not self.settings.use_implicit_batch
                                        else ()))
 
-    def engines(self) -> list[tuple[Any, Any]]:
+    def engines(self) -> list[tuple[CacheKey, Engine]]:
         """(cache key, engine) for every built engine, least recently used first."""
         return [(key, entry.engine) for key, entry in self.cache.items()
                 if entry.engine is not None]
@@ -338,7 +343,7 @@ class EngineOp:
         return counts
 
 
-def compatible_key(keys: Sequence[Any], shapes: ShapeSet) -> ShapeSet | None:
+def compatible_key(keys: Sequence[CacheKey], shapes: ShapeSet) -> ShapeSet | None:
     """Implicit batch: the cached input shapes serving `shapes` (same dims except a batch at
     least as large), the smallest batch first, as TF-TRT's GetEngineInputShapes chose."""
     fitting = [k for k in keys if _serves(k, shapes)]
@@ -366,7 +371,7 @@ def native_execution_allowed() -> bool:
     raise WorkbenchError(f"{NATIVE_ENV} must be true/false or 1/0, got {raw!r}")
 
 
-def _describe(key: Any) -> str:
+def _describe(key: CacheKey) -> str:
     if isinstance(key, tuple) and key and isinstance(key[0], Profile):
         return ", ".join(p.describe() for p in key)
     return "; ".join(str(list(s)) for s in key)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.result import EngineInfo
+from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.engines.backend import Backend, Engine
 from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
@@ -26,6 +26,9 @@ from workbench.engines.segment import NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
+
+if TYPE_CHECKING:
+    from workbench.conversion.session import ConversionSession
 
 # TF-TRT's switch to make every engine build fail (to exercise the native fallback).
 ABORT_BUILD_ENV = "TF_TRT_ABORT_CUDA_ENGINE_BUILD"
@@ -455,14 +458,15 @@ def collect_inputs(fn: Callable[[], Any], input_names: Sequence[str], what: str)
     return InputSets(sets)
 
 
-def converted_model(session: Any, result: Any, params: ConversionParams) -> ConvertedModel:
+def converted_model(session: ConversionSession, result: ConversionResult,
+                    params: ConversionParams) -> ConvertedModel:
     """The converted function of a conversion (`ConversionSession`, `ConversionResult`,
     `ConversionParams`); its graph is put together on first use."""
     return ConvertedModel(lambda: runtime_graph(session, result),
                           EngineSettings.from_params(params))
 
 
-def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
+def runtime_graph(session: ConversionSession, result: ConversionResult) -> RuntimeGraph:
     """The converted graph of a conversion (`ConversionSession`, `ConversionResult`)."""
     from workbench.engines.hybrid import converted_graph_def
     from workbench.engines.segment import extract_segment

@@ -11,7 +11,7 @@ a partial "whole model" would not be the reference).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,8 +21,11 @@ from workbench.engines.backend import Backend, Engine
 from workbench.engines.segment import SegmentGraph, extract_segment
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
-from workbench.graph.nodes import Graph, TensorRef
+from workbench.graph.nodes import Graph, TensorRef, TensorSpec
 from workbench.graph.prepare import PreparedGraph
+
+if TYPE_CHECKING:
+    from workbench.conversion.session import ConversionSession
 
 WHOLE_MODEL_NAME = "whole_model"
 
@@ -43,7 +46,8 @@ def whole_model_segment(prepared: PreparedGraph, name: str = WHOLE_MODEL_NAME) -
     return extract_segment(prepared, _engine_info(graph, name, members, inputs, outputs))
 
 
-def whole_model_engine(session: Any, params: ConversionParams, backend: Backend | None = None,
+def whole_model_engine(session: ConversionSession, params: ConversionParams,
+                       backend: Backend | None = None,
                        *, calibration_data: Sequence[Sequence[np.ndarray]] = ()) -> Engine:
     """The whole model of `session` built on `backend` (default: `get_backend()`) at
     `params.precision_mode`. INT8 needs `calibration_data`: batches of the model's inputs in
@@ -87,7 +91,7 @@ def _engine_info(graph: Graph, name: str, members: set[str], inputs: list[Tensor
     )
 
 
-def _spec(graph: Graph, ref: TensorRef) -> Any:
+def _spec(graph: Graph, ref: TensorRef) -> TensorSpec:
     spec = graph.output_spec(ref)
     if spec is None:
         raise WorkbenchError(f"whole model: the dtype of tensor {ref} is unknown")
