@@ -195,6 +195,7 @@ def _cases():
     w = np.random.default_rng(3).standard_normal((3, 3, 4, 5)).astype(np.float32)
     dw = np.random.default_rng(4).standard_normal((3, 3, 4, 2)).astype(np.float32)
     stats = [np.linspace(0.5, 2, 4, dtype=np.float32) + k for k in range(4)]
+    w3 = np.random.default_rng(6).standard_normal((2, 3, 2, 3, 4)).astype(np.float32)
     return [
         ("conv_valid_dilated", lambda x: nn.conv2d(x, w, 1, "VALID", dilations=2), [image]),
         ("conv_same_strided", lambda x: nn.conv2d(x, w, 2, "SAME"), [image]),
@@ -247,6 +248,10 @@ def _cases():
             tf.compat.v1.image.resize_nearest_neighbor(x, [13, 6], align_corners=True),
             tf.compat.v1.image.resize_nearest_neighbor(x, [11, 5], half_pixel_centers=True),
             tf.compat.v1.image.resize_nearest_neighbor(x, [5, 16])), [image]),
+        ("conv_pool_3d", lambda x: (
+            nn.conv3d(x, w3, [1, 1, 2, 1, 1], "SAME", dilations=[1, 1, 1, 1, 1]),
+            nn.conv3d(x, w3, [1] * 5, "VALID"), nn.max_pool3d(x, 2, 2, "VALID"),
+            nn.avg_pool3d(x, [2, 3, 2], 1, "SAME")), [([None, 4, 6, 5, 3], tf.float32)]),
         ("vec_permute", lambda v, m: (tf.raw_ops.DataFormatVecPermute(x=v),
                                       tf.raw_ops.DataFormatVecPermute(x=m, src_format="NCHW",
                                                                       dst_format="NHWC")),
@@ -259,7 +264,8 @@ CASES = {case[0]: case for case in _cases()}
 CASE_OPS = {"clip": {"ClipByValue"}, "split_top_k": {"Split", "TopKV2"},
             "depth_space": {"DepthToSpace", "SpaceToDepth"},
             "resizes": {"ResizeBilinear", "ResizeNearestNeighbor"},
-            "vec_permute": {"DataFormatVecPermute"}}
+            "vec_permute": {"DataFormatVecPermute"},
+            "conv_pool_3d": {"Conv3D", "MaxPool3D", "AvgPool3D"}}
 
 
 # Opset 13 is the oldest we export (Unsqueeze/Squeeze axes inputs); 18 moved reduction axes to
@@ -363,12 +369,14 @@ def test_a_segment_with_an_unexported_op_gets_a_note_and_the_reason() -> None:
                           output_shapes=())
 
     notes = export_notes([info("TRTEngineOp_000_000", {"Conv2D": 1, "Const": 2}),
-                          info("TRTEngineOp_000_001", {"Conv3D": 1, "Relu": 1, "Const": 1})])
+                          info("TRTEngineOp_000_001", {"Conv2DBackpropInput": 1, "Relu": 1,
+                                                       "Const": 1})])
     assert notes == ["TRTEngineOp_000_001 runs natively here (TF-TRT would build a TensorRT "
-                     "engine): the ONNX exporter cannot express Conv3D: 3-D convolutions and "
-                     "pools are not exported yet"]
-    w = np.ones((2, 2, 2, 3, 4), np.float32)
-    seg = function_segment(lambda x: tf.nn.relu(tf.nn.conv3d(x, w, [1] * 5, "SAME")),
-                           ([None, 4, 4, 4, 3], tf.float32))
-    with pytest.raises(ExportError, match="Conv3D node .*3-D convolutions and pools are not"):
+                     "engine): the ONNX exporter cannot express Conv2DBackpropInput: "
+                     "transposed convolutions are not exported yet"]
+    w = np.ones((2, 2, 4, 3), np.float32)
+    seg = function_segment(lambda x: tf.nn.relu(tf.nn.conv2d_transpose(
+        x, w, tf.stack([tf.shape(x)[0], 8, 8, 4]), 2)), ([None, 4, 4, 3], tf.float32))
+    assert "Conv2DBackpropInput" in {n.op for n in seg.graph_def.node}
+    with pytest.raises(ExportError, match="Conv2DBackpropInput node .*transposed convolutions"):
         export_onnx(seg)

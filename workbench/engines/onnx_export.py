@@ -38,9 +38,8 @@ __all__ = ["NOT_EXPORTED", "ExportError", "export_notes", "export_onnx"]
 # with this reason and the segment runs natively, as TF-TRT ran a segment whose engine build
 # failed: the conversion's figures stay TF-TRT's, the run shows the fallback.
 NOT_EXPORTED = {
-    **dict.fromkeys(("Conv3D", "Conv3DBackpropInputV2", "MaxPool3D", "AvgPool3D"),
-                    "3-D convolutions and pools are not exported yet"),
-    "Conv2DBackpropInput": "transposed convolutions are not exported yet",
+    **dict.fromkeys(("Conv2DBackpropInput", "Conv3DBackpropInputV2"),
+                    "transposed convolutions are not exported yet"),
     "FusedConv2DBiasActivation": "this contrib op is not exported",
     # ONNX's NonMaxSuppression returns selected indices; TF's padded per-class top-k boxes,
     # scores, classes and counts would take a dozen ops with their own edge cases.
