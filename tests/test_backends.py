@@ -10,7 +10,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 from workbench.engines.backend import (
     BackendUnavailableError,
-    BuildSpec,
     CalibrationDataError,
     EngineBuildError,
     available_backends,
@@ -19,6 +18,7 @@ from workbench.engines.backend import (
 )
 from workbench.engines.onnxruntime_backend import OnnxRuntimeBackend
 from workbench.engines.profiles import Profile
+from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
 from workbench.tf_compat import LAST_TFTRT_RELEASE, tensorflow_release
 
@@ -109,19 +109,19 @@ def test_registry_picks_onnxruntime_without_tensorrt():
         get_backend("cuda")
 
 
-def test_build_spec_checks_precision():
-    assert BuildSpec("fp16").precision == "FP16"
+def test_engine_settings_check_precision_and_requests_the_batch_size():
+    assert EngineSettings("fp16").precision_mode == "FP16"
     with pytest.raises(WorkbenchError, match="unknown precision 'FP8'"):
-        BuildSpec("FP8")
+        EngineSettings("FP8")
     with pytest.raises(WorkbenchError, match="max_batch_size"):
-        BuildSpec(max_batch_size=0)
+        BuildRequest(max_batch_size=0)
 
 
 # --- ONNX Runtime: precisions ---
 
 def test_fp32_equals_the_plain_onnx_run(backend):
     model, x = conv_model(), x_input(3)
-    engine = backend.build(model, BuildSpec(), "TRTEngineOp_000_000")
+    engine = backend.build(model, EngineSettings(), "TRTEngineOp_000_000")
     (out,) = engine.run([x])
     (expected,) = plain_run(model, [x])
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
@@ -132,7 +132,7 @@ def test_fp32_equals_the_plain_onnx_run(backend):
 
 def test_sessions_do_not_spin_between_runs(backend):
     """TF runs between engines on the same cores: ORT's idle threads must not spin there."""
-    engine = backend.build(conv_model(), BuildSpec(), "TRTEngineOp_000_000")
+    engine = backend.build(conv_model(), EngineSettings(), "TRTEngineOp_000_000")
     options = engine._session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert options.intra_op_num_threads == backend.threads >= 1
@@ -150,13 +150,13 @@ def test_fp32_matches_numpy_reference(backend):
         [_init("w", w), _init("b", bias)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     x = RNG.normal(size=(5, 6)).astype(np.float32)
-    (out,) = backend.build(model, BuildSpec(), "mlp").run([x])
+    (out,) = backend.build(model, EngineSettings(), "mlp").run([x])
     np.testing.assert_allclose(out, np.maximum(x @ w + bias, 0), rtol=1e-5, atol=1e-5)
 
 
 def test_fp16_is_close_and_computes_in_half_precision(backend):
     model, x = conv_model(), x_input(4)
-    engine = backend.build(model, BuildSpec("FP16"), "e")
+    engine = backend.build(model, EngineSettings("FP16"), "e")
     (out,) = engine.run([x])
     (expected,) = plain_run(model, [x])
     assert out.dtype == np.float32
@@ -172,7 +172,7 @@ def test_fp16_is_close_and_computes_in_half_precision(backend):
 def test_fp16_keeps_float32_only_ops_and_inputs(backend):
     model = fp32_only_model()
     x = RNG.normal(size=(2, 1, 4, 4)).astype(np.float32)
-    engine = backend.build(model, BuildSpec("FP16"), "e")
+    engine = backend.build(model, EngineSettings("FP16"), "e")
     for out, expected in zip(engine.run([x]), plain_run(model, [x]), strict=True):
         np.testing.assert_allclose(out, expected, rtol=FP16_RTOL, atol=FP16_ATOL)
     nodes = {n.name: n for n in engine.model.graph.node}
@@ -186,7 +186,8 @@ def test_fp16_keeps_float32_only_ops_and_inputs(backend):
 
 def test_int8_quantizes_statically_and_stays_close(backend):
     model, x = conv_model(), x_input(4)
-    engine = backend.build(model, BuildSpec("INT8", calibration_data=calibration()), "e")
+    engine = backend.build(model, EngineSettings("INT8"), "e",
+                           BuildRequest(calibration_data=calibration()))
     ops = {n.op_type for n in engine.model.graph.node}
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops
     (out,) = engine.run([x])
@@ -206,8 +207,8 @@ def test_batch_norm_scale_is_folded_into_conv_before_lower_precision(backend):
     x = np.random.default_rng(3).normal(size=(4, 3, 8, 8)).astype(np.float32)
     (expected,) = plain_run(model, [x])
     for precision, data in (("FP16", ()), ("INT8", calibration())):
-        engine = backend.build(model, BuildSpec(precision=precision, calibration_data=data),
-                               "TRTEngineOp_000_000")
+        engine = backend.build(model, EngineSettings(precision), "TRTEngineOp_000_000",
+                               BuildRequest(calibration_data=data))
         assert "Mul" not in {n.op_type for n in engine.model.graph.node}, precision
         (out,) = engine.run([x])
         # Softmax outputs: INT8 rounding through two layers moves probabilities by ~0.1.
@@ -219,19 +220,20 @@ def test_calibration_errors_come_before_any_work(backend):
     broken.graph.node[1].op_type = "NoSuchOp"  # any build attempt would fail on this
     mixed = (calibration(1, batch=4)[0], calibration(1, batch=2)[0])
     with pytest.raises(CalibrationDataError, match="mixed shapes: batch 0 is"):
-        backend.build(broken, BuildSpec("INT8", calibration_data=mixed), "e")
+        backend.build(broken, EngineSettings("INT8"), "e", BuildRequest(calibration_data=mixed))
     with pytest.raises(CalibrationDataError, match="needs calibration data"):
-        backend.build(broken, BuildSpec("INT8"), "e")
+        backend.build(broken, EngineSettings("INT8"), "e")
     pair = ((x_input(), x_input()),)
     with pytest.raises(CalibrationDataError, match="has 2 tensors; the engine has 1 inputs"):
-        backend.build(broken, BuildSpec("INT8", calibration_data=pair), "e")
+        backend.build(broken, EngineSettings("INT8"), "e", BuildRequest(calibration_data=pair))
     assert not issubclass(CalibrationDataError, EngineBuildError)  # no silent fallback
     with pytest.raises(EngineBuildError, match="could not build INT8 engine 'e'"):
-        backend.build(broken, BuildSpec("INT8", calibration_data=calibration(2)), "e")
+        backend.build(broken, EngineSettings("INT8"), "e",
+                      BuildRequest(calibration_data=calibration(2)))
 
 
 def test_run_checks_the_number_of_inputs(backend):
-    engine = backend.build(conv_model(), BuildSpec(), "e")
+    engine = backend.build(conv_model(), EngineSettings(), "e")
     with pytest.raises(WorkbenchError, match="takes 1 inputs"):
         engine.run([x_input(), x_input()])
     with pytest.raises(EngineBuildError, match="failed"):  # wrong shape: runtime falls back
@@ -242,8 +244,8 @@ def test_run_checks_the_number_of_inputs(backend):
 
 @pytest.mark.parametrize("precision", ["FP32", "FP16", "INT8"])
 def test_serialize_round_trip_without_rebuilding(backend, precision):
-    spec = BuildSpec(precision, calibration_data=calibration() if precision == "INT8" else ())
-    engine = backend.build(conv_model(), spec, "e")
+    request = BuildRequest(calibration_data=calibration() if precision == "INT8" else ())
+    engine = backend.build(conv_model(), EngineSettings(precision), "e", request)
     data = engine.serialize()
     again = backend.deserialize(data, "e")
     x = x_input(3)
@@ -254,7 +256,7 @@ def test_serialize_round_trip_without_rebuilding(backend, precision):
 
 
 def test_damaged_serialized_engines_are_clear_errors(backend):
-    data = backend.build(conv_model(), BuildSpec(), "e").serialize()
+    data = backend.build(conv_model(), EngineSettings(), "e").serialize()
     with pytest.raises(EngineBuildError, match="missing workbench header"):
         backend.deserialize(b"garbage", "e")
     with pytest.raises(EngineBuildError, match="damaged serialized onnxruntime engine 'e'"):
@@ -280,7 +282,7 @@ def _optimized_node_count(model: onnx.ModelProto, tmp_path) -> int:
 
 def test_layer_timings_one_row_per_ort_node(backend, tmp_path):
     model = conv_model()
-    engine = backend.build(model, BuildSpec(), "TRTEngineOp_000_000")
+    engine = backend.build(model, EngineSettings(), "TRTEngineOp_000_000")
     table = engine.layer_timings([x_input(2)], runs=4)
     assert len(table) == _optimized_node_count(model, tmp_path)
     assert table["layer"].is_unique
@@ -299,11 +301,47 @@ def test_layer_timings_one_row_per_ort_node(backend, tmp_path):
 
 
 def test_int8_layer_timings_report_int8_kernels(backend):
-    engine = backend.build(conv_model(), BuildSpec("INT8", calibration_data=calibration()), "e")
+    engine = backend.build(conv_model(), EngineSettings("INT8"), "e",
+                           BuildRequest(calibration_data=calibration()))
     table = engine.layer_timings([x_input(2)], runs=2, run="digits INT8")
     assert "INT8" in set(table["precision"])
     assert set(table["run"]) == {"digits INT8"}
     assert any("net/conv/Conv2D" in nodes for nodes in table["tf_nodes"])
+
+
+# --- the Engine protocol ---
+
+def test_engine_activates_deactivates_and_infers_by_name(backend):
+    engine = backend.build(conv_model(), EngineSettings(), "e")
+    x = x_input(2)
+    assert engine.is_active  # built ready to run
+    (want,) = engine.run([x])
+    engine.deactivate()
+    with pytest.raises(WorkbenchError, match="engine 'e' is not active: call activate"):
+        engine.run([x])
+    with engine as active:
+        got = active.infer({engine.input_names[0]: x})
+    assert not engine.is_active and list(got) == engine.output_names
+    np.testing.assert_array_equal(got[engine.output_names[0]], want)
+    engine.activate()
+    with pytest.raises(WorkbenchError, match="missing"):
+        engine.infer({})
+    with pytest.raises(WorkbenchError, match="takes 1 inputs"):
+        engine.run([x, x])
+
+
+def test_every_backend_engine_implements_the_whole_protocol():
+    from workbench.engines.backend import Engine, EngineBase
+    from workbench.engines.onnxruntime_backend import OrtEngine
+    from workbench.engines.tensorrt_backend import TensorRTEngine
+
+    members = {name for name in dir(Engine) if not name.startswith("_")} - {"name", "device",
+                                                                          "precision"}
+    for engine_class in (OrtEngine, TensorRTEngine):
+        assert issubclass(engine_class, EngineBase)
+        assert all(hasattr(engine_class, m) for m in members - {"input_names", "output_names"})
+        for hook in ("_activate", "_deactivate", "_run"):
+            assert getattr(engine_class, hook) is not getattr(EngineBase, hook), hook
 
 
 # --- TensorRT and TF-TRT, which cannot run here ---
@@ -408,7 +446,8 @@ def _run_chain(backend, models, engines, data, precision):
     calib, x = data["x_calib"].astype(np.float32), data["x_test"].astype(np.float32)
     for model, info in zip(models, engines, strict=True):
         batches = tuple((calib[i:i + 32],) for i in range(0, len(calib), 32))
-        engine = backend.build(model, BuildSpec(precision, calibration_data=batches), info.name)
+        engine = backend.build(model, EngineSettings(precision), info.name,
+                               BuildRequest(calibration_data=batches))
         x, calib = engine.run([x])[0], engine.run([calib])[0]
         x, calib = x.reshape(len(x), -1), calib.reshape(len(calib), -1)
     return x
@@ -434,7 +473,7 @@ def test_digits_segments_in_every_precision(backend, digits_engines):
 def test_digits_fp32_segment_equals_plain_run_and_maps_to_tf_nodes(backend, digits_engines):
     models, engines, data = digits_engines
     x = data["x_test"][:16].astype(np.float32)
-    engine = backend.build(models[0], BuildSpec(), engines[0].name)
+    engine = backend.build(models[0], EngineSettings(), engines[0].name)
     np.testing.assert_allclose(engine.run([x])[0], plain_run(models[0], [x])[0],
                                rtol=1e-5, atol=1e-5)
     table = engine.layer_timings([x], runs=2)

@@ -132,7 +132,7 @@ def test_engines_inside_a_function_run_as_engines(tmp_path: Path) -> None:
     # the converter: close to native TF, not equal.
     got = func(x)["output_0"]
     assert _engine_calls(func, "TRTEngineOp_001_000") == (1, 1, 0)
-    assert func.ops["TRTEngineOp_001_000"].config.precision == "FP16"
+    assert func.ops["TRTEngineOp_001_000"].settings.precision_mode == "FP16"
     np.testing.assert_allclose(got, want, atol=2e-2)
     assert np.abs(got - want).max() > 0
 
@@ -140,7 +140,7 @@ def test_engines_inside_a_function_run_as_engines(tmp_path: Path) -> None:
     loaded = workbench.load(tmp_path / "converted")
     np.testing.assert_allclose(loaded(x)["output_0"], got, atol=1e-6)
     assert _engine_calls(loaded, "TRTEngineOp_001_000") == (0, 1, 0)  # the saved engine
-    assert loaded.ops["TRTEngineOp_001_000"].config.precision == "FP16"
+    assert loaded.ops["TRTEngineOp_001_000"].settings.precision_mode == "FP16"
     # Plain TensorFlow runs the saved function's native segment.
     plain = tf.saved_model.load(str(tmp_path / "converted")).signatures["serving_default"]
     np.testing.assert_allclose(plain(x=x)["output_0"], want, atol=1e-5)
@@ -206,7 +206,7 @@ def test_function_in_dynamic_shape_mode_builds_profiles(tmp_path: Path) -> None:
     batches = [rng.standard_normal((n, 32, 32, 2)).astype(np.float32) for n in (2, 6)]
     converter.build(lambda: iter([(x,) for x in batches]))
     op = func.ops["TRTEngineOp_001_000"]
-    assert not op.config.use_implicit_batch and len(op.profiles) >= 1
+    assert not op.settings.use_implicit_batch and len(op.profiles) >= 1
     assert _engine_calls(func, "TRTEngineOp_001_000") == (1, 0, 0)
     for x in batches:
         np.testing.assert_allclose(func(x)["output_0"],

@@ -195,6 +195,7 @@ def _cases():
     w = np.random.default_rng(3).standard_normal((3, 3, 4, 5)).astype(np.float32)
     dw = np.random.default_rng(4).standard_normal((3, 3, 4, 2)).astype(np.float32)
     stats = [np.linspace(0.5, 2, 4, dtype=np.float32) + k for k in range(4)]
+    w3 = np.random.default_rng(6).standard_normal((2, 3, 2, 3, 4)).astype(np.float32)
     return [
         ("conv_valid_dilated", lambda x: nn.conv2d(x, w, 1, "VALID", dilations=2), [image]),
         ("conv_same_strided", lambda x: nn.conv2d(x, w, 2, "SAME"), [image]),
@@ -236,10 +237,35 @@ def _cases():
         ("gather_cast", lambda x, i: (tf.gather(x, i, axis=1), tf.cast(tf.gather(x, i[0]),
                                                                        tf.int32)),
          [matrix, ([3], tf.int32)]),
+        # Op types TF-TRT converts that the sample models do not hold.
+        ("clip", lambda x: tf.raw_ops.ClipByValue(t=x, clip_value_min=-0.5,
+                                                  clip_value_max=x * 0 + 0.7), [matrix]),
+        ("split_top_k", lambda x: (*tf.split(x, 3, axis=1), *tf.math.top_k(x, 4)), [matrix]),
+        ("depth_space", lambda x: (tf.nn.depth_to_space(x, 2), tf.nn.space_to_depth(x, 2)),
+         [image]),
+        ("resizes", lambda x: (
+            tf.compat.v1.image.resize_bilinear(x, [11, 5], align_corners=True),
+            tf.compat.v1.image.resize_nearest_neighbor(x, [13, 6], align_corners=True),
+            tf.compat.v1.image.resize_nearest_neighbor(x, [11, 5], half_pixel_centers=True),
+            tf.compat.v1.image.resize_nearest_neighbor(x, [5, 16])), [image]),
+        ("conv_pool_3d", lambda x: (
+            nn.conv3d(x, w3, [1, 1, 2, 1, 1], "SAME", dilations=[1, 1, 1, 1, 1]),
+            nn.conv3d(x, w3, [1] * 5, "VALID"), nn.max_pool3d(x, 2, 2, "VALID"),
+            nn.avg_pool3d(x, [2, 3, 2], 1, "SAME")), [([None, 4, 6, 5, 3], tf.float32)]),
+        ("vec_permute", lambda v, m: (tf.raw_ops.DataFormatVecPermute(x=v),
+                                      tf.raw_ops.DataFormatVecPermute(x=m, src_format="NCHW",
+                                                                      dst_format="NHWC")),
+         [([4], tf.int32), ([4, 2], tf.int32)]),
     ]
 
 
 CASES = {case[0]: case for case in _cases()}
+# The op types a case exists for: Grappler must leave them in the segment.
+CASE_OPS = {"clip": {"ClipByValue"}, "split_top_k": {"Split", "TopKV2"},
+            "depth_space": {"DepthToSpace", "SpaceToDepth"},
+            "resizes": {"ResizeBilinear", "ResizeNearestNeighbor"},
+            "vec_permute": {"DataFormatVecPermute"},
+            "conv_pool_3d": {"Conv3D", "MaxPool3D", "AvgPool3D"}}
 
 
 # Opset 13 is the oldest we export (Unsqueeze/Squeeze axes inputs); 18 moved reduction axes to
@@ -251,6 +277,7 @@ CASES = {case[0]: case for case in _cases()}
 def test_op_family_matches_tensorflow(case: str, opset: int) -> None:
     _, body, specs = CASES[case]
     seg = function_segment(body, *specs)
+    assert CASE_OPS.get(case, set()) <= {n.op for n in seg.graph_def.node}
     rng = np.random.default_rng(5)
     inputs = []
     for spec in seg.input_specs:
@@ -260,6 +287,31 @@ def test_op_family_matches_tensorflow(case: str, opset: int) -> None:
         else:
             inputs.append(rng.standard_normal(shape).astype(np.float32))
     assert_onnx_matches_native(seg, inputs, opset)
+
+
+def test_identity_n_exports_each_of_its_outputs() -> None:
+    """Grappler removes IdentityN from prepared graphs, so this segment is written by hand."""
+    import tensorflow as tf
+
+    from workbench.conversion.result import EngineInfo
+    from workbench.graph.nodes import TensorSpec
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="TensorRTInputPH_0")
+        y = tf.compat.v1.placeholder(tf.int32, [2], name="TensorRTInputPH_1")
+        both = tf.raw_ops.IdentityN(input=[x * 2.0, y], name="pair")
+        tf.identity(both[0], name="TensorRTOutputPH_0")
+        tf.identity(both[1], name="TensorRTOutputPH_1")
+    engine = EngineInfo(name="TRTEngineOp_000_000", nodes=("pair",), native_ops={},
+                        native_node_count=1, effective_size=1, input_dtypes=(),
+                        output_dtypes=(), input_shapes=(), output_shapes=())
+    seg = SegmentGraph(engine, graph.as_graph_def(), ["TensorRTInputPH_0", "TensorRTInputPH_1"],
+                       ["TensorRTOutputPH_0", "TensorRTOutputPH_1"],
+                       [TensorSpec("float", (-1, 3)), TensorSpec("int32", (2,))],
+                       [TensorSpec("float", (-1, 3)), TensorSpec("int32", (2,))])
+    assert_onnx_matches_native(seg, [np.arange(6, dtype=np.float32).reshape(2, 3),
+                                     np.array([4, 5], np.int32)])
 
 
 def test_unsupported_op_raises_export_error_naming_op_and_node() -> None:
@@ -294,3 +346,37 @@ def test_resnet50_export_time() -> None:
     print(f"\nResNet-50 engine ({len(seg.engine.nodes)} TF nodes -> "
           f"{len(onnx_model.graph.node)} ONNX nodes) exported in {seconds:.2f} s")
     assert seconds < 5.0  # tf2onnx took 30 s for the whole model
+
+
+def test_every_op_tf_trt_converts_is_exported_or_says_why_not() -> None:
+    from workbench.conversion.ops import REGISTRY
+    from workbench.engines.onnx_export import NEVER_EXPORTED, NOT_EXPORTED
+    from workbench.engines.onnx_ops import CONVERTERS
+
+    assert set(REGISTRY) - set(CONVERTERS) == set(NOT_EXPORTED) | NEVER_EXPORTED
+    assert not set(NOT_EXPORTED) & set(CONVERTERS)
+
+
+def test_a_segment_with_an_unexported_op_gets_a_note_and_the_reason() -> None:
+    import tensorflow as tf
+
+    from workbench.conversion.result import EngineInfo
+    from workbench.engines.onnx_export import export_notes
+
+    def info(name: str, ops: dict[str, int]) -> EngineInfo:
+        return EngineInfo(name=name, nodes=(), native_ops=ops, native_node_count=0,
+                          effective_size=0, input_dtypes=(), output_dtypes=(), input_shapes=(),
+                          output_shapes=())
+
+    notes = export_notes([info("TRTEngineOp_000_000", {"Conv2D": 1, "Const": 2}),
+                          info("TRTEngineOp_000_001", {"Conv2DBackpropInput": 1, "Relu": 1,
+                                                       "Const": 1})])
+    assert notes == ["TRTEngineOp_000_001 runs natively here (TF-TRT would build a TensorRT "
+                     "engine): the ONNX exporter cannot express Conv2DBackpropInput: "
+                     "transposed convolutions are not exported yet"]
+    w = np.ones((2, 2, 4, 3), np.float32)
+    seg = function_segment(lambda x: tf.nn.relu(tf.nn.conv2d_transpose(
+        x, w, tf.stack([tf.shape(x)[0], 8, 8, 4]), 2)), ([None, 4, 4, 3], tf.float32))
+    assert "Conv2DBackpropInput" in {n.op for n in seg.graph_def.node}
+    with pytest.raises(ExportError, match="Conv2DBackpropInput node .*transposed convolutions"):
+        export_onnx(seg)

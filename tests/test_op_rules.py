@@ -209,3 +209,12 @@ def test_variable_inputs_are_weights():
     # VarHandleOp's dtype attr is the variable's dtype, so TF-TRT falls through to properties.
     assert validate_node(graph, graph["r"], EB) == (
         INPUT_FAIL + "Unsupported tensorflow data type resource")
+
+
+def test_an_op_registered_twice_is_a_clear_error_in_both_registries():
+    from workbench.errors import DuplicateRegistrationError, merge_registry
+
+    assert merge_registry("op rules", [{"Relu": 1}, {"Tanh": 2}]) == {"Relu": 1, "Tanh": 2}
+    with pytest.raises(DuplicateRegistrationError,
+                       match=r"ONNX converters: op type\(s\) Relu registered twice"):
+        merge_registry("ONNX converters", [{"Relu": 1, "Tanh": 2}, {"Relu": 3}])

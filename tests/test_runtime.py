@@ -16,12 +16,12 @@ import workbench
 from workbench import trt_convert as trt
 from workbench.engines.engine_op import (
     EngineOp,
-    EngineOpConfig,
     NativeExecutionDisallowedError,
     compatible_key,
 )
 from workbench.engines.profiles import optimization_profiles
 from workbench.engines.saving import FORMAT, MANIFEST, DamagedModelError
+from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
 
 # --- a tiny segment, y = 2x + 1, with an honest numpy engine ---------------------------------
@@ -50,17 +50,19 @@ def native_affine(inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [inputs[0] * 2.0 + 1.0]
 
 
-def make_op(fail: bool = False, **config: Any) -> tuple[EngineOp, list[dict[str, Any]]]:
+def make_op(fail: bool = False, **settings: Any) -> tuple[EngineOp, list[dict[str, Any]]]:
     builds: list[dict[str, Any]] = []
+    engine_settings = EngineSettings(**settings)
 
-    def build_engine(**spec: Any) -> AffineEngine:
+    def build_engine(request: BuildRequest) -> AffineEngine:
+        spec = {"precision": engine_settings.precision_mode, **vars(request)}
         builds.append(spec)
         if fail:
             raise RuntimeError("forced build failure (like TF_TRT_ABORT_CUDA_ENGINE_BUILD)")
         return AffineEngine("TRTEngineOp_000_000", spec)
 
     op = EngineOp("TRTEngineOp_000_000", build_engine, native_affine, ["float32"],
-                  EngineOpConfig(**config))
+                  engine_settings)
     return op, builds
 
 
@@ -109,7 +111,7 @@ def test_engine_cache_is_lru_bounded_by_maximum_cached_engines() -> None:
 ])
 def test_profile_selection_per_strategy(strategy: str, engine_shapes: list, native_shapes: list
                                         ) -> None:
-    op, builds = make_op(use_implicit_batch=False)
+    op, builds = make_op(use_dynamic_shape=True)
     op.profiles = tuple(optimization_profiles([[(8, 128)], [(4, 384)]], strategy))
     for shape in engine_shapes:
         np.testing.assert_array_equal(op(ones(*shape))[0], 3 * ones(*shape))
@@ -122,7 +124,7 @@ def test_profile_selection_per_strategy(strategy: str, engine_shapes: list, nati
 
 
 def test_first_accepting_profile_is_chosen() -> None:
-    op, _ = make_op(use_implicit_batch=False)
+    op, _ = make_op(use_dynamic_shape=True)
     op.profiles = tuple(optimization_profiles([[(8, 128)], [(4, 384)]], "Range+Optimal"))
     assert op.profile_index(((8, 128),)) == 0
     assert op.profile_index(((4, 384),)) == 1
@@ -131,7 +133,7 @@ def test_first_accepting_profile_is_chosen() -> None:
 
 
 def test_without_build_the_first_input_makes_a_min_equals_max_profile() -> None:
-    op, builds = make_op(use_implicit_batch=False)
+    op, builds = make_op(use_dynamic_shape=True)
     op(ones(2, 7))
     assert op.profiles[0].describe() == "[2, 7]"
     op(ones(3, 7))
@@ -176,12 +178,20 @@ def test_allow_build_at_runtime_false_runs_natively_without_building() -> None:
 
 def test_collecting_shapes_and_calibration_batches_runs_natively() -> None:
     op, builds = make_op()
-    op.collected_shapes, op.collected_batches = [], []
-    op(ones(2, 4))
-    op(ones(3, 4))
-    assert op.collected_shapes == [((2, 4),), ((3, 4),)]
-    assert [b[0].shape for b in op.collected_batches] == [(2, 4), (3, 4)]
-    assert builds == [] and op.stats.native_calls == 2
+    for shapes in (True, False):
+        op.start_collecting(shapes)
+        op(ones(2, 4))
+        op(ones(3, 4))
+        assert not op.settled
+        collected_shapes, collected_batches = op.stop_collecting()
+        if shapes:
+            assert collected_shapes == [((2, 4),), ((3, 4),)] and collected_batches == []
+        else:
+            assert [b[0].shape for b in collected_batches] == [(2, 4), (3, 4)]
+            assert collected_shapes == []
+    assert builds == [] and op.stats.native_calls == 4
+    op(ones(2, 4))  # collecting stopped: the engine is built and runs
+    assert len(builds) == 1 and op.stats.engine_calls == 1
 
 
 # --- the converted model on real sample models ------------------------------------------------

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from workbench.engines import tensorrt_backend, tftrt_backend
-from workbench.engines.backend import BuildSpec, backend_status, get_backend
+from workbench.engines.backend import backend_status, get_backend
+from workbench.engines.settings import EngineSettings
 from workbench.errors import WorkbenchError, first_line
 from workbench.hardware import cpu_device_name
 from workbench.tf_compat import tensorflow_version
@@ -194,7 +195,7 @@ def _backend_detail(name: str, smoke: bool) -> str:
     backend = get_backend(name)
     if smoke:
         x = np.array([[-1.0, 2.0]], dtype=np.float32)
-        out = backend.build(_relu_model(), BuildSpec(), "doctor").run([x])[0]
+        out = backend.build(_relu_model(), EngineSettings(), "doctor").run([x])[0]
         if not np.array_equal(out, np.maximum(x, 0)):
             raise WorkbenchError(f"a Relu engine returned {out.tolist()}")
     return f"{_library_version(name)}on {backend.device}" + (", ran an engine" if smoke else "")

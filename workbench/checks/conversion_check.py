@@ -19,6 +19,7 @@ import pandas as pd
 from workbench.checks.validate import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
+from workbench.engines.onnx_export import export_notes
 from workbench.engines.runtime import converted_model
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
@@ -140,7 +141,7 @@ def conversion_check_steps(
     yield 0.35, f"Comparing outputs with native TensorFlow on {batches} batch(es)"
     report = validate(model, session.loaded, generated_inputs(session, batches, largest),
                       **tolerances)
-    whole, notes = None, generated_input_notes(session)
+    whole, notes = None, generated_input_notes(session) + export_notes(result.engines)
     if whole_model:
         yield 0.4, f"Building the whole model as one engine on {model.backend.name}"
         whole, note = _whole_model(session, params, model.backend, calibration)

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from workbench.graph.nodes import DTYPE_NAMES, Graph, Node
+from workbench.graph.nodes import DTYPE_ENUMS, Graph, Node
 
 TENSOR, WEIGHTS, ANY, RESOURCE = "tensor", "weights", "any", "resource"
 
@@ -22,7 +22,6 @@ TENSOR, WEIGHTS, ANY, RESOURCE = "tensor", "weights", "any", "resource"
 TRT_DTYPES = frozenset({"float", "half", "int32", "bool"})
 MAX_DIMS = 8  # nvinfer1::Dims::MAX_DIMS in TensorRT 8
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
-_ENUM = {name: value for value, name in DTYPE_NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -188,7 +187,7 @@ def check_dtype_attr(node: Node, allowed: tuple[str, ...], attr: str = "T",
     dtype = node.attr(attr)
     if dtype in allowed:
         return
-    listed = sorted(allowed, key=lambda d: _ENUM.get(d, 99)) if legacy else list(allowed)
+    listed = sorted(allowed, key=lambda d: DTYPE_ENUMS.get(d, 99)) if legacy else list(allowed)
     fail(f"Data type {dtype} is not supported for {node.op}, must be one of "
          f"[{', '.join(listed)}]")
 

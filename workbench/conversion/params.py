@@ -17,7 +17,7 @@ PRECISION_MODES = ("FP32", "FP16", "INT8")
 PROFILE_STRATEGIES = ("Range", "Optimal", "Range+Optimal", "ImplicitBatchModeCompatible")
 # TF 2.16/2.17 linked TensorRT 8.6, where TF-TRT's default workspace is sys.maxsize - 512.
 DEFAULT_MAX_WORKSPACE_SIZE_BYTES = sys.maxsize - 512
-DEFAULT_MAX_ENGINES = 20
+DEFAULT_MAX_ENGINES = 20  # TF_TRT_MAX_ALLOWED_ENGINES's default
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,7 @@ def _engine_row(engine: EngineInfo) -> dict[str, Any]:
         "input_shapes": [shape_list(s) for s in engine.input_shapes],
         "output_shapes": [shape_list(s) for s in engine.output_shapes],
         "effective_size": engine.effective_size,
-        "ops": dict(sorted(engine.ops.items())),
+        "ops": dict(sorted(engine.native_ops.items())),
     }
 
 

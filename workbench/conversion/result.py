@@ -18,7 +18,8 @@ class EngineInfo:
 
     `nodes` are the segment's node names (sorted). `native_ops` is the op histogram of the
     engine's `<name>_native_segment` function: the segment nodes plus the outside Consts copied
-    in, so `native_node_count` is what `summary()` prints as `# Nodes`.
+    in, so `native_node_count` is what `summary()` prints as `# Nodes` (the JSON calls it
+    `ops`; in code `.ops` means engine ops, as in `ConvertedModel.ops`).
     dtypes use numpy-style names (`float32`); unknown dims are -1.
     """
 
@@ -34,11 +35,6 @@ class EngineInfo:
     inputs: tuple[str, ...] = ()  # outside tensors feeding the engine, "node:port", port order
     outputs: tuple[str, ...] = ()  # segment tensors leaving the engine, "node:port", port order
     device: str = "/device:GPU:0"
-
-    @property
-    def ops(self) -> dict[str, int]:
-        """Op histogram of the segment's own nodes (what the JSON's `ops` lists)."""
-        return self.native_ops
 
 
 @dataclass(frozen=True)
@@ -86,7 +82,9 @@ class LazyList(Sequence):
 
 @dataclass
 class ConversionResult:
-    """Engines, unconverted nodes and the summary counts for one set of parameters."""
+    """Engines, unconverted nodes and the summary counts for one set of parameters: what the
+    segmenter cuts for a threshold (`Segmentation.result`), with the parameters, the model and
+    the TensorFlow that made it once the session has it."""
 
     params: dict[str, Any]
     engines: list[EngineInfo]
@@ -103,6 +101,12 @@ class ConversionResult:
     # Functions converted because they carry `_tftrt_convert_function` (FunctionConversion):
     # TF-TRT's summary() never counted their engines, so neither do the counts below.
     functions: list[Any] = field(default_factory=list)
+
+    @property
+    def minimum_segment_size(self) -> int | None:
+        """The threshold of this result (None for a TF-TRT converted model, which does not
+        record it)."""
+        return self.params.get("minimum_segment_size")
 
     @property
     def converted_nodes(self) -> int:

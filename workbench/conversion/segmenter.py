@@ -32,12 +32,12 @@ from workbench.conversion.engine_io import (
     post_order,
     topological_positions,
 )
-from workbench.conversion.result import EngineInfo, UnconvertedNode
+from workbench.conversion.params import DEFAULT_MAX_ENGINES
+from workbench.conversion.result import ConversionResult, EngineInfo, LazyList, UnconvertedNode
 from workbench.graph.control_flow import has_loops
 from workbench.graph.nodes import Graph, Node
 
 NOOP_OPS = frozenset({"Identity", "Snapshot", "StopGradient"})  # not counted as effective
-DEFAULT_MAX_ENGINES = 20  # TF_TRT_MAX_ALLOWED_ENGINES default
 ENGINE_PREFIX = "TRTEngineOp_000_"  # first ConvertGraph call of the process: sequence 000
 DEFAULT_DEVICE = "/device:GPU:0"
 
@@ -51,38 +51,6 @@ class Segment:
     effective_size: int
     ids: tuple[int, ...] = field(repr=False, compare=False, default=())
     device: str = field(repr=False, compare=False, default="")
-
-
-@dataclass(eq=False)
-class Partition:
-    """Everything a ConversionResult needs, for one threshold and engine limit.
-
-    `unconverted` is built on first access: sweeps mostly need only counts and engines.
-    """
-
-    minimum_segment_size: int
-    engines: list[EngineInfo]
-    not_converted_top_level: int
-    nonconversion: dict[str, dict[str, int]]
-    build_unconverted: Callable[[], list[UnconvertedNode]] = field(repr=False)
-    _unconverted: list[UnconvertedNode] | None = field(default=None, init=False, repr=False)
-
-    @property
-    def unconverted(self) -> list[UnconvertedNode]:
-        if self._unconverted is None:
-            self._unconverted = self.build_unconverted()
-        return self._unconverted
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Partition):
-            return NotImplemented
-        return (
-            self.minimum_segment_size == other.minimum_segment_size
-            and self.engines == other.engines
-            and self.not_converted_top_level == other.not_converted_top_level
-            and self.nonconversion == other.nonconversion
-            and self.unconverted == other.unconverted
-        )
 
 
 def segment_graph(graph: Graph, options: SegmenterOptions, validate: Validator) -> Segmentation:
@@ -367,13 +335,13 @@ class Segmentation:
     def result(
         self, minimum_segment_size: int, max_engines: int = DEFAULT_MAX_ENGINES,
         prefix: str = ENGINE_PREFIX,
-    ) -> Partition:
+    ) -> ConversionResult:
         """Engines and unconverted nodes for one threshold (-1: main graph not converted);
         engines are named `prefix` + their index (functions have their own sequence)."""
         t = minimum_segment_size
         if t == -1:
             real = len(self.graph.nodes) - 2
-            return Partition(t, [], real, {}, self._unconverted_builder(t, {}, max_engines))
+            return _partition(t, [], real, {}, self._unconverted_builder(t, {}, max_engines))
         # Eligible segments: effective > 0 and >= t; a prefix of the size ranking.
         eligible = self._by_size[: bisect_right(self._neg_sizes, -max(t, 1))]
         kept = sorted(eligible if max_engines <= 0 else eligible[:max_engines])
@@ -389,14 +357,12 @@ class Segmentation:
             converted += len(self.segments[i].ids)
         engine_set = {i for i, f in fate.items() if f == "engine"}
         top_level = len(self.graph.nodes) - 2 - converted - self._dead_consts(engine_set)
-        return Partition(
-            t, engines, top_level, self.candidates.nonconversion,
-            self._unconverted_builder(t, fate, max_engines),
-        )
+        return _partition(t, engines, top_level, self.candidates.nonconversion,
+                          self._unconverted_builder(t, fate, max_engines))
 
     def sweep(
         self, thresholds: Iterable[int], max_engines: int = DEFAULT_MAX_ENGINES
-    ) -> list[Partition]:
+    ) -> list[ConversionResult]:
         """`result(t)` for every threshold, all read off this one clustering."""
         return [self.result(t, max_engines) for t in thresholds]
 
@@ -504,3 +470,14 @@ class Segmentation:
             return f"{size} effective nodes < minimum_segment_size {t}"
         return (f"segment of {size} effective nodes dropped by the engine limit "
                 f"TF_TRT_MAX_ALLOWED_ENGINES={max_engines}")
+
+
+def _partition(threshold: int, engines: list[EngineInfo], top_level: int,
+               nonconversion: dict[str, dict[str, int]],
+               build_unconverted: Callable[[], list[UnconvertedNode]]) -> ConversionResult:
+    """The outcome of one threshold, as the session's ConversionResult without its provenance
+    (the session adds the full parameters, the model and the TensorFlow version). Unconverted
+    nodes are listed on first access: sweeps mostly need only counts and engines."""
+    return ConversionResult(params={"minimum_segment_size": threshold}, engines=engines,
+                            unconverted=LazyList(build_unconverted), nonconversion=nonconversion,
+                            not_converted_top_level=top_level)

@@ -21,8 +21,8 @@ from workbench.conversion.functions import (
     marked_for_conversion,
 )
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.result import ConversionResult, LazyList
-from workbench.conversion.segmenter import Partition, Segmentation, segment_graph
+from workbench.conversion.result import ConversionResult
+from workbench.conversion.segmenter import Segmentation, segment_graph
 from workbench.conversion.validator import ValidatorSettings, validate_node
 from workbench.graph.cache import cached_optimize
 from workbench.graph.loading import LoadedModel, load_model
@@ -184,15 +184,16 @@ class ConversionSession:
             for t, partition in zip(thresholds, partitions, strict=False)
         ]
 
-    def _result(self, params: ConversionParams, partition: Partition) -> ConversionResult:
+    def _result(self, params: ConversionParams, partition: ConversionResult
+                ) -> ConversionResult:
+        """The segmenter's partition with the parameters and where it came from."""
         # With -1 TF-TRT leaves the main graph alone: no segmenter run, so no report either.
         nonconversion = {} if params.minimum_segment_size == -1 else partition.nonconversion
-        return ConversionResult(
+        return replace(
+            partition,
             params=params.to_json(),
             engines=list(partition.engines),
-            unconverted=LazyList(lambda: partition.unconverted),
             nonconversion=nonconversion,
-            not_converted_top_level=partition.not_converted_top_level,
             model=self.loaded.source,
             signature_key=self.loaded.signature_key,
             tensorflow_version=tensorflow_version(),

@@ -1,8 +1,9 @@
 """The small interface every engine backend implements, and the registry that picks one.
 
-A backend turns one segment's ONNX model into an `Engine` for a precision, optimization
-profiles and calibration data (`BuildSpec`). Engines run, report per-layer timings in the shared
-layer table and serialize to bytes that the same backend deserializes without rebuilding.
+A backend turns one segment's ONNX model into an `Engine` for the conversion's
+`EngineSettings` and one `BuildRequest` (batch size or profiles, calibration data). Engines
+run, report per-layer timings in the shared layer table and serialize to bytes that the same
+backend deserializes without rebuilding.
 `get_backend()` picks TensorRT when it imports and a GPU exists, else ONNX Runtime, the way a
 TF-TRT user would get TensorRT on a GPU machine and the workbench still runs everywhere else.
 """
@@ -11,20 +12,20 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from workbench.engines.profiles import Profile
+from workbench.conversion.params import PRECISION_MODES
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
     import onnx
     import pandas as pd
 
-PRECISIONS = ("FP32", "FP16", "INT8")
+    from workbench.engines.settings import BuildRequest, EngineSettings
 
 
 class EngineBuildError(WorkbenchError):
@@ -48,46 +49,112 @@ class CalibrationDataError(WorkbenchError):
     """
 
 
-@dataclass(frozen=True)
-class BuildSpec:
-    """What to build: precision, implicit batch size or profiles, workspace, calibration data."""
-
-    precision: str = "FP32"  # FP32 | FP16 | INT8
-    max_batch_size: int | None = None  # implicit batch engines
-    profiles: tuple[Profile, ...] = ()  # explicit batch (dynamic shape) engines
-    workspace_bytes: int | None = None
-    calibration_data: tuple[tuple[np.ndarray, ...], ...] = ()  # INT8: batches of engine inputs
-
-    def __post_init__(self) -> None:
-        precision = str(self.precision).upper()
-        if precision not in PRECISIONS:
-            raise WorkbenchError(
-                f"unknown precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
-        object.__setattr__(self, "precision", precision)
-        if self.max_batch_size is not None and self.max_batch_size < 1:
-            raise WorkbenchError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
-
-
 class Engine(Protocol):
+    """A backend engine, in the spirit of Polygraphy's BaseRunner: built active (ready to
+    run); `deactivate()` frees what running needs (a session, an execution context) and
+    `activate()` makes it again; usable as a context manager that deactivates on exit."""
+
     name: str
     backend: str
     device: str
     precision: str
+    input_names: list[str]
+    output_names: list[str]
+
+    @property
+    def is_active(self) -> bool: ...
+
+    def activate(self) -> None: ...
+
+    def deactivate(self) -> None: ...
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]: ...
 
-    def layer_timings(self, inputs: list[np.ndarray], runs: int = 10) -> pd.DataFrame: ...
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+    def layer_timings(self, inputs: list[np.ndarray], runs: int = 10,
+                      run: str | None = None) -> pd.DataFrame: ...
 
     def serialize(self) -> bytes: ...
+
+    def __enter__(self) -> Engine: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class Backend(Protocol):
     name: str
     device: str
 
-    def build(self, model: onnx.ModelProto, spec: BuildSpec, name: str) -> Engine: ...
+    def build(self, model: onnx.ModelProto, settings: EngineSettings, name: str,
+              request: BuildRequest = ...) -> Engine: ...
 
     def deserialize(self, data: bytes, name: str) -> Engine: ...
+
+
+class EngineBase:
+    """What every backend engine shares on top of its `_activate`, `_deactivate` and `_run`:
+    the activation state, `run` refusing an inactive engine, `infer` by name and the context
+    manager."""
+
+    name: str
+    input_names: list[str]
+    output_names: list[str]
+    _active = False
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    def activate(self) -> None:
+        if not self._active:
+            self._activate()
+            self._active = True
+
+    def deactivate(self) -> None:
+        if self._active:
+            self._deactivate()
+            self._active = False
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Outputs in the engine's output order for inputs in its input order."""
+        if not self._active:
+            raise WorkbenchError(f"engine {self.name!r} is not active: call activate() first")
+        self._check_inputs(inputs)
+        return self._run(inputs)
+
+    def _check_inputs(self, inputs: Sequence[np.ndarray]) -> None:
+        if len(inputs) != len(self.input_names):
+            raise WorkbenchError(
+                f"engine {self.name!r} takes {len(self.input_names)} inputs "
+                f"({', '.join(self.input_names)}), got {len(inputs)}")
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs by name for inputs by name (Polygraphy's `infer(feed_dict)`)."""
+        missing = [n for n in self.input_names if n not in feeds]
+        unknown = sorted(set(feeds) - set(self.input_names))
+        if missing or unknown:
+            raise WorkbenchError(
+                f"engine {self.name!r} takes inputs {', '.join(self.input_names)}; "
+                + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(unknown)}"))
+        outputs = self.run([feeds[n] for n in self.input_names])
+        return dict(zip(self.output_names, outputs, strict=True))
+
+    def __enter__(self) -> EngineBase:
+        self.activate()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.deactivate()
+
+    def _activate(self) -> None:
+        raise NotImplementedError
+
+    def _deactivate(self) -> None:
+        raise NotImplementedError
+
+    def _run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        raise NotImplementedError
 
 
 def check_calibration_data(data: Sequence[Sequence[np.ndarray]], input_names: Sequence[str]
@@ -140,7 +207,7 @@ def unpack_engine(data: bytes, backend: str) -> tuple[dict, bytes]:
         meta = json.loads(data[len(_MAGIC):end]) if end >= 0 else None
     except ValueError:
         meta = None
-    if not isinstance(meta, dict) or meta.get("precision") not in PRECISIONS:
+    if not isinstance(meta, dict) or meta.get("precision") not in PRECISION_MODES:
         raise EngineBuildError(f"damaged serialized {backend} engine: unreadable header")
     if meta.get("backend") != backend:
         raise EngineBuildError(

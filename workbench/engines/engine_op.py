@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from workbench.engines.backend import Engine
 from workbench.engines.profiles import Profile, ShapeSet
+from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError, first_line
-from workbench.graph.nodes import numpy_dtype_name
+from workbench.graph.nodes import numpy_dtype
 
 logger = logging.getLogger("workbench.engines")
 
@@ -48,11 +50,15 @@ class EngineMissError(WorkbenchError):
         self.engine = engine
 
 
+# Implicit batch: the input shapes an engine was built for; explicit: its profiles.
+CacheKey = ShapeSet | tuple[Profile, ...]
+
+
 @dataclass
 class CacheEntry:
     """A cached engine, or None for a build that failed or was refused (not retried)."""
 
-    engine: Any
+    engine: Engine | None
     reason: str = ""
     profiles: tuple[Profile, ...] = ()
 
@@ -81,24 +87,24 @@ class EngineCache:
         if capacity < 1:
             raise WorkbenchError(f"maximum_cached_engines must be >= 1, got {capacity}")
         self.capacity = capacity
-        self._entries: OrderedDict[Any, CacheEntry] = OrderedDict()
+        self._entries: OrderedDict[CacheKey, CacheEntry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, key: Any) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._entries
 
-    def keys(self) -> list[Any]:
+    def keys(self) -> list[CacheKey]:
         """Keys from least to most recently used."""
         return list(self._entries)
 
-    def get(self, key: Any) -> CacheEntry:
+    def get(self, key: CacheKey) -> CacheEntry:
         """The entry for `key`, marked most recently used."""
         self._entries.move_to_end(key)
         return self._entries[key]
 
-    def put(self, key: Any, entry: CacheEntry) -> list[Any]:
+    def put(self, key: CacheKey, entry: CacheEntry) -> list[CacheKey]:
         """Inserts `entry`; returns the keys it evicted."""
         self._entries[key] = entry
         self._entries.move_to_end(key)
@@ -108,47 +114,53 @@ class EngineCache:
             evicted.append(old)
         return evicted
 
-    def items(self) -> list[tuple[Any, CacheEntry]]:
+    def items(self) -> list[tuple[CacheKey, CacheEntry]]:
         return list(self._entries.items())
-
-
-@dataclass
-class EngineOpConfig:
-    """The TRTEngineOp attributes that decide what the kernel does at run time."""
-
-    precision: str = "FP32"
-    use_implicit_batch: bool = True
-    maximum_cached_engines: int = 1
-    allow_build_at_runtime: bool = True
-    workspace_bytes: int | None = None
 
 
 @dataclass
 class EngineOp:
     """Runs one segment: a cached engine when one fits, else builds one, else the native segment.
 
-    `build_engine(spec_kwargs)` builds an engine from BuildSpec keyword arguments (it exports
-    the segment once and calls the backend; it raises on failure); `native(inputs)` runs the
-    segment in TensorFlow. `output_dtypes` are the numpy dtypes of the segment's outputs.
+    `build_engine(request)` builds an engine for a `BuildRequest` with the op's settings (it
+    exports the segment once and calls the backend; it raises on failure); `native(inputs)`
+    runs the segment in TensorFlow. `output_dtypes` are the numpy dtypes of the segment's
+    outputs; `settings` are the conversion's, as the engine op runs with them.
     """
 
     name: str
-    build_engine: Callable[..., Any]
+    build_engine: Callable[[BuildRequest], Engine]
     native: Callable[[list[np.ndarray]], list[np.ndarray]]
     output_dtypes: Sequence[str]
-    config: EngineOpConfig = field(default_factory=EngineOpConfig)
+    settings: EngineSettings = field(default_factory=EngineSettings)
     profiles: tuple[Profile, ...] = ()
     calibration_data: tuple[tuple[np.ndarray, ...], ...] = ()
     stats: EngineOpStats = field(default_factory=EngineOpStats)
     native_runs: list[NativeRun] = field(default_factory=list)
-    # Set by build(): record input shapes (profile generation) or batches (calibration) and
-    # run natively, as TF-TRT's kernel did in its profile-generation and calibration modes.
-    collected_shapes: list[ShapeSet] | None = None
-    collected_batches: list[tuple[np.ndarray, ...]] | None = None
 
     def __post_init__(self) -> None:
-        self.cache = EngineCache(self.config.maximum_cached_engines)
-        self._last: tuple[ShapeSet, Any] | None = None  # the last shapes and the engine served
+        self.cache = EngineCache(self.settings.maximum_cached_engines)
+        self._last: tuple[ShapeSet, Engine] | None = None  # the last shapes and the engine served
+        # While collecting (start_collecting): the input shapes (profile generation) or
+        # batches (calibration) recorded, the segment running natively, as TF-TRT's kernel
+        # did in its profile-generation and calibration modes.
+        self._shapes: list[ShapeSet] | None = None
+        self._batches: list[tuple[np.ndarray, ...]] | None = None
+
+    @property
+    def collecting(self) -> bool:
+        return self._shapes is not None or self._batches is not None
+
+    def start_collecting(self, shapes: bool) -> None:
+        """From now on, record each call's input shapes (`shapes`) or input batches and run
+        the native segment, until `stop_collecting()`."""
+        self._shapes, self._batches = ([], None) if shapes else (None, [])
+
+    def stop_collecting(self) -> tuple[list[ShapeSet], list[tuple[np.ndarray, ...]]]:
+        """The shapes and batches recorded since `start_collecting`; calls run engines again."""
+        collected = (self._shapes or [], self._batches or [])
+        self._shapes = self._batches = None
+        return collected
 
     @property
     def settled(self) -> bool:
@@ -156,7 +168,7 @@ class EngineOp:
         later miss, e.g. new shapes, is caught and rerun with the branch)."""
         entries = self.cache.items()
         return (bool(entries) and all(e.engine is not None for _, e in entries)
-                and self.collected_shapes is None and self.collected_batches is None)
+                and not self.collecting)
 
     def call_counts(self) -> tuple[int, int, int, int]:
         """The per-call counters, to undo a call that is rerun (builds are not undone)."""
@@ -180,7 +192,7 @@ class EngineOp:
         arrays = [np.asarray(x) for x in inputs]
         shapes = tuple(x.shape for x in arrays)
         self.stats.calls += 1
-        if self.collected_shapes is not None or self.collected_batches is not None:
+        if self.collecting:
             self._collect(arrays, shapes)
             return None
         last = self._last
@@ -202,17 +214,17 @@ class EngineOp:
 
     # --- engine selection ---------------------------------------------------------------------
 
-    def engine_for(self, shapes: ShapeSet) -> tuple[Any, str]:
+    def engine_for(self, shapes: ShapeSet) -> tuple[Engine | None, str]:
         """The engine serving these input shapes (building one if allowed), or None and why."""
-        if self.config.use_implicit_batch:
+        if self.settings.use_implicit_batch:
             return self._implicit_engine(shapes)
         return self._explicit_engine(shapes)
 
-    def _implicit_engine(self, shapes: ShapeSet) -> tuple[Any, str]:
+    def _implicit_engine(self, shapes: ShapeSet) -> tuple[Engine | None, str]:
         key = compatible_key(self.cache.keys(), shapes)
         if key is None:
             key = shapes
-            if not self.config.allow_build_at_runtime:
+            if not self.settings.allow_build_at_runtime:
                 reason = (f"found no engine in cache matching input shapes {_describe(shapes)}; "
                           "not building a new engine because allow_build_at_runtime=False")
                 self.cache.put(key, CacheEntry(None, reason))
@@ -221,7 +233,7 @@ class EngineOp:
         entry = self.cache.get(key)
         return entry.engine, entry.reason
 
-    def _explicit_engine(self, shapes: ShapeSet) -> tuple[Any, str]:
+    def _explicit_engine(self, shapes: ShapeSet) -> tuple[Engine | None, str]:
         if not self.profiles:
             # build() was not called: the first input makes a Range profile with min = max.
             self.profiles = (Profile(shapes, shapes, shapes),)
@@ -231,7 +243,7 @@ class EngineOp:
                           f"{', '.join(p.describe() for p in self.profiles)})")
         key = self.profiles
         if key not in self.cache:
-            if not self.config.allow_build_at_runtime:
+            if not self.settings.allow_build_at_runtime:
                 reason = (f"found no engine in cache for profiles of {self.name}; not building "
                           "a new engine because allow_build_at_runtime=False")
                 self.cache.put(key, CacheEntry(None, reason))
@@ -248,7 +260,7 @@ class EngineOp:
 
     def build(self, shapes: ShapeSet | None = None) -> CacheEntry:
         """Builds the engine build() asks for: the profiles (explicit) or these shapes."""
-        if self.config.use_implicit_batch:
+        if self.settings.use_implicit_batch:
             if shapes is None:
                 raise WorkbenchError(f"{self.name}: implicit batch engines need input shapes")
             key = compatible_key(self.cache.keys(), shapes)
@@ -264,17 +276,11 @@ class EngineOp:
             self._build_into_cache(self.profiles, profiles=self.profiles)
         return self.cache.get(self.profiles)
 
-    def _build_into_cache(self, key: Any, max_batch_size: int | None = None,
+    def _build_into_cache(self, key: CacheKey, max_batch_size: int | None = None,
                           profiles: tuple[Profile, ...] = ()) -> None:
-        spec = {
-            "precision": self.config.precision,
-            "max_batch_size": max_batch_size,
-            "profiles": profiles,
-            "workspace_bytes": self.config.workspace_bytes,
-            "calibration_data": self.calibration_data,
-        }
+        request = BuildRequest(max_batch_size, profiles, self.calibration_data)
         try:
-            engine = self.build_engine(**spec)
+            engine = self.build_engine(request)
         except Exception as exc:  # any build failure falls back natively (TF-TRT's rule)
             reason = f"engine creation for {self.name} failed: {first_line(exc)}"
             logger.warning("%s. The native segment will be used instead.", reason)
@@ -288,13 +294,13 @@ class EngineOp:
             logger.info("%s: engine cache full (%d), evicted %s", self.name,
                         self.cache.capacity, ", ".join(_describe(k) for k in evicted))
 
-    def add_engine(self, key: Any, engine: Any) -> None:
+    def add_engine(self, key: CacheKey, engine: Engine) -> None:
         """Puts an already built engine (a deserialized one) into the cache."""
         self._last = None
-        self.cache.put(key, CacheEntry(engine, "", key if not self.config.use_implicit_batch
+        self.cache.put(key, CacheEntry(engine, "", key if not self.settings.use_implicit_batch
                                        else ()))
 
-    def engines(self) -> list[tuple[Any, Any]]:
+    def engines(self) -> list[tuple[CacheKey, Engine]]:
         """(cache key, engine) for every built engine, least recently used first."""
         return [(key, entry.engine) for key, entry in self.cache.items()
                 if entry.engine is not None]
@@ -312,10 +318,10 @@ class EngineOp:
             self.native_runs.append(NativeRun(shapes, reason))
 
     def _collect(self, arrays: list[np.ndarray], shapes: ShapeSet) -> None:
-        if self.collected_shapes is not None:
-            self.collected_shapes.append(shapes)
-        if self.collected_batches is not None:
-            self.collected_batches.append(tuple(np.array(x) for x in arrays))
+        if self._shapes is not None:
+            self._shapes.append(shapes)
+        if self._batches is not None:
+            self._batches.append(tuple(np.array(x) for x in arrays))
         self.stats.native_calls += 1
 
     def _cast(self, outputs: Sequence[Any]) -> list[np.ndarray]:
@@ -325,7 +331,7 @@ class EngineOp:
     @property
     def _numpy_dtypes(self) -> list[np.dtype]:
         if getattr(self, "_dtypes", None) is None:
-            self._dtypes = [np.dtype(numpy_dtype_name(d)) for d in self.output_dtypes]
+            self._dtypes = [numpy_dtype(d) for d in self.output_dtypes]
         return self._dtypes
 
     @property
@@ -337,7 +343,7 @@ class EngineOp:
         return counts
 
 
-def compatible_key(keys: Sequence[Any], shapes: ShapeSet) -> ShapeSet | None:
+def compatible_key(keys: Sequence[CacheKey], shapes: ShapeSet) -> ShapeSet | None:
     """Implicit batch: the cached input shapes serving `shapes` (same dims except a batch at
     least as large), the smallest batch first, as TF-TRT's GetEngineInputShapes chose."""
     fitting = [k for k in keys if _serves(k, shapes)]
@@ -365,7 +371,7 @@ def native_execution_allowed() -> bool:
     raise WorkbenchError(f"{NATIVE_ENV} must be true/false or 1/0, got {raw!r}")
 
 
-def _describe(key: Any) -> str:
+def _describe(key: CacheKey) -> str:
     if isinstance(key, tuple) and key and isinstance(key[0], Profile):
         return ", ".join(p.describe() for p in key)
     return "; ".join(str(list(s)) for s in key)

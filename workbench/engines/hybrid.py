@@ -11,28 +11,24 @@ is saved is exactly what runs, minus the engines.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.conversion.result import EngineInfo
-from workbench.engines.engine_op import EngineMissError
+from workbench.engines.engine_op import EngineMissError, EngineOp
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
-from workbench.graph.nodes import DTYPE_NAMES, TensorRef, numpy_dtype_name
+from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
+
+if TYPE_CHECKING:
+    from workbench.engines.segment import SegmentGraph
 
 NATIVE_SUFFIX = "_native_segment"
 NOINLINE = "_noinline"  # FunctionDef attribute: TensorFlow calls the function, never inlines it
-_DTYPE_ENUMS = {name: enum for enum, name in DTYPE_NAMES.items()}
 
 
 def native_function_name(engine: str) -> str:
     return engine + NATIVE_SUFFIX
-
-
-def dtype_enum(tf_name: str) -> int:
-    if tf_name not in _DTYPE_ENUMS:
-        raise WorkbenchError(f"unsupported tensor dtype {tf_name!r}")
-    return _DTYPE_ENUMS[tf_name]
 
 
 def converted_graph_def(graph_def: Any, engines: Sequence[EngineInfo],
@@ -128,7 +124,7 @@ def _reachable(nodes: list[Any], fetch_nodes: Sequence[str]) -> list[Any]:
     return [n for n in nodes if n.name in keep]
 
 
-def native_function_def(segment: Any) -> Any:
+def native_function_def(segment: SegmentGraph) -> Any:
     """The `<engine>_native_segment` FunctionDef of a SegmentGraph (placeholders become
     arguments, the output Identities' inputs its results)."""
     import tensorflow as tf
@@ -161,7 +157,7 @@ def engines_in_loops(converted: Any) -> set[str]:
     return {node.name for node in graph.real_nodes if frames.in_loop(node.name)}
 
 
-def with_native_functions(converted: Any, segments: Sequence[Any]) -> Any:
+def with_native_functions(converted: Any, segments: Sequence[SegmentGraph]) -> Any:
     """The converted GraphDef with every native segment function in its library."""
     from tensorflow.core.framework import graph_pb2
 
@@ -282,7 +278,8 @@ def _rename_calls(nodes: Any, renamed: dict[str, str]) -> None:
                 func.name = renamed.get(func.name, func.name)
 
 
-def engine_function(op: Any, segment: Any, inline: bool = True, fallback: bool = True) -> Any:
+def engine_function(op: EngineOp, segment: SegmentGraph, inline: bool = True,
+                    fallback: bool = True) -> Any:
     """A ConcreteFunction standing for one TRTEngineOp in process: the engine op runs (a
     `numpy_function`) and, when it reports no engine ran, the native segment runs in the same
     graph (a `cond`), never nested inside the Python call, which could starve TensorFlow's

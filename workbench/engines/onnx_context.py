@@ -15,6 +15,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from workbench.errors import WorkbenchError
+from workbench.graph.nodes import DTYPE_ENUMS, numpy_dtype
 
 Converter = Callable[["ExportContext", Any], None]
 
@@ -139,9 +140,9 @@ class ExportContext:
 
 
 # TF DataType enum -> ONNX type, for the dtypes whose TF and ONNX raw layouts are the same.
-_RAW_TYPES = {1: TensorProto.FLOAT, 2: TensorProto.DOUBLE, 19: TensorProto.FLOAT16,
-              3: TensorProto.INT32, 9: TensorProto.INT64, 6: TensorProto.INT8,
-              4: TensorProto.UINT8, 5: TensorProto.INT16, 10: TensorProto.BOOL}
+_RAW_TYPES = {DTYPE_ENUMS[name]: helper.np_dtype_to_tensor_dtype(numpy_dtype(name))
+              for name in ("float", "double", "half", "int32", "int64", "int8", "uint8",
+                           "int16", "bool")}
 
 
 def _raw_initializer(proto: Any, name: str) -> TensorProto | None:

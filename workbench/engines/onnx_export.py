@@ -18,18 +18,56 @@ native segment, as TF-TRT does when an engine cannot be built.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 import onnx
 from onnx import helper
 
+from workbench.conversion.result import EngineInfo
 from workbench.engines.onnx_context import ExportContext, ExportError
 from workbench.engines.onnx_ops import CONVERTERS
-from workbench.engines.segment import SegmentGraph, numpy_dtype
+from workbench.engines.segment import SegmentGraph
 from workbench.errors import WorkbenchError
-from workbench.graph.nodes import TensorSpec
+from workbench.graph.nodes import TensorSpec, numpy_dtype
 
-__all__ = ["ExportError", "export_onnx"]
+__all__ = ["NOT_EXPORTED", "ExportError", "export_notes", "export_onnx"]
+
+# Op types TF-TRT converts (the op-rule registry accepts them) that the exporter has no
+# converter for, and why. A segment holding one keeps its engine op; the engine build fails
+# with this reason and the segment runs natively, as TF-TRT ran a segment whose engine build
+# failed: the conversion's figures stay TF-TRT's, the run shows the fallback.
+NOT_EXPORTED = {
+    **dict.fromkeys(("Conv2DBackpropInput", "Conv3DBackpropInputV2"),
+                    "transposed convolutions are not exported yet"),
+    "FusedConv2DBiasActivation": "this contrib op is not exported",
+    # ONNX's NonMaxSuppression returns selected indices; TF's padded per-class top-k boxes,
+    # scores, classes and counts would take a dozen ops with their own edge cases.
+    "CombinedNonMaxSuppression": "ONNX has no equivalent of its padded per-class outputs",
+    **dict.fromkeys(("FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars",
+                     "QuantizeAndDequantizeV2", "QuantizeAndDequantizeV3"),
+                    "explicit quantization (INT8 with quantization nodes) is not exported yet"),
+}
+# Registry names that never reach the exporter: Consts become initializers, variables are
+# frozen into Consts before segmentation, FakeOp is TF_TRT_OP_FAKELIST's test op and
+# TF-TRT registered `ones_like` / `zeros_like`, names no TensorFlow op has.
+NEVER_EXPORTED = frozenset({"Const", "VariableV2", "ReadVariableOp", "FakeOp", "ones_like",
+                            "zeros_like"})
+
+
+def export_notes(engines: Iterable[EngineInfo]) -> list[str]:
+    """One line per engine holding an op the exporter cannot express, saying it runs natively
+    here and why."""
+    notes = []
+    for engine in engines:
+        missing = sorted(op for op in engine.native_ops
+                         if op not in CONVERTERS and op not in NEVER_EXPORTED)
+        if missing:
+            reasons = "; ".join(f"{op}: {NOT_EXPORTED.get(op, 'no ONNX converter')}"
+                                for op in missing)
+            notes.append(f"{engine.name} runs natively here (TF-TRT would build a TensorRT "
+                         f"engine): the ONNX exporter cannot express {reasons}")
+    return notes
 
 def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
     """The segment as an ONNX model; inputs `TensorRTInputPH_<i>`, outputs `TensorRTOutputPH_<i>`.
@@ -50,7 +88,7 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
             continue
         convert = CONVERTERS.get(op.type)
         if convert is None:
-            raise ExportError(op)
+            raise ExportError(op, *([NOT_EXPORTED[op.type]] if op.type in NOT_EXPORTED else []))
         convert(ctx, op)
     dims = _DimNames()
     graph = helper.make_graph(
@@ -95,6 +133,6 @@ class _DimNames:
 
 
 def _value_info(name: str, spec: TensorSpec, dims: _DimNames) -> onnx.ValueInfoProto:
-    elem = helper.np_dtype_to_tensor_dtype(numpy_dtype(spec))
+    elem = helper.np_dtype_to_tensor_dtype(numpy_dtype(spec.dtype))
     shape = None if spec.shape is None else [dims(d) for d in spec.shape]
     return helper.make_tensor_value_info(name, elem, shape)

@@ -4,7 +4,7 @@ FP32 runs the segment's ONNX model as is. FP16 converts it to float16 with `to_f
 tensors and initializers in half precision, Casts at the boundaries so the engine keeps float32
 inputs and outputs, a few ops kept in float32). INT8 is ONNX Runtime's static quantization
 (QDQ, uint8 activations with zero points, symmetric int8 weights, min-max ranges)
-calibrated with `BuildSpec.calibration_data`. Per-layer timings come from ORT's profiler; since
+calibrated with `BuildRequest.calibration_data`. Per-layer timings come from ORT's profiler; since
 the exporter names ONNX nodes after their TF nodes, each ORT node maps back to TF nodes.
 """
 
@@ -26,7 +26,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from workbench.engines.backend import (
-    BuildSpec,
+    EngineBase,
     EngineBuildError,
     EngineRunError,
     check_calibration_data,
@@ -34,7 +34,9 @@ from workbench.engines.backend import (
     unpack_engine,
 )
 from workbench.engines.layer_table import layer_table
+from workbench.engines.settings import NO_REQUEST, BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError, first_line
+from workbench.graph.nodes import numpy_dtype
 from workbench.hardware import cpu_device_name, usable_cores
 
 if TYPE_CHECKING:
@@ -59,11 +61,6 @@ FP32_INPUTS = {"Resize": frozenset({1, 2}), "Upsample": frozenset({1})}
 CAST_PREFIX = "workbench_fp16/"
 _NOT_TF_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
-_ORT_TYPES = {
-    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-    "tensor(int8)": np.int8, "tensor(uint8)": np.uint8, "tensor(int32)": np.int32,
-    "tensor(int64)": np.int64, "tensor(bool)": np.bool_,
-}
 # Profiler type names of a node's first input -> the layer's precision.
 _PRECISION_OF = {"float": "FP32", "float16": "FP16", "int8": "INT8", "uint8": "INT8"}
 
@@ -104,23 +101,27 @@ class OnnxRuntimeBackend:
         self.threads = threads or usable_cores()
         self.device = device_label(self.providers)
 
-    def build(self, model: onnx.ModelProto, spec: BuildSpec, name: str) -> OrtEngine:
-        """An engine for `model` at `spec.precision`; INT8 data is checked before any work."""
-        if spec.precision == "INT8":
+    def build(self, model: onnx.ModelProto, settings: EngineSettings, name: str,
+              request: BuildRequest = NO_REQUEST) -> OrtEngine:
+        """An engine for `model` at the settings' precision; INT8 data is checked before any
+        work. ONNX Runtime takes any shape, so the request's batch size and profiles do not
+        change the engine."""
+        precision = settings.precision_mode
+        if precision == "INT8":
             names = [i.name for i in _graph_inputs(model)]
-            batches = check_calibration_data(spec.calibration_data, names)
+            batches = check_calibration_data(request.calibration_data, names)
         model = _readable(model)
         try:
-            if spec.precision == "FP16":
+            if precision == "FP16":
                 model = to_float16(fold_for_precision(model))
-            elif spec.precision == "INT8":
+            elif precision == "INT8":
                 model = quantize_int8(fold_for_precision(model), batches)
-            return self._engine(model, name, spec.precision)
+            return self._engine(model, name, precision)
         except WorkbenchError:
             raise
         except Exception as error:
             raise EngineBuildError(
-                f"onnxruntime could not build {spec.precision} engine {name!r}: "
+                f"onnxruntime could not build {precision} engine {name!r}: "
                 f"{first_line(error)}") from error
 
     def deserialize(self, data: bytes, name: str) -> OrtEngine:
@@ -140,8 +141,8 @@ class OnnxRuntimeBackend:
                          data)
 
 
-class OrtEngine:
-    """One segment's model in an ONNX Runtime session."""
+class OrtEngine(EngineBase):
+    """One segment's model in an ONNX Runtime session (the session is what activation makes)."""
 
     backend = NAME
 
@@ -153,24 +154,34 @@ class OrtEngine:
         # `data`: the model's serialized bytes when the caller has them (deserialize): writing
         # ResNet-50 out again took 0.2 s of a 0.56 s workbench.load.
         self._bytes = data if data is not None else model.SerializeToString()
-        self._session = self._new_session()
-        self.input_names = [i.name for i in self._session.get_inputs()]
-        self.output_names = [o.name for o in self._session.get_outputs()]
-        self._input_types = [_ORT_TYPES.get(i.type) for i in self._session.get_inputs()]
+        self._session: ort.InferenceSession | None = None
+        self.activate()  # built active: a model ORT cannot load fails the build
+        session = self._session
+        assert session is not None
+        self.input_names = [i.name for i in session.get_inputs()]
+        self.output_names = [o.name for o in session.get_outputs()]
+        self._input_types = [_numpy_type(i.type) for i in session.get_inputs()]
 
-    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """Outputs in the model's output order for inputs in its input order."""
-        return self._run(self._session, inputs)
+    def _activate(self) -> None:
+        self._session = self._new_session()
+
+    def _deactivate(self) -> None:
+        self._session = None
+
+    def _run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        assert self._session is not None
+        return self._run_in(self._session, inputs)
 
     def layer_timings(self, inputs: list[np.ndarray], runs: int = 10,
                       run: str | None = None) -> pd.DataFrame:
         """Per-node averages of ORT's profiler over `runs` runs after one warm-up run."""
         if runs < 1:
             raise WorkbenchError(f"runs must be >= 1, got {runs}")
+        self._check_inputs(inputs)
         with tempfile.TemporaryDirectory(prefix="workbench-ort-") as tmp:
             session = self._new_session(profile_dir=Path(tmp))
             for _ in range(runs + 1):
-                self._run(session, inputs)
+                self._run_in(session, inputs)
             trace = json.loads(Path(session.end_profiling()).read_text())
             optimized = onnx.load(str(Path(tmp) / "optimized.onnx"))
         rows = profile_rows(trace, tf_node_map(self.model, optimized), warmup=1)
@@ -200,11 +211,8 @@ class OrtEngine:
             options.log_severity_level = 3
         return ort.InferenceSession(self._bytes, options, providers=self.providers)
 
-    def _run(self, session: ort.InferenceSession, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        if len(inputs) != len(self.input_names):
-            raise WorkbenchError(
-                f"engine {self.name!r} takes {len(self.input_names)} inputs "
-                f"({', '.join(self.input_names)}), got {len(inputs)}")
+    def _run_in(self, session: ort.InferenceSession, inputs: list[np.ndarray]
+                ) -> list[np.ndarray]:
         feed = {}
         for name, x, t in zip(self.input_names, inputs, self._input_types, strict=True):
             feed[name] = x if type(x) is np.ndarray and x.dtype == t else np.asarray(x, dtype=t)
@@ -213,6 +221,16 @@ class OrtEngine:
         except Exception as error:
             raise EngineRunError(
                 f"onnxruntime engine {self.name!r} failed: {first_line(error)}") from error
+
+
+def _numpy_type(ort_type: str) -> np.dtype | None:
+    """The numpy dtype of ORT's `tensor(float)`-style type (the element names are TF's short
+    names); None for strings and types numpy lacks, which are fed as given."""
+    try:
+        dtype = numpy_dtype(ort_type.removeprefix("tensor(").removesuffix(")"))
+    except TypeError:
+        return None
+    return None if dtype.kind in "OSUV" else dtype
 
 
 def fold_for_precision(model: onnx.ModelProto) -> onnx.ModelProto:

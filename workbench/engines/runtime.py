@@ -11,17 +11,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from workbench.conversion.result import EngineInfo
-from workbench.engines.engine_op import ENGINE_MISS, EngineOp, EngineOpConfig
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.result import ConversionResult, EngineInfo
+from workbench.engines.backend import Backend, Engine
+from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
+from workbench.engines.segment import NativeSegment, SegmentGraph
+from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
+
+if TYPE_CHECKING:
+    from workbench.conversion.session import ConversionSession
 
 # TF-TRT's switch to make every engine build fail (to exercise the native fallback).
 ABORT_BUILD_ENV = "TF_TRT_ABORT_CUDA_ENGINE_BUILD"
@@ -38,7 +45,7 @@ class RuntimeGraph:
     the signature's names map to tensors."""
 
     converted_graph_def: Any
-    segments: list[Any]  # SegmentGraph, in engine order
+    segments: list[SegmentGraph]  # in engine order
     input_names: list[str]
     output_names: list[str]
     input_tensors: list[str]  # tensor names in the converted graph, signature order
@@ -52,7 +59,7 @@ class RuntimeGraph:
     # The converted `_tftrt_convert_function` functions (FunctionConversion, in process only):
     # their engines are segments too, and build() infers their shapes in the function body.
     functions: list[Any] = field(default_factory=list)
-    # engine inside a function -> its function's RuntimeSettings (`_tftrt_*` attributes).
+    # engine inside a function -> its function's EngineSettings fields (`_tftrt_*` attributes).
     engine_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -88,34 +95,10 @@ class RuntimeGraph:
 
 
 @dataclass
-class RuntimeSettings:
-    """The engine settings of a conversion (TrtConversionParams at run time)."""
-
-    precision_mode: str = "FP32"
-    use_dynamic_shape: bool = False
-    dynamic_shape_profile_strategy: str | None = None
-    maximum_cached_engines: int = 1
-    allow_build_at_runtime: bool = True
-    max_workspace_size_bytes: int | None = None
-    use_calibration: bool = True
-
-    def op_config(self, in_process: bool = True) -> EngineOpConfig:
-        # TF-TRT wrote `_allow_build_at_runtime` into the engine nodes only when saving: the
-        # converter's own function (build() included) always builds missing engines.
-        return EngineOpConfig(
-            precision=self.precision_mode,
-            use_implicit_batch=not self.use_dynamic_shape,
-            maximum_cached_engines=self.maximum_cached_engines,
-            allow_build_at_runtime=self.allow_build_at_runtime or in_process,
-            workspace_bytes=self.max_workspace_size_bytes,
-        )
-
-
-@dataclass
 class SegmentRuntime:
     """One engine's segment, its ONNX export (made once, on demand) and its engine op."""
 
-    segment: Any
+    segment: SegmentGraph
     op: EngineOp
     onnx_model: Any = None
     export_error: str = ""
@@ -125,7 +108,8 @@ class ConvertedModel:
     """The converted signature: callable like TF-TRT's converted function."""
 
     def __init__(self, graph: RuntimeGraph | Callable[[], RuntimeGraph],
-                 settings: RuntimeSettings, backend: Any = None, in_process: bool = True):
+                 settings: EngineSettings, backend: Backend | None = None,
+                 in_process: bool = True):
         self.in_process = in_process  # False: loaded from a saved model
         self._graph_source = graph
         self._graph: RuntimeGraph | None = graph if isinstance(graph, RuntimeGraph) else None
@@ -146,7 +130,7 @@ class ConvertedModel:
         return self._graph
 
     @property
-    def backend(self) -> Any:
+    def backend(self) -> Backend:
         if self._backend is None:
             from workbench.engines.backend import get_backend
 
@@ -173,19 +157,18 @@ class ConvertedModel:
         """engine name -> its EngineOp (cache, statistics, native runs)."""
         return {name: s.op for name, s in self.segments.items()}
 
-    def _segment_runtime(self, segment: Any) -> SegmentRuntime:
-        runtime = SegmentRuntime(segment, None)  # type: ignore[arg-type]
-        native = _LazyNative(lambda: native_segment_function(segment))
-        runtime.op = EngineOp(
-            segment.engine.name,
-            lambda **spec: self._build_engine(runtime, spec),
-            native,
+    def _segment_runtime(self, segment: SegmentGraph) -> SegmentRuntime:
+        name = segment.engine.name
+        op = EngineOp(
+            name,
+            lambda request: self._build_engine(name, request),
+            NativeSegment(segment),
             [numpy_dtype_name(s.dtype) for s in segment.output_specs],
-            self.engine_settings(segment.engine.name).op_config(self.in_process),
+            self.engine_settings(name).at_run_time(self.in_process),
         )
-        return runtime
+        return SegmentRuntime(segment, op)
 
-    def engine_settings(self, engine: str) -> RuntimeSettings:
+    def engine_settings(self, engine: str) -> EngineSettings:
         """The settings one engine runs with: an engine inside a `_tftrt_convert_function`
         function has its function's."""
         changes = self.graph.engine_settings.get(engine)
@@ -204,15 +187,16 @@ class ConvertedModel:
                 raise
         return runtime.onnx_model
 
-    def _build_engine(self, runtime: SegmentRuntime, spec: dict[str, Any]) -> Any:
-        from workbench.engines.backend import BuildSpec
+    def _build_engine(self, name: str, request: BuildRequest) -> Engine:
+        from workbench.engines.build import build_segment_engine
 
         if _env_true(ABORT_BUILD_ENV):
             raise WorkbenchError(f"engine build aborted by {ABORT_BUILD_ENV}")
+        runtime = self.segments[name]
         if runtime.export_error:
             raise WorkbenchError(runtime.export_error)
-        model = self.onnx_model(runtime.segment.engine.name)
-        return self.backend.build(model, BuildSpec(**spec), runtime.segment.engine.name)
+        return build_segment_engine(runtime.segment, runtime.op.settings, request,
+                                    backend=self.backend, model=self.onnx_model(name))
 
     @property
     def function(self) -> Any:
@@ -315,7 +299,7 @@ class ConvertedModel:
         ops = self.ops
         graph = self.graph
         if (self.settings.use_dynamic_shape or graph.prepared_graph_def is None
-                or not all(op.config.allow_build_at_runtime and not len(op.cache)
+                or not all(op.settings.allow_build_at_runtime and not len(op.cache)
                            for op in ops.values())):
             return
         shapes = InputSets([tensors]).shapes[0]
@@ -324,7 +308,7 @@ class ConvertedModel:
         except Exception:  # the call itself will build (and report) as TF-TRT's kernel did
             return
         for name, engine_shapes in found.items():
-            if engine_shapes is not None and name in ops and ops[name].config.use_implicit_batch:
+            if engine_shapes is not None and name in ops and ops[name].settings.use_implicit_batch:
                 ops[name].build(engine_shapes)
 
     # --- build() and calibration -------------------------------------------------------------
@@ -398,16 +382,14 @@ class ConvertedModel:
                         ) -> dict[str, tuple[list[Any], list[Any]]]:
         ops = self.ops
         for op in ops.values():
-            op.collected_shapes, op.collected_batches = ([], None) if shapes else (None, [])
+            op.start_collecting(shapes)
         try:
             safe = self._function_with(frozenset())  # collecting engines run natively
             for inputs in sets.sets:
                 safe(*self.input_tensors(inputs, {}))
-            return {name: (op.collected_shapes or [], op.collected_batches or [])
-                    for name, op in ops.items()}
         finally:
-            for op in ops.values():
-                op.collected_shapes = op.collected_batches = None
+            collected = {name: op.stop_collecting() for name, op in ops.items()}
+        return collected
 
     # --- export -------------------------------------------------------------------------------
 
@@ -465,37 +447,6 @@ class ConvertedModel:
         return f"ConvertedModel({engines} engines, precision {self.settings.precision_mode})"
 
 
-def native_segment_function(segment: Any) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
-    """Runs a SegmentGraph in TensorFlow (the native fallback): its GraphDef wrapped once as
-    a function of its placeholders, called with tensors of their dtypes."""
-    import tensorflow as tf
-
-    specs = [tf.TensorSpec(None, tf.as_dtype(numpy_dtype_name(s.dtype)))
-             for s in segment.input_specs]
-    function = wrap_converted(segment.graph_def, [f"{n}:0" for n in segment.input_names], specs,
-                              [f"{n}:0" for n in segment.output_names])
-
-    def run(inputs: list[np.ndarray]) -> list[np.ndarray]:
-        tensors = [tf.convert_to_tensor(x, dtype=s.dtype) for x, s in zip(inputs, specs,
-                                                                           strict=True)]
-        return [out.numpy() for out in function(*tensors)]
-
-    return run
-
-
-class _LazyNative:
-    """The native segment, imported into TensorFlow only when first needed."""
-
-    def __init__(self, make: Callable[[], Any]):
-        self._make = make
-        self._native: Any = None
-
-    def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        if self._native is None:
-            self._native = self._make()
-        return self._native(inputs)
-
-
 @dataclass
 class InputSets:
     """The input sets an `input_fn` yielded, checked against the model's inputs."""
@@ -533,26 +484,15 @@ def collect_inputs(fn: Callable[[], Any], input_names: Sequence[str], what: str)
     return InputSets(sets)
 
 
-def converted_model(session: Any, result: Any, params: Any) -> ConvertedModel:
+def converted_model(session: ConversionSession, result: ConversionResult,
+                    params: ConversionParams) -> ConvertedModel:
     """The converted function of a conversion (`ConversionSession`, `ConversionResult`,
     `ConversionParams`); its graph is put together on first use."""
-    return ConvertedModel(lambda: runtime_graph(session, result), runtime_settings(params))
+    return ConvertedModel(lambda: runtime_graph(session, result),
+                          EngineSettings.from_params(params))
 
 
-def runtime_settings(params: Any) -> RuntimeSettings:
-    """The run-time part of a `ConversionParams`."""
-    return RuntimeSettings(
-        precision_mode=params.precision_mode,
-        use_dynamic_shape=params.use_dynamic_shape,
-        dynamic_shape_profile_strategy=params.dynamic_shape_profile_strategy,
-        maximum_cached_engines=params.maximum_cached_engines,
-        allow_build_at_runtime=params.allow_build_at_runtime,
-        max_workspace_size_bytes=params.max_workspace_size_bytes,
-        use_calibration=params.use_calibration,
-    )
-
-
-def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
+def runtime_graph(session: ConversionSession, result: ConversionResult) -> RuntimeGraph:
     """The converted graph of a conversion (`ConversionSession`, `ConversionResult`)."""
     from workbench.engines.hybrid import converted_graph_def
     from workbench.engines.segment import extract_segment
@@ -574,7 +514,7 @@ def runtime_graph(session: Any, result: Any) -> RuntimeGraph:
         function_segments = [extract_segment(conversion.body, e) for e in conversion.engines]
         _replace_function(converted, conversion, function_segments)
         segments += function_segments
-        own = vars(runtime_settings(conversion.params))
+        own = asdict(EngineSettings.from_params(conversion.params))
         engine_settings.update({e.name: dict(own) for e in conversion.engines})
     graph = prepared.graph
     specs = [graph.output_spec(TensorRef.parse(t)) for t in inputs]

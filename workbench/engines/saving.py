@@ -21,7 +21,8 @@ from typing import Any
 
 from workbench.conversion.result import EngineInfo
 from workbench.engines.profiles import Profile
-from workbench.engines.runtime import ConvertedModel, RuntimeGraph, RuntimeSettings
+from workbench.engines.runtime import ConvertedModel, RuntimeGraph
+from workbench.engines.settings import EngineSettings
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorSpec
 
@@ -166,7 +167,7 @@ def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel
             signature_key=manifest["signature_key"],
             engine_settings=manifest.get("engine_settings", {}),
         )
-        settings = RuntimeSettings(**manifest["settings"])
+        settings = EngineSettings(**manifest["settings"])
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, DamagedModelError):
             raise
@@ -247,7 +248,7 @@ def _load_engines(model: ConvertedModel, assets: Path, entry: dict[str, Any]) ->
             raise DamagedModelError(f"engine file {file} cannot be loaded: {first_line(exc)}"
                                     ) from None
         key = _key_from_json(saved["key"])
-        if not op.config.use_implicit_batch:
+        if not op.settings.use_implicit_batch:
             op.profiles = key
         op.add_engine(key, engine)
 

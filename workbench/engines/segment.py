@@ -16,12 +16,11 @@ import numpy as np
 
 from workbench.conversion.result import EngineInfo
 from workbench.errors import WorkbenchError
-from workbench.graph.nodes import DTYPE_NAMES, Graph, TensorRef, TensorSpec, numpy_dtype_name
+from workbench.graph.nodes import DTYPE_ENUMS, Graph, TensorRef, TensorSpec, numpy_dtype
 from workbench.graph.prepare import PreparedGraph
 
 INPUT_PREFIX = "TensorRTInputPH_"
 OUTPUT_PREFIX = "TensorRTOutputPH_"
-_DTYPE_ENUMS = {name: enum for enum, name in DTYPE_NAMES.items()}
 
 
 @dataclass
@@ -80,7 +79,7 @@ def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph
 
 def _spec(graph: Graph, ref: TensorRef, engine: str) -> TensorSpec:
     spec = graph.output_spec(ref)
-    if spec is None or spec.dtype not in _DTYPE_ENUMS:
+    if spec is None or spec.dtype not in DTYPE_ENUMS:
         raise WorkbenchError(f"{engine}: the dtype of tensor {ref} is unknown")
     return spec
 
@@ -117,7 +116,7 @@ def _copy_node(segment: Any, node_def: Any, members: set[str], ports: dict) -> N
 
 def _add_placeholder(segment: Any, name: str, spec: TensorSpec) -> None:
     node = segment.node.add(name=name, op="Placeholder")
-    node.attr["dtype"].type = _DTYPE_ENUMS[spec.dtype]
+    node.attr["dtype"].type = DTYPE_ENUMS[spec.dtype]
     shape = node.attr["shape"].shape
     if spec.shape is None:
         shape.unknown_rank = True
@@ -129,40 +128,42 @@ def _add_placeholder(segment: Any, name: str, spec: TensorSpec) -> None:
 def _add_output(segment: Any, name: str, ref: TensorRef, spec: TensorSpec) -> None:
     node = segment.node.add(name=name, op="Identity")
     node.input.append(ref.node if ref.port == 0 else str(ref))
-    node.attr["T"].type = _DTYPE_ENUMS[spec.dtype]
-
-
-def numpy_dtype(spec: TensorSpec) -> np.dtype:
-    """The numpy dtype of a segment input or output."""
-    return np.dtype(numpy_dtype_name(spec.dtype))
+    node.attr["T"].type = DTYPE_ENUMS[spec.dtype]
 
 
 class NativeSegment:
-    """Runs a segment in TensorFlow: what TF-TRT falls back to when an engine cannot run."""
+    """Runs a segment in TensorFlow: what TF-TRT falls back to when an engine cannot run. The
+    GraphDef is imported (wrapped once as a function of its placeholders) on the first call:
+    an engine op whose engines always run never pays for it."""
 
     def __init__(self, segment: SegmentGraph):
-        import tensorflow as tf
-
         self.segment = segment
+        self._function: Any = None
 
-        def _import() -> None:
-            tf.compat.v1.import_graph_def(segment.graph_def, name="")
+    def _wrapped(self) -> Any:
+        if self._function is None:
+            import tensorflow as tf
 
-        wrapped = tf.compat.v1.wrap_function(_import, [])
-        tensor = wrapped.graph.get_tensor_by_name
-        self._function = wrapped.prune(
-            [tensor(f"{name}:0") for name in segment.input_names],
-            [tensor(f"{name}:0") for name in segment.output_names],
-        )
-        self._dtypes = [numpy_dtype(spec) for spec in segment.input_specs]
+            segment = self.segment
+
+            def _import() -> None:
+                tf.compat.v1.import_graph_def(segment.graph_def, name="")
+
+            wrapped = tf.compat.v1.wrap_function(_import, [])
+            tensor = wrapped.graph.get_tensor_by_name
+            self._function = wrapped.prune(
+                [tensor(f"{name}:0") for name in segment.input_names],
+                [tensor(f"{name}:0") for name in segment.output_names],
+            )
+        return self._function
 
     def __call__(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        if len(inputs) != len(self._dtypes):
+        specs = self.segment.input_specs
+        if len(inputs) != len(specs):
             raise WorkbenchError(
-                f"{self.segment.engine.name} takes {len(self._dtypes)} inputs, got {len(inputs)}"
-            )
+                f"{self.segment.engine.name} takes {len(specs)} inputs, got {len(inputs)}")
         import tensorflow as tf
 
-        tensors = [tf.convert_to_tensor(np.asarray(x, dtype=d))
-                   for x, d in zip(inputs, self._dtypes, strict=True)]
-        return [out.numpy() for out in self._function(*tensors)]
+        tensors = [tf.convert_to_tensor(np.asarray(x, dtype=numpy_dtype(s.dtype)))
+                   for x, s in zip(inputs, specs, strict=True)]
+        return [out.numpy() for out in self._wrapped()(*tensors)]

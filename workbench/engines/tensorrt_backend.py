@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from workbench.engines.backend import (
-    BuildSpec,
+    EngineBase,
     EngineBuildError,
     EngineRunError,
     check_calibration_data,
@@ -27,6 +27,7 @@ from workbench.engines.backend import (
 )
 from workbench.engines.layer_table import layer_table, precision_of_format
 from workbench.engines.profiles import Profile, Shape
+from workbench.engines.settings import NO_REQUEST, BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
@@ -123,9 +124,11 @@ class TensorRTBackend:
         self._logger = trt.Logger(trt.Logger.WARNING)  # tensorrt.Logger
         self.device = f"GPU ({_device_name()})"
 
-    def build(self, model: onnx.ModelProto, spec: BuildSpec, name: str) -> TensorRTEngine:
+    def build(self, model: onnx.ModelProto, settings: EngineSettings, name: str,
+              request: BuildRequest = NO_REQUEST) -> TensorRTEngine:
         trt = self._trt
-        batches = _calibration(model, spec)
+        precision = settings.precision_mode
+        batches = _calibration(model, precision, request)
         builder = trt.Builder(self._logger)  # tensorrt.Builder
         network = builder.create_network(0)  # explicit batch is the only mode in TRT 10
         parser = trt.OnnxParser(network, self._logger)  # tensorrt.OnnxParser.parse
@@ -133,11 +136,11 @@ class TensorRTBackend:
             errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
             raise EngineBuildError(f"TensorRT cannot parse {name!r}: {'; '.join(errors)}")
         config = builder.create_builder_config()  # tensorrt.IBuilderConfig
-        self._configure(builder, network, config, spec, batches)
+        self._configure(builder, network, config, settings, request, batches)
         plan = builder.build_serialized_network(network, config)  # -> IHostMemory or None
         if plan is None:
-            raise EngineBuildError(f"TensorRT could not build {spec.precision} engine {name!r}")
-        return self._engine(bytes(plan), name, spec.precision)
+            raise EngineBuildError(f"TensorRT could not build {precision} engine {name!r}")
+        return self._engine(bytes(plan), name, precision)
 
     def deserialize(self, data: bytes, name: str) -> TensorRTEngine:
         meta, plan = unpack_engine(data, NAME)
@@ -150,22 +153,24 @@ class TensorRTBackend:
             raise EngineBuildError(f"damaged TensorRT plan for engine {name!r}")
         return TensorRTEngine(self._trt, engine, plan, name, precision, self.device)
 
-    def _configure(self, builder: Any, network: Any, config: Any, spec: BuildSpec,
-                   batches: list[tuple[np.ndarray, ...]]) -> None:
+    def _configure(self, builder: Any, network: Any, config: Any, settings: EngineSettings,
+                   request: BuildRequest, batches: list[tuple[np.ndarray, ...]]) -> None:
         trt = self._trt
-        for flag in precision_flags(spec.precision):
+        for flag in precision_flags(settings.precision_mode):
             if not hasattr(trt.BuilderFlag, flag):  # weakly typed precisions may be removed
                 raise EngineBuildError(f"this TensorRT has no BuilderFlag.{flag}")
             config.set_flag(getattr(trt.BuilderFlag, flag))  # IBuilderConfig.set_flag
-        if spec.workspace_bytes:
+        if settings.max_workspace_size_bytes:
             # IBuilderConfig.set_memory_pool_limit(MemoryPoolType.WORKSPACE, bytes)
-            config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, spec.workspace_bytes)
+            config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE,
+                                         settings.max_workspace_size_bytes)
         # DETAILED so the engine inspector reports layer types, precisions and tactics.
         config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
         inputs = [network.get_input(i) for i in range(network.num_inputs)]
-        profiles = list(spec.profiles)
-        if not profiles and spec.max_batch_size:
-            profiles = [implicit_batch_profile(spec.max_batch_size, [i.shape for i in inputs])]
+        profiles = list(request.profiles)
+        if not profiles and request.max_batch_size:
+            profiles = [implicit_batch_profile(request.max_batch_size,
+                                               [i.shape for i in inputs])]
         for profile in profiles:
             trt_profile = builder.create_optimization_profile()  # IOptimizationProfile
             for index, tensor in enumerate(inputs):
@@ -186,12 +191,13 @@ class TensorRTBackend:
             config.int8_calibrator = _calibrator(trt, [i.name for i in inputs], batches)
 
 
-def _calibration(model: onnx.ModelProto, spec: BuildSpec) -> list[tuple[np.ndarray, ...]]:
-    if spec.precision != "INT8":
+def _calibration(model: onnx.ModelProto, precision: str, request: BuildRequest
+                 ) -> list[tuple[np.ndarray, ...]]:
+    if precision != "INT8":
         return []
     initializers = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in initializers]
-    return check_calibration_data(spec.calibration_data, names)
+    return check_calibration_data(request.calibration_data, names)
 
 
 def _calibrator(trt: Any, names: list[str], batches: list[tuple[np.ndarray, ...]]) -> Any:
@@ -223,8 +229,8 @@ def _calibrator(trt: Any, names: list[str], batches: list[tuple[np.ndarray, ...]
     return Calibrator()
 
 
-class TensorRTEngine:
-    """A deserialized ICudaEngine with one execution context."""
+class TensorRTEngine(EngineBase):
+    """A deserialized ICudaEngine; activation makes its execution context."""
 
     backend = NAME
 
@@ -232,16 +238,21 @@ class TensorRTEngine:
                  device: str):
         self._trt, self._engine, self._plan = trt, engine, plan
         self.name, self.precision, self.device = name, precision, device
-        self._context = engine.create_execution_context()  # ICudaEngine
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = trt.TensorIOMode.INPUT
         self.input_names = [n for n in names if engine.get_tensor_mode(n) == inputs]
         self.output_names = [n for n in names if engine.get_tensor_mode(n) != inputs]
+        self._context: Any = None
+        self.activate()
 
-    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    def _activate(self) -> None:
+        self._context = self._engine.create_execution_context()  # ICudaEngine
+
+    def _deactivate(self) -> None:
+        self._context = None
+
+    def _run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Copies inputs in, `execute_async_v3` on a stream, copies outputs out."""
-        if len(inputs) != len(self.input_names):
-            raise WorkbenchError(f"engine {self.name!r} takes {len(self.input_names)} inputs")
         ctx, engine, trt = self._context, self._engine, self._trt
         self._select_profile([tuple(np.shape(x)) for x in inputs])
         buffers = []

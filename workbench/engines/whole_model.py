@@ -11,15 +11,21 @@ a partial "whole model" would not be the reference).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import EngineInfo
+from workbench.engines.backend import Backend, Engine
 from workbench.engines.segment import SegmentGraph, extract_segment
+from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
-from workbench.graph.nodes import Graph, TensorRef
+from workbench.graph.nodes import Graph, TensorRef, TensorSpec
 from workbench.graph.prepare import PreparedGraph
+
+if TYPE_CHECKING:
+    from workbench.conversion.session import ConversionSession
 
 WHOLE_MODEL_NAME = "whole_model"
 
@@ -40,22 +46,19 @@ def whole_model_segment(prepared: PreparedGraph, name: str = WHOLE_MODEL_NAME) -
     return extract_segment(prepared, _engine_info(graph, name, members, inputs, outputs))
 
 
-def whole_model_engine(session: Any, params: Any, backend: Any = None, *,
-                       calibration_data: Sequence[Sequence[np.ndarray]] = ()) -> Any:
+def whole_model_engine(session: ConversionSession, params: ConversionParams,
+                       backend: Backend | None = None,
+                       *, calibration_data: Sequence[Sequence[np.ndarray]] = ()) -> Engine:
     """The whole model of `session` built on `backend` (default: `get_backend()`) at
-    `params.precision_mode` (`ConversionParams`). INT8 needs `calibration_data`: batches of
-    the model's inputs in signature order. Raises `ExportError` for an op ONNX cannot express.
+    `params.precision_mode`. INT8 needs `calibration_data`: batches of the model's inputs in
+    signature order. Raises `ExportError` for an op ONNX cannot express.
     """
-    from workbench.engines.backend import BuildSpec, get_backend
-    from workbench.engines.onnx_export import export_onnx
+    from workbench.engines.build import build_segment_engine
 
-    precision = str(params.precision_mode)
-    segment = whole_model_segment(session.prepared(precision))
-    model = export_onnx(segment)
-    spec = BuildSpec(precision=precision,
-                     workspace_bytes=getattr(params, "max_workspace_size_bytes", None),
-                     calibration_data=tuple(tuple(batch) for batch in calibration_data))
-    return (backend or get_backend()).build(model, spec, WHOLE_MODEL_NAME)
+    settings = EngineSettings.from_params(params)
+    segment = whole_model_segment(session.prepared(settings.precision_mode))
+    request = BuildRequest(calibration_data=tuple(tuple(batch) for batch in calibration_data))
+    return build_segment_engine(segment, settings, request, backend=backend)
 
 
 def _ancestors(graph: Graph, roots: list[str], stop: set[str]) -> set[str]:
@@ -88,7 +91,7 @@ def _engine_info(graph: Graph, name: str, members: set[str], inputs: list[Tensor
     )
 
 
-def _spec(graph: Graph, ref: TensorRef) -> Any:
+def _spec(graph: Graph, ref: TensorRef) -> TensorSpec:
     spec = graph.output_spec(ref)
     if spec is None:
         raise WorkbenchError(f"whole model: the dtype of tensor {ref} is unknown")

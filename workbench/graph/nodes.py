@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from workbench.errors import WorkbenchError
+
 SOURCE = "_SOURCE"
 SINK = "_SINK"
 
@@ -24,6 +26,7 @@ DTYPE_NAMES = {
     13: "qint32", 14: "bfloat16", 15: "qint16", 16: "quint16", 17: "uint16", 18: "complex128",
     19: "half", 20: "resource", 21: "variant", 22: "uint32", 23: "uint64",
 }
+DTYPE_ENUMS = {name: enum for enum, name in DTYPE_NAMES.items()}
 # TF's short name -> numpy-style name used in reports and JSON (`float32`, not `float`).
 NUMPY_NAMES = {"float": "float32", "half": "float16", "double": "float64"}
 
@@ -33,9 +36,22 @@ def dtype_name(enum_value: int) -> str:
     return DTYPE_NAMES.get(enum_value % 100, f"dtype_{enum_value}")
 
 
+def dtype_enum(tf_name: str) -> int:
+    """The DataType enum value of TF's short name; a clear error for a name TF lacks."""
+    if tf_name not in DTYPE_ENUMS:
+        raise WorkbenchError(f"unsupported tensor dtype {tf_name!r}")
+    return DTYPE_ENUMS[tf_name]
+
+
 def numpy_dtype_name(tf_name: str) -> str:
     """The numpy-style name (`float32`) for TF's short name (`float`)."""
     return NUMPY_NAMES.get(tf_name, tf_name)
+
+
+def numpy_dtype(tf_name: str) -> np.dtype:
+    """The numpy dtype of TF's short name (`float` -> float32); ONNX Runtime's element type
+    names (`float`, `double`, `float16`, `int8`, ...) are read the same way."""
+    return np.dtype(numpy_dtype_name(tf_name))
 
 
 @dataclass(frozen=True)

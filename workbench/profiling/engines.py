@@ -16,9 +16,11 @@ import pandas as pd
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import EngineInfo
 from workbench.conversion.session import ConversionSession
-from workbench.engines.backend import Backend, BuildSpec, get_backend
+from workbench.engines.backend import Backend, get_backend
+from workbench.engines.build import build_segment_engine
 from workbench.engines.onnx_export import ExportError, export_onnx
 from workbench.engines.segment import extract_segment
+from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.graph.control_flow import has_loops, loop_frames
 from workbench.profiling.layers import combine
 from workbench.profiling.tensorflow import (
@@ -43,15 +45,16 @@ def profile_engines(session: ConversionSession, params: ConversionParams,
     result = session.convert(params)
     prepared = session.prepared(params.precision_mode)
     label = run or f"{backend.name} {params.precision_mode}"
+    settings = EngineSettings.from_params(params)
     tables, skipped = [], []
     for info in result.engines:
-        _profile_engine(info, prepared, params.precision_mode, backend, runs, label, tables,
+        _profile_engine(info, prepared, settings, backend, runs, label, tables,
                         skipped, lambda names: tensor_values(session, inputs, names,
                                                              params.precision_mode))
     for conversion in result.functions:
-        precision = conversion.params.precision_mode
+        function_settings = EngineSettings.from_params(conversion.params)
         for info in conversion.engines if conversion.body is not None else []:
-            _profile_engine(info, conversion.body, precision, backend, runs, label, tables,
+            _profile_engine(info, conversion.body, function_settings, backend, runs, label, tables,
                             skipped, lambda names, c=conversion: function_tensor_values(
                                 session, inputs, c, names, params.precision_mode))
     combined = combine(tables) if tables else pd.DataFrame()
@@ -59,7 +62,7 @@ def profile_engines(session: ConversionSession, params: ConversionParams,
     return combined
 
 
-def _profile_engine(info: EngineInfo, prepared: Any, precision: str, backend: Backend,
+def _profile_engine(info: EngineInfo, prepared: Any, settings: EngineSettings, backend: Backend,
                     runs: int, label: str, tables: list[pd.DataFrame], skipped: list[str],
                     values: Callable[[Sequence[str]], list[np.ndarray]]) -> None:
     """Profiles one engine cut from `prepared` (a prepared graph or a function body), or
@@ -72,16 +75,17 @@ def _profile_engine(info: EngineInfo, prepared: Any, precision: str, backend: Ba
         skipped.append(f"{info.name}: inside while loop {loop} (new inputs every "
                        "iteration), not profiled on its own")
         return
+    segment = extract_segment(prepared, info)
     try:
-        model = export_onnx(extract_segment(prepared, info))
+        model = export_onnx(segment)
     except ExportError as exc:
         skipped.append(f"{info.name}: {exc}")
         return
     engine_inputs = values(info.inputs)
     # INT8 calibrates on the profiled batch itself: the timings, not the ranges, matter here.
-    calibration = (tuple(engine_inputs),) if precision == "INT8" else ()
-    engine = backend.build(model, BuildSpec(precision=precision, calibration_data=calibration),
-                           info.name)
+    calibration = (tuple(engine_inputs),) if settings.precision_mode == "INT8" else ()
+    engine = build_segment_engine(segment, settings, BuildRequest(calibration_data=calibration),
+                                  backend=backend, model=model)
     table = engine.layer_timings(engine_inputs, runs=runs, run=label)
     tables.append(table.assign(engine=info.name))
 

@@ -18,7 +18,8 @@ import pandas as pd
 
 from workbench.errors import WorkbenchError
 
-Progress = Callable[[int, int], None]
+# Called with (done, total) after each measured run.
+ProgressCallback = Callable[[int, int], None]
 
 # Below this interval a progress display is not redrawn (except at the end): redrawing a
 # widget or a terminal line on every fast iteration would cost more than the iteration.
@@ -59,7 +60,7 @@ def measure_latency(
     warmup: int = 10,
     iterations: int = 100,
     min_seconds: float = 0.0,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> LatencyStats:
     """Times `fn()` `iterations` times after `warmup` untimed calls.
@@ -105,7 +106,8 @@ def batch_sweep(
 # --- progress displays ---------------------------------------------------------------------
 
 
-def text_progress(label: str = "", stream: TextIO | None = None, width: int = 30) -> Progress:
+def text_progress(label: str = "", stream: TextIO | None = None,
+                  width: int = 30) -> ProgressCallback:
     """A one-line text bar redrawn in place on stderr (or `stream`); ends with a newline."""
     last = [-_REDRAW_S]
 
@@ -125,7 +127,7 @@ def text_progress(label: str = "", stream: TextIO | None = None, width: int = 30
     return update
 
 
-def widget_progress(label: str = "") -> Progress:
+def widget_progress(label: str = "") -> ProgressCallback:
     """An ipywidgets bar displayed in the notebook; outside a kernel, `text_progress`."""
     if not in_kernel():
         return text_progress(label)
@@ -137,7 +139,7 @@ def widget_progress(label: str = "") -> Progress:
     return widget_updater(bar)
 
 
-def widget_updater(bar: Any) -> Progress:
+def widget_updater(bar: Any) -> ProgressCallback:
     """The callback that drives an existing `IntProgress` (the app puts it in its layout)."""
     last = [-_REDRAW_S]
 

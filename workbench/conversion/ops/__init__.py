@@ -22,19 +22,11 @@ from workbench.conversion.ops import (
     unary,
 )
 from workbench.conversion.ops.rule import Check
+from workbench.errors import merge_registry
 
 _FAMILIES = (unary, binary, conv, pooling, normalization, matmul, shape, slicing, reduction,
              selection, nms, quantization, misc)
 
 
-def _registry() -> dict[str, Check]:
-    rules: dict[str, Check] = {}
-    for family in _FAMILIES:
-        overlap = rules.keys() & family.RULES.keys()
-        assert not overlap, f"op registered twice: {sorted(overlap)}"
-        rules.update(family.RULES)
-    return rules
-
-
-REGISTRY: dict[str, Check] = _registry()
+REGISTRY: dict[str, Check] = merge_registry("op rules", (f.RULES for f in _FAMILIES))
 QUANTIZATION_OPS = frozenset(quantization.QUANTIZATION_OPS)

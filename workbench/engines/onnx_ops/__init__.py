@@ -2,10 +2,7 @@
 
 from workbench.engines.onnx_context import Converter
 from workbench.engines.onnx_ops import elementwise, nn, shapes, slicing
+from workbench.errors import merge_registry
 
-CONVERTERS: dict[str, Converter] = {
-    **elementwise.CONVERTERS,
-    **nn.CONVERTERS,
-    **shapes.CONVERTERS,
-    **slicing.CONVERTERS,
-}
+CONVERTERS: dict[str, Converter] = merge_registry(
+    "ONNX converters", (f.CONVERTERS for f in (elementwise, nn, shapes, slicing)))

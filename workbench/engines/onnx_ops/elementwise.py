@@ -1,4 +1,4 @@
-"""Element-wise ops: unary and binary math, comparisons, Cast, Select, OnesLike."""
+"""Element-wise ops: unary and binary math, comparisons, Cast, Select, OnesLike, clipping."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from workbench.engines.onnx_context import ExportContext, ExportError
 # TF op -> ONNX op with the same semantics (inputs in the same order, numpy broadcasting).
 UNARY = {
     "Identity": "Identity", "Snapshot": "Identity", "StopGradient": "Identity",
+    "_CopyFromHostToGpu": "Identity",
     "Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Exp": "Exp", "Log": "Log",
     "Neg": "Neg", "Sqrt": "Sqrt", "Abs": "Abs", "Reciprocal": "Reciprocal", "Inv": "Reciprocal",
     "Erf": "Erf", "Floor": "Floor", "Ceil": "Ceil", "Round": "Round", "Sign": "Sign",
@@ -55,6 +56,19 @@ def _binary(onnx_op: str):
 def _scalar(ctx: ExportContext, op: Any, label: str, value: float) -> str:
     """A scalar of the op's input dtype (ONNX wants both operands of one type)."""
     return ctx.constant(op, label, value, ctx.dtype(op, 0))
+
+
+def identity_n(ctx: ExportContext, op: Any) -> None:
+    ctx.node(op, "Identity", [ctx.input(op, 0)])
+    for port in range(1, len(op.outputs)):
+        ctx.helper_to(op, f"identity_{port}", "Identity", [ctx.input(op, port)],
+                      ctx.output(op, port))
+
+
+def clip_by_value(ctx: ExportContext, op: Any) -> None:
+    # TF takes bounds shaped like the input; ONNX's Clip takes scalars only: Max then Min.
+    low = ctx.helper(op, "max", "Max", [ctx.input(op, 0), ctx.input(op, 1)])
+    ctx.node(op, "Min", [low, ctx.input(op, 2)])
 
 
 def relu6(ctx: ExportContext, op: Any) -> None:
@@ -144,4 +158,5 @@ CONVERTERS = {
     "SquaredDifference": squared_difference, "NotEqual": not_equal, "Div": divide,
     "FloorDiv": floor_div, "AddN": add_n, "Cast": cast, "Select": select, "SelectV2": select,
     "OnesLike": filled_like(1), "ZerosLike": filled_like(0),
+    "IdentityN": identity_n, "ClipByValue": clip_by_value,
 }

@@ -1,6 +1,6 @@
 """Neural-network layers: convolutions, pooling, bias, batch norm, matrix products, softmax.
 
-ONNX convolutions and pools are NCHW only. NHWC TF ops get a Transpose on each side, named
+ONNX convolutions and pools are NCHW (NCDHW) only. NHWC TF ops get a Transpose on each side, named
 `<op>/to_nchw` and `<op>/to_nhwc`; ONNX Runtime cancels the pairs between consecutive layers
 (measured: ResNet-50's engine exports 108 Transposes, one is left after ONNX Runtime's
 optimizer, at the input). Transposing the weights instead and keeping NHWC would not help:
@@ -16,8 +16,13 @@ import numpy as np
 
 from workbench.engines.onnx_context import ExportContext, ExportError
 
-NHWC_TO_NCHW = [0, 3, 1, 2]
-NCHW_TO_NHWC = [0, 2, 3, 1]
+
+def _to_channels_first(rank: int) -> list[int]:
+    return [0, rank - 1, *range(1, rank - 1)]
+
+
+def _to_channels_last(rank: int) -> list[int]:
+    return [0, *range(2, rank), 1]
 
 
 def _is_nchw(op: Any) -> bool:
@@ -25,7 +30,8 @@ def _is_nchw(op: Any) -> bool:
 
 
 def _spatial(values: list[int], nchw: bool) -> list[int]:
-    return list(values[2:4]) if nchw else list(values[1:3])
+    """The spatial entries of a per-dim attribute (2 for 2-D ops, 3 for 3-D ones)."""
+    return list(values[2:]) if nchw else list(values[1:-1])
 
 
 def _padding(op: Any, nchw: bool) -> dict[str, Any]:
@@ -35,50 +41,55 @@ def _padding(op: Any, nchw: bool) -> dict[str, Any]:
     if padding == "VALID":
         return {"auto_pad": "VALID"}
     explicit = list(op.get_attr("explicit_paddings"))
-    pairs = _spatial([explicit[2 * i : 2 * i + 2] for i in range(4)], nchw)
+    pairs = _spatial([explicit[2 * i : 2 * i + 2] for i in range(len(explicit) // 2)], nchw)
     return {"pads": [p[0] for p in pairs] + [p[1] for p in pairs]}
 
 
 def _nchw_node(
-    ctx: ExportContext, op: Any, onnx_op: str, inputs: list[str], nchw: bool, **attrs: Any
+    ctx: ExportContext, op: Any, onnx_op: str, inputs: list[str], nchw: bool, rank: int = 4,
+    **attrs: Any,
 ) -> None:
-    """`onnx_op` on NCHW data, wrapped in Transposes when the TF op works on NHWC."""
+    """`onnx_op` on NCHW (NCDHW) data, wrapped in Transposes when the TF op works on NHWC."""
     if nchw:
         ctx.node(op, onnx_op, inputs, **attrs)
         return
-    data = ctx.helper(op, "to_nchw", "Transpose", inputs[:1], perm=NHWC_TO_NCHW)
+    data = ctx.helper(op, "to_nchw", "Transpose", inputs[:1], perm=_to_channels_first(rank))
     result = f"{op.name}:nchw"  # ":" never occurs in TF node names
     ctx.node(op, onnx_op, [data, *inputs[1:]], outputs=[result], **attrs)
-    ctx.helper_to(op, "to_nhwc", "Transpose", [result], ctx.output(op), perm=NCHW_TO_NHWC)
+    ctx.helper_to(op, "to_nhwc", "Transpose", [result], ctx.output(op),
+                  perm=_to_channels_last(rank))
 
 
-def _filter(ctx: ExportContext, op: Any, depthwise: bool) -> str:
-    """TF's HWIO filter (HWCM for depthwise) as ONNX's OIHW."""
+def _filter(ctx: ExportContext, op: Any, depthwise: bool, rank: int = 4) -> str:
+    """TF's HWIO (DHWIO) filter, HWCM for depthwise, as ONNX's OIHW (OIDHW)."""
+    to_oihw = [rank - 1, rank - 2, *range(rank - 2)]
     value = ctx.const(op, 1)
     if value is None:
         if depthwise:
             raise ExportError(op, "its filter must be a constant")
-        return ctx.helper(op, "oihw", "Transpose", [ctx.input(op, 1)], perm=[3, 2, 0, 1])
+        return ctx.helper(op, "oihw", "Transpose", [ctx.input(op, 1)], perm=to_oihw)
     value = np.asarray(value)
     if depthwise:
         h, w, c, m = value.shape
         # Output channel c*M+m of a depthwise conv is group c's m-th filter.
         oihw = value.reshape(h, w, c * m).transpose(2, 0, 1)[:, None]
     else:
-        oihw = value.transpose(3, 2, 0, 1)
+        oihw = value.transpose(to_oihw)
     return ctx.constant(op, "oihw", np.ascontiguousarray(oihw))
 
 
-def conv2d(ctx: ExportContext, op: Any) -> None:
+def conv(ctx: ExportContext, op: Any) -> None:
+    """Conv2D, DepthwiseConv2dNative and Conv3D."""
     nchw = _is_nchw(op)
     depthwise = op.type == "DepthwiseConv2dNative"
-    weights = _filter(ctx, op, depthwise)
+    rank = len(op.get_attr("strides"))
+    weights = _filter(ctx, op, depthwise, rank)
     attrs = _padding(op, nchw)
     attrs["strides"] = _spatial(op.get_attr("strides"), nchw)
     attrs["dilations"] = _spatial(op.get_attr("dilations"), nchw)
     if depthwise:
         attrs["group"] = int(np.asarray(ctx.const(op, 1)).shape[2])
-    _nchw_node(ctx, op, "Conv", [ctx.input(op, 0), weights], nchw, **attrs)
+    _nchw_node(ctx, op, "Conv", [ctx.input(op, 0), weights], nchw, rank, **attrs)
 
 
 def pool(onnx_op: str):
@@ -88,7 +99,8 @@ def pool(onnx_op: str):
         attrs["kernel_shape"] = _spatial(op.get_attr("ksize"), nchw)
         attrs["strides"] = _spatial(op.get_attr("strides"), nchw)
         # TF's AvgPool averages over the valid pixels only: ONNX's count_include_pad=0.
-        _nchw_node(ctx, op, onnx_op, [ctx.input(op, 0)], nchw, **attrs)
+        _nchw_node(ctx, op, onnx_op, [ctx.input(op, 0)], nchw, len(op.get_attr("ksize")),
+                   **attrs)
 
     return convert
 
@@ -169,20 +181,44 @@ def softmax(onnx_op: str):
     return convert
 
 
-def combined_nms(ctx: ExportContext, op: Any) -> None:
-    # ONNX's NonMaxSuppression returns selected indices; TF's padded per-class top-k boxes,
-    # scores, classes and counts would take a dozen ops with their own edge cases.
-    raise ExportError(op, "ONNX has no equivalent of its padded per-class outputs")
+def depth_space(ctx: ExportContext, op: Any) -> None:
+    # TF's DepthToSpace orders the moved depth like ONNX's DCR mode (SpaceToDepth has one).
+    attrs: dict[str, Any] = {"blocksize": op.get_attr("block_size")}
+    if op.type == "DepthToSpace":
+        attrs["mode"] = "DCR"
+    _nchw_node(ctx, op, op.type, [ctx.input(op, 0)], _is_nchw(op), **attrs)
+
+
+def resize(ctx: ExportContext, op: Any) -> None:
+    """TF's NHWC resizes as ONNX Resize on NCHW, to the [N, C] of the input and TF's size;
+    the sampling follows TF's align_corners / half_pixel_centers."""
+    align, half = op.get_attr("align_corners"), op.get_attr("half_pixel_centers")
+    if op.type == "ResizeBilinear":
+        attrs = {"mode": "linear", "coordinate_transformation_mode":
+                 "align_corners" if align else "half_pixel" if half else "asymmetric"}
+    else:  # TF rounds half away from zero with align_corners, else floors
+        attrs = {"mode": "nearest",
+                 "coordinate_transformation_mode":
+                     "align_corners" if align else "tf_half_pixel_for_nn" if half
+                     else "asymmetric",
+                 "nearest_mode": "round_prefer_ceil" if align else "floor"}
+    shape = ctx.helper(op, "shape", "Shape", [ctx.input(op, 0)])
+    batch_channels = ctx.helper(op, "nc", "Gather", [shape, ctx.constant(op, "nc_index", [0, 3],
+                                                                           np.int64)])
+    sizes = ctx.helper(op, "sizes", "Concat", [batch_channels, ctx.int64(op, 1, "hw")], axis=0)
+    _nchw_node(ctx, op, "Resize", [ctx.input(op, 0), "", "", sizes], False, **attrs)
 
 
 CONVERTERS = {
-    "Conv2D": conv2d, "DepthwiseConv2dNative": conv2d,
+    "Conv2D": conv, "DepthwiseConv2dNative": conv, "Conv3D": conv,
     "MaxPool": pool("MaxPool"), "AvgPool": pool("AveragePool"),
+    "MaxPool3D": pool("MaxPool"), "AvgPool3D": pool("AveragePool"),
     "BiasAdd": bias_add,
     "FusedBatchNorm": fused_batch_norm, "FusedBatchNormV2": fused_batch_norm,
     "FusedBatchNormV3": fused_batch_norm,
     "MatMul": matmul, "BatchMatMul": matmul, "BatchMatMulV2": matmul, "BatchMatMulV3": matmul,
     "Einsum": einsum,
     "Softmax": softmax("Softmax"), "LogSoftmax": softmax("LogSoftmax"),
-    "CombinedNonMaxSuppression": combined_nms,
+    "DepthToSpace": depth_space, "SpaceToDepth": depth_space,
+    "ResizeBilinear": resize, "ResizeNearestNeighbor": resize,
 }

@@ -1,4 +1,5 @@
-"""Shape ops: reshape, transpose, concat, pack, squeeze, shape, fill, range, pad, reductions.
+"""Shape ops: reshape, transpose, concat, pack, split, squeeze, shape, fill, range, pad,
+reductions, top-k, data-format permutes.
 
 Axes, permutations and paddings must be constants when ONNX takes them as attributes; shape
 tensors computed at run time (dynamic-shape engines) are cast to the int64 ONNX wants.
@@ -56,6 +57,37 @@ def unpack(ctx: ExportContext, op: Any) -> None:
     axes = ctx.constant(op, "axis", [axis], np.int64)
     for i, part in enumerate(parts):
         ctx.helper_to(op, f"squeeze_{i}", "Squeeze", [part, axes], ctx.output(op, i))
+
+
+def split(ctx: ExportContext, op: Any) -> None:
+    """TF's Split(axis, value) into `num_split` equal parts (ONNX's Split without sizes)."""
+    axis = int(ctx.require_const(op, 0, "axis"))
+    count = len(op.outputs)
+    attrs = {"num_outputs": count} if ctx.opset >= 18 else {}
+    ctx.node(op, "Split", [ctx.input(op, 1)], outputs=[ctx.output(op, i) for i in range(count)],
+             axis=axis, **attrs)
+
+
+def vec_permute(ctx: ExportContext, op: Any) -> None:
+    """DataFormatVecPermute: the dims (or [dim, 2] rows) of `src_format` in `dst_format`'s
+    order; a vector of two holds the spatial dims only."""
+    source, target = (op.get_attr(a).decode() for a in ("src_format", "dst_format"))
+    size = op.inputs[0].shape[0] if op.inputs[0].shape.rank else None
+    if size is not None and size == 2 and len(source) > 2:
+        source, target = source.strip("NC"), target.strip("NC")
+    if size is None or size != len(source) or sorted(source) != sorted(target):
+        raise ExportError(op, f"cannot permute {size} values from {source} to {target}")
+    index = ctx.constant(op, "perm", [source.index(c) for c in target], np.int64)
+    ctx.node(op, "Gather", [ctx.input(op, 0), index], axis=0)
+
+
+def top_k(ctx: ExportContext, op: Any) -> None:
+    k = ctx.constant(op, "k", [int(ctx.require_const(op, 1, "k"))], np.int64)
+    indices = f"{op.name}:indices64"
+    ctx.node(op, "TopK", [ctx.input(op, 0), k], outputs=[ctx.output(op, 0), indices], axis=-1,
+             largest=1, sorted=1)
+    target = helper.np_dtype_to_tensor_dtype(np.dtype(op.outputs[1].dtype.as_numpy_dtype))
+    ctx.helper_to(op, "indices", "Cast", [indices], ctx.output(op, 1), to=target)
 
 
 def squeeze(ctx: ExportContext, op: Any) -> None:
@@ -139,4 +171,5 @@ CONVERTERS = {
     "Fill": fill, "Tile": tile, "Range": range_, "Pad": pad, "PadV2": pad, "MirrorPad": pad,
     **{tf_op: reduction for tf_op in REDUCTIONS},
     "ArgMax": arg_reduction, "ArgMin": arg_reduction,
+    "Split": split, "DataFormatVecPermute": vec_permute, "TopKV2": top_k,
 }
