@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import pytest
 from test_charts import assert_renders_offline
 
+from workbench.conversion.params import DEFAULT_MAX_ENGINES
 from workbench.viz.charts import PRECISION_COLORS
 from workbench.viz.tune_charts import (
     conversion_chart,
@@ -31,7 +32,8 @@ def trial(trial_id: str, precision: str, mss: int, status: str = "ok", *,
     return {
         "trial_id": trial_id, "precision_mode": precision, "minimum_segment_size": mss,
         "use_dynamic_shape": dynamic, "dynamic_shape_profile_strategy": "Optimal" if dynamic
-        else None, "denylist": "", "max_engines": NAN, "status": status, "reason": reason,
+        else None, "denylist": "", "max_engines": DEFAULT_MAX_ENGINES, "status": status,
+        "reason": reason,
         "percent_converted": NAN if converted is None else converted,
         "engines": NAN if converted is None else 2.0,
         "latency_ms": latency if timed else NAN,
@@ -163,3 +165,6 @@ def test_trial_label_names_the_settings_that_matter() -> None:
     assert trial_label({"precision_mode": "FP32", "minimum_segment_size": 5.0,
                         "use_dynamic_shape": False, "denylist": "Conv2D,Relu",
                         "max_engines": 2}) == "FP32 mss=5 deny=Conv2D,Relu max_engines=2"
+    # TF-TRT's default engine limit goes without saying.
+    assert trial_label({"precision_mode": "INT8", "minimum_segment_size": 3,
+                        "max_engines": DEFAULT_MAX_ENGINES}) == "INT8 mss=3"

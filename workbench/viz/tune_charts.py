@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from workbench.conversion.params import DEFAULT_MAX_ENGINES
 from workbench.viz.charts import (
     LATENCY_COLORS,
     OTHER_PRECISION_COLOR,
@@ -40,7 +41,7 @@ def trial_label(row: dict[str, Any]) -> str:
         parts.append(f"dynamic/{strategy}" if _present(strategy) else "dynamic")
     if _present(row.get("denylist")) and str(row["denylist"]) not in ("", "[]"):
         parts.append(f"deny={_text(row['denylist'])}")
-    if _number(row.get("max_engines")) is not None:
+    if _number(row.get("max_engines")) not in (None, DEFAULT_MAX_ENGINES):
         parts.append(f"max_engines={_int_text(row['max_engines'])}")
     return " ".join(parts)
 
