@@ -425,16 +425,7 @@ def _quiet_tensorflow(debug: bool) -> None:
     if debug:
         quiet.uninstall()
         return
-    only_fatal = len(quiet.SEVERITIES) - 1
-    quiet.install(level=only_fatal)  # at import: only fatal lines pass
-    quiet.filter_native_stderr(level=only_fatal)  # and after it
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # after it: TensorFlow's own filter
-    import logging
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    logging.getLogger("tensorflow").setLevel(logging.ERROR)
-    logging.getLogger("absl").setLevel(logging.ERROR)
+    quiet.only_fatal_lines()
 
 
 if __name__ == "__main__":
