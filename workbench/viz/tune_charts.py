@@ -122,16 +122,20 @@ def latency_chart(table: pd.DataFrame) -> go.Figure:
                                for h, m in zip(p99, means, strict=True)],
                      "arrayminus": [max(0.0, m - (lo if lo is not None else m))
                                     for lo, m in zip(p50, means, strict=True)]},
-            texttemplate="%{y:.3~g} ms", textposition="inside",
+            # At the bar's foot: the whiskers start at its top.
+            texttemplate="%{y:.3~g} ms", textposition="inside", insidetextanchor="start",
             customdata=[_hover(r) for r in group], meta={"producer": producer},
             hovertemplate="%{customdata}<extra></extra>",
         ))
     _layout(fig, _title("Latency per configuration (mean; whiskers from p50 to p99)", rows,
-                        "outlined red: recommended"), height=max(420, 300 + 8 * len(rows)))
-    fig.update_xaxes(title_text="configuration", type="category", categoryorder="array",
-                     categoryarray=labels, tickangle=-30)
+                        "outlined red: recommended"), height=max(420, 300 + 8 * len(rows)),
+            showlegend=True)  # even with one trace: the legend says what measured it
+    # Slanted labels need room: the legend and the list of left-out trials go lower.
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels,
+                     tickangle=-30)
+    fig.update_layout(legend={"y": -0.3})
     fig.update_yaxes(title_text="ms per call", rangemode="tozero")
-    _list_left_out(fig, left_out, "not timed")
+    _list_left_out(fig, left_out, "not timed", below=0.42)
     return fig
 
 
@@ -251,7 +255,8 @@ def _title(title: str, rows: list[dict], note: str) -> str:
     return f"{title}<br><sup>{count}; {note}</sup>"
 
 
-def _list_left_out(fig: go.Figure, left_out: list[str], verb: str) -> None:
+def _list_left_out(fig: go.Figure, left_out: list[str], verb: str, below: float = 0.3
+                   ) -> None:
     """Names the trials a chart skips (also in `fig.layout.meta["left_out"]`): below the
     legend, or in the middle of a chart that has nothing else to show."""
     fig.update_layout(meta={"left_out": left_out})
@@ -264,7 +269,7 @@ def _list_left_out(fig: go.Figure, left_out: list[str], verb: str) -> None:
     if not any(len(trace.x or ()) for trace in fig.data):
         _note(fig, text)
         return
-    fig.add_annotation(text=text, x=0, y=-0.3, xref="paper", yref="paper", yanchor="top",
+    fig.add_annotation(text=text, x=0, y=-below, xref="paper", yref="paper", yanchor="top",
                        xanchor="left", showarrow=False, align="left",
                        font={"size": 11, "color": "#b3261e"})
     fig.update_layout(height=fig.layout.height + 18 * (len(shown) + 1),
