@@ -2,7 +2,9 @@
 
 Every value is checked by `ConversionParams`' own validation before anything runs, so an
 impossible value is one clear error. Combinations TF-TRT would not run as written (a profile
-strategy in implicit-batch mode, where TF-TRT ignores it) become skipped points with the reason.
+strategy in implicit-batch mode, where TF-TRT ignores it) become skipped points with the reason,
+next to the implicit-batch point itself, so `use_dynamic_shape: [False, True]` with two
+strategies runs three trials and lists two skipped ones.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[GridPoint]:
     keys = [k for k in GRID_KEYS if k in values]
     points: dict[str, GridPoint] = {}
     for combination in itertools.product(*(values[k] for k in keys)):
-        point = _point(dict(zip(keys, combination, strict=True)))
-        points.setdefault(repr(sorted(point.params.items())), point)
+        for point in _points(dict(zip(keys, combination, strict=True))):
+            points.setdefault(repr(sorted(point.params.items())), point)
     return list(points.values())
 
 
@@ -87,11 +89,14 @@ def _check(key: str, value: Any) -> None:
     ConversionParams(**{**extra, key: value}).validated()
 
 
-def _point(chosen: dict[str, Any]) -> GridPoint:
+def _points(chosen: dict[str, Any]) -> list[GridPoint]:
+    """The point `chosen` stands for; a profile strategy in implicit-batch mode gives a skipped
+    point saying so, and the implicit-batch point without it (TF-TRT's own reading)."""
     strategy = chosen.get("dynamic_shape_profile_strategy")
     params = params_of({**{k: _DEFAULTS[k] for k in GRID_KEYS}, **chosen}).to_json()
-    if strategy is not None and not chosen.get("use_dynamic_shape", False):
-        return GridPoint({**params, "dynamic_shape_profile_strategy": strategy},
-                         f"profile strategy {strategy} needs use_dynamic_shape=True (TF-TRT "
-                         "ignores it in implicit batch mode)")
-    return GridPoint(params)
+    if strategy is None or chosen.get("use_dynamic_shape", False):
+        return [GridPoint(params)]
+    skipped = GridPoint({**params, "dynamic_shape_profile_strategy": strategy},
+                        f"profile strategy {strategy} needs use_dynamic_shape=True (TF-TRT "
+                        "ignores it in implicit batch mode)")
+    return [skipped, GridPoint(params)]

@@ -16,6 +16,8 @@ def describe(record: TrialRecord) -> str:
     label = f"{p['precision_mode']} min {p['minimum_segment_size']}"
     if p.get("use_dynamic_shape"):
         label += f" dynamic({p.get('dynamic_shape_profile_strategy')})"
+    elif p.get("dynamic_shape_profile_strategy"):
+        label += f" {p['dynamic_shape_profile_strategy']} without dynamic shape"
     if p.get("denylist"):
         label += " deny " + ",".join(p["denylist"])
     if p.get("max_engines") not in (None, DEFAULT_MAX_ENGINES):

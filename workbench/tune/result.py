@@ -78,6 +78,8 @@ def _table(trials: list[TrialRecord]) -> pd.DataFrame:
     for column in ("percent_converted", "latency_ms", "latency_p50_ms", "latency_p99_ms",
                    "speedup", "max_abs_error", "top1_agreement", "seconds"):
         table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
+    for column in ("minimum_segment_size", "max_engines", "engines"):  # NaN for skipped ones
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype("Int64")
     return table
 
 
