@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
-import pandas as pd
 
 from workbench.checks.conversion_check import parse_batch_sizes
 from workbench.conversion.params import PRECISION_MODES, PROFILE_STRATEGIES
@@ -22,14 +21,15 @@ from workbench.errors import WorkbenchError
 from workbench.tune import TrialRecord, TuneResult, expand_grid, tune
 from workbench.ui.tables import note_html, show_figure, table_html
 from workbench.ui.tasks import Progress, TaskRunner
-from workbench.viz.tune_charts import pareto_chart, trial_label, tune_figures
+from workbench.viz.tune_charts import (
+    pareto_chart,
+    readable_table,
+    trial_label,
+    tune_figures,
+)
 
 SHAPES = {"off": False, "on": True}
 _WIDE = widgets.Layout(width="230px")
-# The table as the tab shows it: the settings that vary, then what was measured.
-SHOWN_COLUMNS = ("trial", "status", "percent_converted", "engines", "latency_ms",
-                 "latency_p99_ms", "speedup", "max_abs_error", "top1_agreement", "measured on",
-                 "worker", "pareto", "recommended", "reason")
 
 
 class TuneTab:
@@ -223,7 +223,7 @@ class TuneTab:
 
     def _show(self, result: TuneResult, final: bool = False) -> None:
         self.result = result
-        self.table.value = table_html(shown_table(result.table), "No trials yet.")
+        self.table.value = table_html(readable_table(result.table), "No trials yet.")
         self.figures = tune_figures(result.table) if final else {
             "pareto": pareto_chart(result.table)}
         show_figure(self.chart, self.figures["pareto"])
@@ -250,21 +250,6 @@ class TuneTab:
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.value = note_html(text, error=error)
-
-
-def shown_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The trial table for reading: one "trial" label, one "measured on" column, 3 digits."""
-    if table.empty:
-        return table
-    shown = table.copy()
-    rows = shown.to_dict("records")
-    shown["trial"] = [trial_label(r) for r in rows]
-    shown["measured on"] = [f"{r['backend']} on {r['device']}" if r.get("backend") else ""
-                            for r in rows]
-    shown = shown[list(SHOWN_COLUMNS)]
-    numbers = shown.select_dtypes("float").columns
-    shown[numbers] = shown[numbers].map(lambda v: "" if pd.isna(v) else f"{v:.3g}")
-    return shown.fillna("")
 
 
 def _integers(name: str, text: str) -> list[int]:

@@ -30,6 +30,10 @@ PARETO_LINE = "#222222"
 RECOMMENDED_COLOR = "#d62728"
 MARKERS = ("circle", "square", "diamond", "triangle-up", "cross", "x")
 UNLISTED = 6  # at most this many skipped trials are named under a chart, then "and N more"
+# The trial table for reading (the tab, the report): configuration, then what was measured.
+READABLE_COLUMNS = ("trial", "status", "percent_converted", "engines", "latency_ms",
+                    "latency_p99_ms", "speedup", "max_abs_error", "top1_agreement",
+                    "measured on", "worker", "pareto", "recommended", "reason")
 
 
 def trial_label(row: dict[str, Any]) -> str:
@@ -178,6 +182,17 @@ def tune_figures(table: pd.DataFrame) -> dict[str, go.Figure]:
             "conversion": conversion_chart(table)}
 
 
+def readable_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The trial table for reading: a "trial" label, a "measured on" column, 3 digits."""
+    if table.empty:
+        return pd.DataFrame(columns=list(READABLE_COLUMNS))
+    readable = table.copy()
+    rows = readable.to_dict("records")
+    readable["trial"] = [trial_label(r) for r in rows]
+    readable["measured on"] = [_producer(r) if r.get("backend") else "" for r in rows]
+    return readable[list(READABLE_COLUMNS)].astype(object).map(_cell)
+
+
 # rows
 
 
@@ -274,6 +289,12 @@ def _list_left_out(fig: go.Figure, left_out: list[str], verb: str, below: float 
                        font={"size": 11, "color": "#b3261e"})
     fig.update_layout(height=fig.layout.height + 18 * (len(shown) + 1),
                       margin={"b": 110 + 18 * (len(shown) + 1)})
+
+
+def _cell(value: Any) -> Any:
+    if value is None or value is pd.NA or _missing(value):
+        return ""
+    return f"{value:.3g}" if isinstance(value, float) else value
 
 
 def _marker_size(percent: Any) -> float:
