@@ -174,7 +174,7 @@ def local_client():
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           scheduler_kwargs={"dashboard": False})
+                           dashboard_address=":0", scheduler_kwargs={"dashboard": False})
     client = Client(cluster, set_as_default=False)
     yield client
     client.close()
