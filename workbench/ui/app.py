@@ -39,11 +39,12 @@ from workbench.ui.controls import Controls
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tables import STYLE, note_html, pre_html, table_html
 from workbench.ui.tasks import Progress, TaskRunner
+from workbench.ui.tune_tab import TuneTab
 from workbench.viz import charts, graphs
 from workbench.viz.profile_charts import native_vs_engine_chart, profile_figures
 
 TAB_TITLES = ("Summary", "Non-conversion report", "Segment graph", "Charts", "Validation",
-              "Runs", "Profiling")
+              "Runs", "Profiling", TuneTab.title)
 GRAPH_VIEWS = ("Converted", "Full", "One engine")
 
 
@@ -129,6 +130,7 @@ class Workbench:
             return
         converted = time.perf_counter()
         self._show_results()
+        self.tune_tab.update(self)
         self._show_check_staleness()
         shown = time.perf_counter()
         self._show_graph()
@@ -196,6 +198,7 @@ class Workbench:
         self.check_outputs = widgets.HTML()
         self.check_out = widgets.Output()
         self.profile_table = None
+        self.tune_tab = TuneTab(self.controls.set_params, self.store.root, self._background)
         self.tabs = widgets.Tab(children=[
             self.summary,
             self.nonconversion,
@@ -211,6 +214,7 @@ class Workbench:
             widgets.VBox([widgets.HBox([self.run_name, self.keep_button]), self.runs_problems,
                           self.runs_table, self.runs_out]),
             widgets.VBox([self.profile_button, self.profile_note, self.profile_out]),
+            self.tune_tab.widget,
         ], titles=TAB_TITLES)
         bar = widgets.HBox([self.status, self.progress, self.cancel_button],
                            layout=widgets.Layout(align_items="center"))

@@ -117,6 +117,25 @@ class Controls:
             allow_build_at_runtime=self.allow_build_at_runtime.value,
         ).validated()
 
+    def set_params(self, values: dict) -> None:
+        """Moves the widgets to `ConversionParams.to_json()`-style values (a tuning trial's);
+        keys left out keep their widget's value."""
+        widgets_by_key = {
+            "precision_mode": self.precision, "minimum_segment_size": self.minimum_segment_size,
+            "use_dynamic_shape": self.dynamic_shape, "max_engines": self.max_engines,
+            "dynamic_shape_profile_strategy": self.profile_strategy,
+        }
+        threshold = values.get("minimum_segment_size")
+        if isinstance(threshold, int) and threshold > self.minimum_segment_size.max:
+            self.minimum_segment_size.max = threshold
+        for key, widget in widgets_by_key.items():
+            if values.get(key) is not None:
+                widget.value = values[key]
+        if "denylist" in values:
+            ops = list(values["denylist"] or ())
+            self.denylist.allowed_tags = sorted({*self.denylist.allowed_tags, *ops})
+            self.denylist.value = ops
+
     def observe(self, callback: Callable[[], None]) -> None:
         for widget in self.all:
             widget.observe(lambda _change: callback(), names="value")
