@@ -134,6 +134,9 @@ def test_pareto_set_and_recommendation():
     assert result.recommended["reason"].startswith("the fastest trial whose outputs stay within")
     assert "2.00 ms at batch 1" in result.recommended["reason"]
     assert result.table.set_index("trial_id").loc["fast-exact", "recommended"]
+    figures = result.figures()
+    assert set(figures) == {"pareto", "latency", "conversion"}
+    assert sum(len(trace.x) for trace in figures["pareto"].data) >= 4  # the ok trials, drawn
     document = json.loads(json.dumps(result.to_json()))
     assert [t["trial_id"] for t in document["pareto"]] == ["fast-inexact", "fast-exact",
                                                           "slow-exact"]
@@ -174,7 +177,7 @@ def local_client():
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           scheduler_kwargs={"dashboard": False})
+                           dashboard_address=":0", scheduler_kwargs={"dashboard": False})
     client = Client(cluster, set_as_default=False)
     yield client
     client.close()
@@ -198,6 +201,7 @@ def test_local_cluster_search_then_resume(tiny_saved_model, tmp_path, local_clie
         assert set(t.step_seconds) == {"convert", "build", "validate", "time"}
     assert list(result.table.columns) == TABLE_COLUMNS
     assert not result.pareto.empty and result.recommended["reason"]
+    assert all(len(figure.data) for figure in result.figures().values())
     stored = list((tmp_path / "trials").glob("*/*.json"))
     assert len(stored) == 4
 

@@ -82,7 +82,7 @@ def _local(workers: int) -> Iterator[Cluster]:
 
     try:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               scheduler_kwargs={"dashboard": False},
+                               dashboard_address=":0", scheduler_kwargs={"dashboard": False},
                                silence_logs=logging.ERROR)
     except RuntimeError as exc:
         # Worker processes start by importing the caller's script: unguarded, it starts

@@ -46,6 +46,13 @@ class TuneResult:
     def pareto(self) -> pd.DataFrame:
         return self.table[self.table["pareto"]]
 
+    def figures(self) -> dict[str, Any]:
+        """The plotly charts of the table (`workbench.viz.tune_charts`): the Pareto scatter,
+        latency per configuration, conversion against minimum_segment_size per precision."""
+        from workbench.viz.tune_charts import tune_figures
+
+        return tune_figures(self.table)
+
     def to_json(self) -> dict[str, Any]:
         """`{"trials": [...], "pareto": [...], "recommended": {...}}`: the trials as records,
         the Pareto set as the same records, the recommendation (or None)."""
