@@ -29,6 +29,8 @@ from workbench.viz.tune_charts import (
 )
 
 SHAPES = {"off": False, "on": True}
+# One line per trial: the table scrolls sideways rather than growing every row tall.
+TAB_STYLE = "<style>.wb-tune .wb-table td { white-space: nowrap; }</style>"
 _WIDE = widgets.Layout(width="230px")
 
 
@@ -141,8 +143,9 @@ class TuneTab:
         self.precisions = widgets.SelectMultiple(
             options=list(PRECISION_MODES), value=("FP32", "FP16"), rows=3,
             description="precision", layout=_WIDE)
-        self.thresholds = widgets.Text(value="3, 5", description="min segment",
-                                       placeholder="2, 3, 5", layout=_WIDE)
+        self.thresholds = widgets.Text(value="3, 5", description="minimum_segment_size",
+                                       placeholder="2, 3, 5", style={"description_width": "auto"},
+                                       layout=widgets.Layout(width="300px"))
         self.shapes = widgets.SelectMultiple(options=list(SHAPES), value=("off",), rows=2,
                                              description="dynamic", layout=_WIDE)
         self.strategies = widgets.SelectMultiple(
@@ -175,6 +178,7 @@ class TuneTab:
         self.chart = widgets.Output()
         row = widgets.HBox
         self.widget = widgets.VBox([
+            widgets.HTML(TAB_STYLE),
             row([self.precisions, self.shapes, self.strategies],
                 layout=widgets.Layout(flex_flow="row wrap")),
             row([self.thresholds, self.batch_sizes, self.timeout],
