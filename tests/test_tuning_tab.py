@@ -54,6 +54,7 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     assert app.params.minimum_segment_size == 2
     assert app.result.params["precision_mode"] == other.params["precision_mode"]  # reconverted
     assert "applied" in tab.status.value
+    assert tab.thresholds.value == "2"  # the app's refresh leaves the user's grid alone
 
     # The trials were stored: a second search reuses them without a cluster.
     started = time.perf_counter()

@@ -59,10 +59,10 @@ class TuneTab:
     # --- the tab interface ----------------------------------------------------------------
 
     def update(self, view: Any) -> None:
-        """Takes the model path and, before the first search, the current parameters as the
-        grid's starting point."""
-        self.model = str(view.result.model)
-        if not self.records and not self._runner.busy:
+        """Takes the model path and, the first time, the current parameters as the grid's
+        starting point (later changes of the controls leave the user's grid alone)."""
+        first, self.model = self.model is None, str(view.result.model)
+        if first:
             params = view.params
             self.precisions.value = tuple(dict.fromkeys((params.precision_mode, "FP16")))
             current = max(params.minimum_segment_size, 1)
