@@ -328,7 +328,7 @@ def tuning_html(result: Any) -> str:
         f"<p><b>Recommended: {escape(trial_label(chosen['params']))}</b>, "
         f"{escape(chosen['reason'])}.</p>" if chosen else
         '<p class="empty">No recommendation: no trial finished ok.</p>')
-    parts += [f'<p class="note">{escape(p)}</p>' for p in getattr(result, "problems", ())]
+    parts += [f'<p class="note">{escape(p)}</p>' for p in result.problems]
     for name, figure in tune_figures(table).items():
         parts.append(_chart(f"tune-{name}", figure))
     parts.append("<h3>Pareto set</h3>" + _frame(readable_table(result.pareto)))

@@ -208,8 +208,8 @@ class TuneTab:
         self._set_running(False)
         failed = sum(r.status != "ok" for r in result.trials)
         self._say(f"done: {len(result.trials)} trials, {failed} not ok"
-                  + (f"; {len(result.problems)} stored trial(s) ignored" if getattr(
-                      result, "problems", None) else ""))
+                  + (f"; {len(result.problems)} stored trial(s) ignored" if result.problems
+                     else ""))
 
     def _failed(self, exc: BaseException) -> None:
         self._set_running(False)
