@@ -112,7 +112,7 @@ class TuneTab:
         model = self.model
 
         def body() -> Generator[Progress, None, TuneResult]:
-            yield 0.0, f"{self._total} trial(s) on {where}: starting the cluster"
+            yield 0.0, f"{self._total} trial(s) on {where} (stored ones are reused)"
             return tune(model, grid, **options)
 
         self._runner.start(body, background=self._background)
