@@ -21,18 +21,20 @@ def app(tmp_path: Path) -> Workbench:
 
 
 def engines_line(app: Workbench) -> str:
-    return next(line for line in app.summary.value.splitlines()
+    return next(line for line in app.summary_tab.html.value.splitlines()
                 if "Total number of TensorRT engines" in line)
 
 
 def test_loads_and_shows_every_tab(app: Workbench) -> None:
     assert app.error is None and app.result is not None
-    assert "[*] Total number of TensorRT engines: 3" in app.summary.value
-    assert "Op histogram per engine" in app.summary.value and "<td>Conv2D</td>" in app.summary.value
-    assert "CombinedNonMaxSuppression" in app.nonconversion.value
+    assert "[*] Total number of TensorRT engines: 3" in app.summary_tab.html.value
+    summary = app.summary_tab.html.value
+    assert "Op histogram per engine" in summary and "<td>Conv2D</td>" in summary
+    assert "CombinedNonMaxSuppression" in app.nonconversion_tab.html.value
     assert f"TensorFlow {app.result.tensorflow_version}</span>" in app.headline.value
-    assert "Cannot Convert Bilinear Resize when align_corners=False" in app.nonconversion.value
-    assert app.graph.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg
+    assert ("Cannot Convert Bilinear Resize when align_corners=False"
+            in app.nonconversion_tab.html.value)
+    assert app.graph_tab.html.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg
     assert app.tabs.titles == ("Summary", "Non-conversion report", "Segment graph", "Charts",
                                "Validation", "Runs", "Profiling", "Tune")
     assert set(app.figures) >= {"sweep", "engine_sizes"}
@@ -63,17 +65,17 @@ def test_precision_dynamic_shape_denylist_and_engine_limit(app: Workbench) -> No
     controls.profile_strategy.value = "Optimal"
     assert app.result.params["dynamic_shape_profile_strategy"] == "Optimal"
     controls.denylist.value = ["Conv2D"]
-    assert "Denylisted with the env var TF_TRT_OP_DENYLIST" in app.nonconversion.value
+    assert "Denylisted with the env var TF_TRT_OP_DENYLIST" in app.nonconversion_tab.html.value
     controls.max_engines.value = 1
     assert len(app.result.engines) == 1
 
 
 def test_graph_views(app: Workbench) -> None:
     converted = app.svg
-    app.graph_view.value = "Full"
+    app.graph_tab.choice.value = "Full"
     assert app.svg != converted
-    app.graph_view.value = "One engine"
-    app.engine_choice.value = "TRTEngineOp_000_000"
+    app.graph_tab.choice.value = "One engine"
+    app.graph_tab.engine.value = "TRTEngineOp_000_000"
     assert "TRTEngineOp_000_001" not in app.svg
 
 
@@ -86,7 +88,7 @@ def test_runs_survive_a_new_app_and_compare(app: Workbench, tmp_path: Path) -> N
     table = again.store.table()
     assert list(table["name"]) == ["default", "large segments only"]
     assert list(table["engines"]) == [3, 1]
-    assert "large segments only" in again.runs_table.value and "runs" in again.figures
+    assert "large segments only" in again.runs_tab.table.value and "runs" in again.figures
 
 
 def test_corrupt_store_is_reported_and_readable_runs_kept(tmp_path: Path) -> None:
@@ -95,15 +97,15 @@ def test_corrupt_store_is_reported_and_readable_runs_kept(tmp_path: Path) -> Non
     app.keep_run("good")
     (tmp_path / "runs" / "run-broken.json").write_text('{"format": 1, "run_id": ')
     app.keep_run("after the damage")
-    assert "run-broken.json" in app.runs_problems.value
-    assert "good" in app.runs_table.value and "after the damage" in app.runs_table.value
+    assert "run-broken.json" in app.runs_tab.problems.value
+    assert "good" in app.runs_tab.table.value and "after the damage" in app.runs_tab.table.value
     assert (tmp_path / "runs" / "run-broken.json").exists()  # left for the user to inspect
 
 
 def test_bad_model_path_shows_the_error_in_the_app(tmp_path: Path) -> None:
     app = Workbench(tmp_path / "no-such-model", store=tmp_path / "runs", background=False)
     assert app.result is None and "No such path" in app.error
-    assert "Could not load the model" in app.summary.value
+    assert "Could not load the model" in app.summary_tab.html.value
     assert "TensorFlow 2." in app.footer.value  # the machine's facts, whatever the model
     assert all(w.disabled for w in app.controls.all)
 
@@ -127,21 +129,22 @@ def test_profiling_tab(app: Workbench) -> None:
     app.profile(runs=1)
     table = app.profile_table
     assert set(table["source"]) == {"tensorflow", "onnxruntime"}
-    assert "native TF on CPU" in app.profile_note.value
+    assert "native TF on CPU" in app.profile_tab.note.value
     assert "profile: native TF vs engines" in app.figures
 
 
 def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench) -> None:
-    app.check_batch_sizes.value = "1, 4"
-    app.check_whole.value = True  # the detector cannot export whole: a note, not an error
-    app.check_button.click()
+    app.validation_tab.batch_sizes.value = "1, 4"
+    app.validation_tab.whole.value = True  # the detector cannot export whole: a note, not an error
+    app.validation_tab.button.click()
     check = app.check
     assert check is not None and check.validation.batches == 2
     assert sorted(set(check.latency["batch_size"])) == [1, 4]
-    assert "PASSED: FP32 converted vs native TensorFlow" in app.check_note.value
-    assert "whole model not measured: Cannot export" in app.check_note.value
-    assert all(f"<td>{o.name}</td>" in app.check_outputs.value for o in check.validation.outputs)
-    assert "latency" in app.figures and app.check_stale.value == ""
+    assert "PASSED: FP32 converted vs native TensorFlow" in app.validation_tab.note.value
+    assert "whole model not measured: Cannot export" in app.validation_tab.note.value
+    outputs = app.validation_tab.outputs.value
+    assert all(f"<td>{o.name}</td>" in outputs for o in check.validation.outputs)
+    assert "latency" in app.figures and app.validation_tab.stale.value == ""
     names = {trace.name for trace in app.figures["latency"].data}
     assert any(n.startswith("native TF: tensorflow on CPU") for n in names)
     assert any(n.startswith("converted: onnxruntime engines + tensorflow on CPU") for n in names)
@@ -150,12 +153,12 @@ def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench)
     assert run.metrics["engines_backend"] == "onnxruntime"
     assert run.metrics["converted_ms_b4"] > 0 and run.metrics["max_abs_error"] < 1e-3
     app.controls.minimum_segment_size.value = 12  # other settings: stale, not stored
-    assert "other settings" in app.check_stale.value
+    assert "other settings" in app.validation_tab.stale.value
     assert app.keep_run("unchecked").metrics == {}
     table = app.store.table()
     assert table.set_index("name").loc["checked", "speedup_b1"] > 0
-    app.check_batch_sizes.value = "one"
-    app.check_button.click()
+    app.validation_tab.batch_sizes.value = "one"
+    app.validation_tab.button.click()
     assert "batch sizes must be whole numbers" in app.status.value
 
 
@@ -175,6 +178,6 @@ def test_loading_shows_the_preparation_steps_then_from_cache(
     assert "from cache" not in messages[0]
     assert "ready (from cache: " in messages[1] and "clustering" in messages[1]
     assert "Grappler" not in messages[1]
-    assert second.summary.value == first.summary.value
+    assert second.summary_tab.html.value == first.summary_tab.html.value
     second.refresh()
     assert "from cache" not in second.status.value  # shown once, when loading ends

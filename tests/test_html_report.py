@@ -174,6 +174,7 @@ def test_cli_report_with_check_has_validation_and_latency(tmp_path: Path) -> Non
     text = target.read_text(encoding="utf-8")
     assert 'id="validation-and-latency"' in text and 'id="chart-latency"' in text
     assert "PASSED: FP32 converted vs native TensorFlow" in text and "batch 4: native TF" in text
+    assert "measured with other settings" not in text  # the check is of the report's settings
     plain = run_cli("report", model, "-o", str(target))
     assert plain.returncode == 0 and "chart-latency" not in target.read_text(encoding="utf-8")
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -12,6 +14,7 @@ from workbench.conversion.params import (
     PROFILE_STRATEGIES,
     ConversionParams,
 )
+from workbench.errors import WorkbenchError
 
 WORKSPACE_CHOICES = [
     ("TF-TRT default (no limit)", DEFAULT_MAX_WORKSPACE_SIZE_BYTES),
@@ -63,6 +66,8 @@ class Controls:
             **_FULL,
         )
         self.use_calibration = p.use_calibration
+        self._callbacks: list[Callable[[], None]] = []
+        self._holding = False  # set_params fires the callbacks once, not once per widget
         self.dynamic_shape.observe(self._toggle_strategy, names="value")
 
     @property
@@ -95,9 +100,9 @@ class Controls:
                                   padding="0 12px 0 0"),
         )
 
-    def set_threshold_range(self, largest_segment: int) -> None:
-        """The slider reaches one past the largest segment, so every outcome is reachable."""
-        self.minimum_segment_size.max = max(16, largest_segment + 1)
+    def set_threshold_range(self, limit: int) -> None:
+        """The slider reaches `limit` (`viz.view.sweep_limit`: the sweep's last threshold)."""
+        self.minimum_segment_size.max = limit
 
     def set_op_types(self, op_types: Iterable[str]) -> None:
         """The denylist offers the op types present in the model."""
@@ -117,28 +122,40 @@ class Controls:
             allow_build_at_runtime=self.allow_build_at_runtime.value,
         ).validated()
 
-    def set_params(self, values: dict) -> None:
-        """Moves the widgets to `ConversionParams.to_json()`-style values (a tuning trial's);
-        keys left out keep their widget's value."""
-        widgets_by_key = {
-            "precision_mode": self.precision, "minimum_segment_size": self.minimum_segment_size,
-            "use_dynamic_shape": self.dynamic_shape, "max_engines": self.max_engines,
-            "dynamic_shape_profile_strategy": self.profile_strategy,
-        }
-        threshold = values.get("minimum_segment_size")
-        if isinstance(threshold, int) and threshold > self.minimum_segment_size.max:
-            self.minimum_segment_size.max = threshold
-        for key, widget in widgets_by_key.items():
-            if values.get(key) is not None:
-                widget.value = values[key]
-        if "denylist" in values:
-            ops = list(values["denylist"] or ())
-            self.denylist.allowed_tags = sorted({*self.denylist.allowed_tags, *ops})
-            self.denylist.value = ops
+    def set_params(self, params: ConversionParams | Mapping[str, Any]) -> None:
+        """Sets every control from `params` (or a dict of its fields, such as a tuning trial's;
+        missing fields keep their values), then fires the `observe` callbacks once."""
+        if isinstance(params, ConversionParams):
+            params = params.as_dict()
+        known = {f.name for f in fields(ConversionParams)}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise WorkbenchError(f"unknown conversion parameters {unknown}: use {sorted(known)}")
+        p = ConversionParams(**{**self.params().as_dict(), **params}).validated()
+        self._holding = True
+        try:
+            self.minimum_segment_size.max = max(self.minimum_segment_size.max,
+                                                p.minimum_segment_size)
+            self.minimum_segment_size.value = max(p.minimum_segment_size, 1)
+            self.precision.value = p.precision_mode
+            self.dynamic_shape.value = p.use_dynamic_shape
+            self.profile_strategy.value = p.dynamic_shape_profile_strategy or "Range"
+            self.denylist.allowed_tags = sorted({*self.denylist.allowed_tags, *p.denylist})
+            self.denylist.value = list(p.denylist)
+            self.max_engines.value = p.max_engines
+            self.max_cached_engines.value = p.maximum_cached_engines
+            self.workspace.value = _workspace_choice(p.max_workspace_size_bytes)
+            self.use_calibration = p.use_calibration
+            self.allow_build_at_runtime.value = p.allow_build_at_runtime
+        finally:
+            self._holding = False
+        for callback in self._callbacks:
+            callback()
 
     def observe(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
         for widget in self.all:
-            widget.observe(lambda _change: callback(), names="value")
+            widget.observe(lambda _change: None if self._holding else callback(), names="value")
 
     def set_disabled(self, disabled: bool) -> None:
         for widget in self.all:

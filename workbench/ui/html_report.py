@@ -1,7 +1,9 @@
 """The workbench's view as one static, offline HTML page (`workbench report MODEL -o FILE`).
 
-Everything is inside the file: CSS, the SVG drawings and plotly.js (inlined once, before the
-charts that need it), so the page opens anywhere, with no network and no kernel.
+It renders the same `ConversionView` as the notebook app's tabs (`workbench.viz.view`), so
+the two agree by construction. Everything is inside the file: CSS, the SVG drawings and
+plotly.js (inlined once, before the charts that need it), so the page opens anywhere, with no
+network and no kernel.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
@@ -17,17 +18,17 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.checks.conversion_check import ConversionCheck
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
-from workbench.conversion.report import ConversionReport, nonconversion_report
+from workbench.conversion.recommend import Recommendation
+from workbench.conversion.report import ConversionReport
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
-from workbench.conversion.summary import summary_lines
 from workbench.conversion.whatif import blocking_op_types
 from workbench.errors import WorkbenchError
 from workbench.tf_compat import graph_origin
+from workbench.viz.view import ConversionView, Headline, build_view
 
-SWEEP_THRESHOLDS = range(1, 65)
 CHART_HEIGHT = "440px"
 PARAM_LABELS = (
     ("precision_mode", "Precision"),
@@ -42,8 +43,6 @@ RECOMMENDATION_LABELS = (
     ("moderate", "Moderate"),
     ("current", "Current"),
 )
-# dot's SVG starts with an XML declaration and a DOCTYPE, which are invalid inside HTML.
-_SVG_PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)
 
 CSS = """
 :root { --ink: #1f2933; --muted: #616e7c; --line: #d9e2ec; --panel: #f5f7fa;
@@ -89,49 +88,29 @@ details summary { cursor: pointer; color: var(--muted); margin: 6px 0; }
 """
 
 
-@dataclass
-class ReportData:
-    """Everything the page shows, computed once from the session."""
-
-    params: ConversionParams
-    result: ConversionResult
-    report: ConversionReport
-    sweep: list[ConversionResult]
-    recommendation: Recommendation
-    blocking: pd.DataFrame
-
-
-def collect(session: ConversionSession, params: ConversionParams) -> ReportData:
-    params = params.validated()
-    result = session.convert(params)
-    sweep = session.sweep(params, SWEEP_THRESHOLDS)
-    return ReportData(
-        params=params,
-        result=result,
-        report=ConversionReport(result),
-        sweep=sweep,
-        recommendation=recommend_minimum_segment_size(sweep, params.minimum_segment_size),
-        blocking=blocking_op_types(session, params),
-    )
+def collect(session: ConversionSession, params: ConversionParams,
+            check: ConversionCheck | None = None) -> ConversionView:
+    """The report's view: the app's, with the blocking op types always measured."""
+    return build_view(session, params, check=check,
+                      blocking=blocking_op_types(session, params.validated()))
 
 
 def html_report(session: ConversionSession, params: ConversionParams,
-                check: Any = None, tuning: Any = None) -> str:
+                check: ConversionCheck | None = None, tuning: Any = None) -> str:
     """The whole report page for converting `session`'s model with `params`; with `check` (a
     `ConversionCheck` of the same parameters), its validation and latency too; with `tuning`
     (a `TuneResult`), the search's trials, Pareto set, recommendation and charts."""
-    data = collect(session, params)
-    graph = session.prepared(data.params.precision_mode).graph
+    data = collect(session, params, check)
     sections = [
         _section("Parameters", _params_table(data.params)),
-        _section("Result", _headline(data.result)),
+        _section("Result", _headline(data.headline)),
         _section("TF-TRT summary()", _summary(data)),
         _section("TF-TRT non-conversion report", _nonconversion(data)),
         _section("Charts", _charts(data)),
-        *([_section("Validation and latency", _validation(check))] if check else []),
+        *([_section("Validation and latency", _validation(data))] if data.check else []),
         *([_section("Tuning", tuning_html(tuning))] if tuning is not None else []),
-        _section("Converted graph", _graph_view("converted", graph, data.result)),
-        _section("Full graph by engine", _graph_view("full", graph, data.result)),
+        _section("Converted graph", _graph_view("converted", data)),
+        _section("Full graph by engine", _graph_view("full", data)),
         _section("Nodes outside engines", _unconverted(data.report)),
     ]
     return _page(_title(data.result), _header(data), sections)
@@ -139,7 +118,7 @@ def html_report(session: ConversionSession, params: ConversionParams,
 
 def write_html_report(
     session: ConversionSession, params: ConversionParams, path: str | os.PathLike,
-    check: Any = None, tuning: Any = None,
+    check: ConversionCheck | None = None, tuning: Any = None,
 ) -> Path:
     """Writes the report to `path` (whole or not at all) and returns the path."""
     target = check_report_path(path)
@@ -186,7 +165,7 @@ def _page(title: str, header: str, sections: Iterable[str]) -> str:
     ])
 
 
-def _header(data: ReportData) -> str:
+def _header(data: ConversionView) -> str:
     result = data.result
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
@@ -216,14 +195,13 @@ def _param_text(value: Any) -> str:
     return "(none)" if value is None else str(value)
 
 
-def _headline(result: ConversionResult) -> str:
-    # The same numbers as summary()'s footer and the report's totals.
-    rejected = sum(sum(reasons.values()) for reasons in result.nonconversion.values())
+def _headline(headline: Headline) -> str:
     cards = [
-        (str(len(result.engines)), "TensorRT engines"),
-        (f"{result.percent_converted:.2f}%", "of ops converted"),
-        (f"{result.converted_nodes} / {result.total_nodes}", "ops converted / total"),
-        (f"{rejected} in {len(result.nonconversion)} types", "non-converted ops reported"),
+        (str(headline.engines), "TensorRT engines"),
+        (f"{headline.percent_converted:.2f}%", "of ops converted"),
+        (f"{headline.converted_nodes} / {headline.total_nodes}", "ops converted / total"),
+        (f"{headline.rejected_nodes} in {headline.rejected_op_types} types",
+         "non-converted ops reported"),
     ]
     return '<div class="cards">' + "".join(
         f'<div class="card"><div class="value">{escape(value)}</div>'
@@ -232,7 +210,7 @@ def _headline(result: ConversionResult) -> str:
     ) + "</div>"
 
 
-def _summary(data: ReportData) -> str:
+def _summary(data: ConversionView) -> str:
     engines = data.report.engines
     table = _table(
         ["Engine", "# Nodes", "Effective size", "# Inputs", "# Outputs", "Input shapes",
@@ -244,7 +222,7 @@ def _summary(data: ReportData) -> str:
         ],
         numeric={1, 2, 3, 4},
     )
-    text = "\n".join(summary_lines(data.result))
+    text = data.summary_text
     return (
         (table if len(engines) else '<p class="empty">No engines.</p>')
         + '<p class="note">As <code>converter.summary()</code> prints it:</p>'
@@ -256,7 +234,7 @@ def _shapes(shapes: Sequence[Any]) -> str:
     return ", ".join(str(shape) for shape in shapes)
 
 
-def _nonconversion(data: ReportData) -> str:
+def _nonconversion(data: ConversionView) -> str:
     frame = data.report.nonconversion
     if not len(frame):
         return '<p class="empty">TF-TRT reports no non-converted ops.</p>'
@@ -271,7 +249,7 @@ def _nonconversion(data: ReportData) -> str:
         ],
         numeric={1, 3},
     )
-    text = nonconversion_report(data.result.nonconversion, detailed=True).strip("\n")
+    text = data.nonconversion_text
     return (
         f'<div class="scroll">{table}</div>'
         + "<details><summary>The report as TF-TRT logs it "
@@ -280,7 +258,7 @@ def _nonconversion(data: ReportData) -> str:
     )
 
 
-def _charts(data: ReportData) -> str:
+def _charts(data: ConversionView) -> str:
     from workbench.viz.charts import blocking_ops_chart, engine_sizes_chart, sweep_chart
 
     parts = [
@@ -294,7 +272,7 @@ def _charts(data: ReportData) -> str:
     else:
         parts.append('<p class="empty">No engines at these parameters.</p>')
     parts.append("<h3>Op types that block conversion</h3>")
-    if len(data.blocking):
+    if data.blocking is not None and len(data.blocking):
         parts += [
             '<p class="note">Nodes converted if TF-TRT supported each rejected op type '
             "(the model segmented again with that op on TF_TRT_OP_FAKELIST).</p>",
@@ -305,12 +283,16 @@ def _charts(data: ReportData) -> str:
     return "".join(parts)
 
 
-def _validation(check: Any) -> str:
-    """The check's verdict, one line per output, latency per batch, and its chart."""
+def _validation(data: ConversionView) -> str:
+    """The check's verdict, one line per output, latency per batch, and its chart (said to be
+    of other settings when it is, as the app's Validation tab says)."""
     from workbench.viz.charts import latency_chart
 
+    check = data.check
+    stale = "" if data.check_is_current else (
+        '<p class="note">These figures were measured with other settings than this report\'s.</p>')
     lines = "".join(f"<p>{escape(line)}</p>" for line in check.summary(outputs=True).splitlines())
-    return lines + _chart("latency", latency_chart(check.latency))
+    return stale + lines + _chart("latency", latency_chart(check.latency))
 
 
 def tuning_html(result: Any) -> str:
@@ -360,11 +342,10 @@ def _recommendations(recommendation: Recommendation) -> str:
     return f'<p class="note">Recommended values:</p><ul class="recs">{items}</ul>'
 
 
-def _graph_view(kind: str, graph: Any, result: ConversionResult) -> str:
-    from workbench.viz.graphs import converted_graph, full_graph, to_svg
+def _graph_view(kind: str, data: ConversionView) -> str:
+    from workbench.viz.graphs import draw, inline_svg
 
-    draw = converted_graph if kind == "converted" else full_graph
-    svg = _SVG_PROLOGUE.sub("", to_svg(draw(graph, result)), count=1)
+    svg = inline_svg(draw(data.graph, data.result, kind))
     return f'<div class="graph" id="graph-{kind}">{svg}</div>'
 
 

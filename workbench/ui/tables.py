@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-from typing import Any
 
 import pandas as pd
 
@@ -47,18 +46,3 @@ def note_html(text: str, error: bool = False, title: str | None = None) -> str:
     hover = f' title="{html.escape(title)}"' if title else ""
     return f'<div class="{css}"{hover}>{html.escape(text)}</div>'
 
-
-def show_figure(output: Any, figure: Any) -> None:
-    """Replaces what a `widgets.Output` shows with a plotly figure.
-
-    Setting the widget's outputs (not `with output: display(...)`) works from background
-    threads: the context manager only captures the kernel's thread. The figure's own MIME
-    bundle, because IPython's formatter would display into whichever cell ran last. Outside a
-    kernel (scripts, tests) there is nothing to show and the output stays empty.
-    """
-    from IPython import get_ipython
-
-    output.outputs = ()
-    if getattr(get_ipython(), "kernel", None) is not None:
-        output.outputs = ({"output_type": "display_data", "metadata": {},
-                           "data": figure._repr_mimebundle_()},)

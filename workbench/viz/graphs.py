@@ -153,6 +153,23 @@ def engine_graph(graph: Graph, result: ConversionResult, engine: str) -> graphvi
     return dot
 
 
+VIEWS = ("converted", "full", "engine")  # what `draw` can draw
+# dot's SVG starts with an XML declaration and a DOCTYPE, which are invalid inside HTML.
+_SVG_PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)
+
+
+def draw(graph: Graph, result: ConversionResult, view: str, engine: str = "") -> graphviz.Digraph:
+    """One of the VIEWS: the converted graph, the full graph by engine, or `engine` opened up."""
+    if view == "engine":
+        return engine_graph(graph, result, engine)
+    return full_graph(graph, result) if view == "full" else converted_graph(graph, result)
+
+
+def inline_svg(digraph: graphviz.Digraph) -> str:
+    """The drawing as SVG to put inside an HTML page (no XML prologue)."""
+    return _SVG_PROLOGUE.sub("", to_svg(digraph), count=1)
+
+
 def to_svg(digraph: graphviz.Digraph, timeout_s: float = 60) -> str:
     """Renders with Graphviz's `dot`; a missing `dot` or a timeout is a one-line WorkbenchError."""
     exe = dot_executable()

@@ -1,0 +1,296 @@
+"""The workbench's tabs: each a small class with a `title`, a `widget` and `update(view)`.
+
+A tab renders a `ConversionView` (built once per change by the app, the same view the HTML report
+renders) and owns its widgets and HTML. Buttons that start long steps call back into the app,
+which runs them in the background and builds the next view. Measurements (a check, a profile,
+the blocking op types) are redrawn only when the view brings a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from html import escape
+from typing import Any, Protocol
+
+import ipywidgets as widgets
+import pandas as pd
+from IPython import get_ipython
+
+from workbench.checks.conversion_check import parse_batch_sizes
+from workbench.errors import WorkbenchError
+from workbench.tf_compat import graph_origin
+from workbench.ui.store import ExperimentStore
+from workbench.ui.tables import note_html, pre_html, table_html
+from workbench.viz import charts, graphs
+from workbench.viz.profile_charts import native_vs_engine_chart, profile_figures
+from workbench.viz.view import ConversionView, Headline
+
+GRAPH_VIEWS = {"Converted": "converted", "Full": "full", "One engine": "engine"}
+CHECK_COLUMNS = ["name", "passed", "shape", "max_abs", "mean_abs", "max_rel", "mean_rel",
+                 "mismatches", "elements", "top1_agreement", "reason"]
+
+
+class Tab(Protocol):
+    """What the app needs of a tab (`figures`, optional: the plotly figures it shows)."""
+
+    title: str
+    widget: widgets.Widget
+
+    def update(self, view: ConversionView) -> None: ...
+
+
+def headline_html(headline: Headline) -> str:
+    """The one-line headline above the tabs."""
+    engines = headline.engines
+    version = headline.tensorflow_version
+    return (
+        f'<div class="wb-headline"><b>{engines}</b> TensorRT engine{"s" * (engines != 1)} · '
+        f"<b>{headline.percent_converted:.2f}%</b> of nodes converted "
+        f"[{headline.converted_nodes}/{headline.total_nodes}] · "
+        f"<b>{headline.rejected_op_types}</b> op types rejected · "
+        f'<span title="{escape(graph_origin(version))}">'
+        f"TensorFlow {escape(version or '?')}</span></div>"
+    )
+
+
+class SummaryTab:
+    """The engine table, each engine's op histogram and TF-TRT's summary()."""
+
+    title = "Summary"
+
+    def __init__(self) -> None:
+        self.widget = self.html = widgets.HTML()
+        self.html.add_class("wb-summary")
+
+    def update(self, view: ConversionView) -> None:
+        self.html.value = (
+            "<b>Engines</b>"
+            + table_html(view.report.engines.drop(columns=["ops"], errors="ignore"))
+            + "<b>Op histogram per engine</b>" + table_html(view.op_histogram, "No engines.")
+            + "<b>As TF-TRT's <code>summary()</code> prints it</b>" + pre_html(view.summary_text)
+        )
+
+
+class NonconversionTab:
+    """What TF-TRT's candidate test rejected, the candidates left out, TF-TRT's report text."""
+
+    title = "Non-conversion report"
+
+    def __init__(self) -> None:
+        self.widget = self.html = widgets.HTML()
+
+    def update(self, view: ConversionView) -> None:
+        self.html.value = (
+            "<b>Rejected by TF-TRT's candidate test</b>"
+            + table_html(view.rejected, "Every node was a candidate.")
+            + "<b>Candidates left outside engines</b> "
+            + "<span class='wb-note'>(TF-TRT did not report these)</span>"
+            + table_html(view.left_out, "None.")
+            + "<details><summary>TF-TRT's report text</summary>"
+            + pre_html(view.nonconversion_text) + "</details>"
+        )
+
+
+class GraphTab:
+    """Graphviz drawings: the converted graph, the full graph, or one engine opened up."""
+
+    title = "Segment graph"
+
+    def __init__(self) -> None:
+        self.choice = widgets.ToggleButtons(options=list(GRAPH_VIEWS), value="Converted",
+                                            style={"button_width": "105px"})
+        self.engine = widgets.Dropdown(description="engine", options=[])
+        self.html = widgets.HTML()
+        self.html.add_class("wb-graph")
+        self.svg = ""
+        self._view: ConversionView | None = None
+        self.choice.observe(lambda _c: self.draw(), names="value")
+        self.engine.observe(lambda _c: self.choice.value == "One engine" and self.draw(),
+                            names="value")
+        self.widget = widgets.VBox([widgets.HBox([self.choice, self.engine]), self.html])
+
+    def update(self, view: ConversionView) -> None:
+        self._view = view
+        if view.engine_names != tuple(self.engine.options):
+            self.engine.options = view.engine_names  # redraws through the observer if needed
+        self.draw()
+
+    def draw(self) -> None:
+        view = self._view
+        if view is None:
+            return
+        kind = GRAPH_VIEWS[self.choice.value]
+        if kind == "engine" and not self.engine.value:
+            kind = "converted"
+        try:
+            self.svg = graphs.inline_svg(graphs.draw(view.graph, view.result, kind,
+                                                     self.engine.value or ""))
+        except WorkbenchError as exc:
+            self.html.value = note_html(str(exc), error=True)
+            return
+        self.html.value = f'<div style="overflow:auto; max-height:800px">{self.svg}</div>'
+
+
+class ChartsTab:
+    """The minimum_segment_size sweep with recommendations, engine sizes, blocking op types."""
+
+    title = "Charts"
+
+    def __init__(self, on_blocking: Callable[[], None]) -> None:
+        self.figures: dict[str, Any] = {}
+        self.sweep_out, self.sizes_out, self.blocking_out = (widgets.Output() for _ in range(3))
+        self.blocking_button = widgets.Button(description="Find blocking op types",
+                                              icon="search", layout=widgets.Layout(width="220px"))
+        self.blocking_button.on_click(lambda _b: on_blocking())
+        self._blocking: pd.DataFrame | None = None
+        self.widget = widgets.VBox([self.sweep_out, self.sizes_out, self.blocking_button,
+                                    self.blocking_out])
+
+    def update(self, view: ConversionView) -> None:
+        self.figures["sweep"] = charts.sweep_chart(view.sweep, view.recommendation)
+        self.figures["engine_sizes"] = charts.engine_sizes_chart(view.result)
+        show_figure(self.sweep_out, self.figures["sweep"])
+        show_figure(self.sizes_out, self.figures["engine_sizes"])
+        if view.blocking is not None and view.blocking is not self._blocking:
+            self._blocking = view.blocking
+            self.figures["blocking_ops"] = charts.blocking_ops_chart(view.blocking)
+            show_figure(self.blocking_out, self.figures["blocking_ops"])
+
+
+class ValidationTab:
+    """'Validate and time' (the CLI's `check`): its options, verdict, outputs and latency."""
+
+    title = "Validation"
+
+    def __init__(self, on_check: Callable[[], None]) -> None:
+        self.figures: dict[str, Any] = {}
+        small = {"layout": widgets.Layout(width="160px")}
+        self.batch_sizes = widgets.Text(value="1", description="batch sizes",
+                                        layout=widgets.Layout(width="220px"))
+        self.batches = widgets.BoundedIntText(value=2, min=1, max=100, description="batches",
+                                              **small)
+        self.atol = widgets.FloatText(value=1e-5, description="atol", **small)
+        self.rtol = widgets.FloatText(value=1e-5, description="rtol", **small)
+        self.whole = widgets.Checkbox(value=False, description="whole model too", indent=False,
+                                      layout=widgets.Layout(width="150px"))
+        self.button = widgets.Button(description="Validate and time", icon="check",
+                                     layout=widgets.Layout(width="200px"))
+        self.button.on_click(lambda _b: on_check())
+        self.stale, self.note, self.outputs = widgets.HTML(), widgets.HTML(), widgets.HTML()
+        self.note.add_class("wb-check")
+        self.out = widgets.Output()
+        self._check: Any = None
+        options = widgets.HBox([self.batch_sizes, self.batches, self.atol, self.rtol,
+                                self.whole, self.button],
+                               layout=widgets.Layout(flex_flow="row wrap"))
+        self.widget = widgets.VBox([options, self.stale, self.note, self.outputs, self.out])
+
+    def options(self) -> dict[str, Any]:
+        """The check's arguments from the widgets; bad batch sizes are a WorkbenchError."""
+        return {"batch_sizes": parse_batch_sizes(self.batch_sizes.value),
+                "batches": self.batches.value, "atol": self.atol.value,
+                "rtol": self.rtol.value, "whole_model": self.whole.value}
+
+    def update(self, view: ConversionView) -> None:
+        stale = view.check is not None and not view.check_is_current
+        self.stale.value = note_html(
+            "These figures were measured with other settings: press 'Validate and time' to "
+            "measure the current ones.", error=True) if stale else ""
+        if view.check is None or view.check is self._check:
+            return
+        check = self._check = view.check
+        lines = check.summary().splitlines()
+        self.note.value = note_html(lines[0], error=not check.validation.passed) + "".join(
+            note_html(line) for line in lines[1:]) + note_html(
+            "Kept runs of these settings store these figures (Runs tab).")
+        table = check.validation.table()[CHECK_COLUMNS]
+        errors = table.select_dtypes("float").columns  # 3 significant digits fit the tab
+        table[errors] = table[errors].map(lambda v: f"{v:.3g}")
+        self.outputs.value = "<b>Outputs: converted vs native TF</b>" + table_html(table)
+        self.figures["latency"] = charts.latency_chart(check.latency)
+        show_figure(self.out, self.figures["latency"])
+
+
+class RunsTab:
+    """Kept runs: keep the current one, compare them in a table and a chart. The runs are the
+    store's, not the conversion's: `show()` redraws when the store changes."""
+
+    title = "Runs"
+
+    def __init__(self, store: ExperimentStore, on_keep: Callable[[str], None]) -> None:
+        self.store = store
+        self.figures: dict[str, Any] = {}
+        self.name = widgets.Text(placeholder="run name (optional)")
+        self.button = widgets.Button(description="Keep this run", icon="save",
+                                     button_style="primary")
+        self.button.on_click(lambda _b: on_keep(self.name.value.strip()))
+        self.table, self.problems = widgets.HTML(), widgets.HTML()
+        self.out = widgets.Output()
+        self.widget = widgets.VBox([widgets.HBox([self.name, self.button]), self.problems,
+                                    self.table, self.out])
+
+    def update(self, view: ConversionView) -> None:
+        """Nothing here depends on the conversion."""
+
+    def show(self) -> None:
+        runs = self.store.table()
+        self.problems.value = "".join(note_html(p, error=True) for p in self.store.problems)
+        self.table.value = table_html(runs, "No runs kept yet: press 'Keep this run'.")
+        if not runs.empty:
+            self.figures["runs"] = charts.runs_chart(runs)
+            show_figure(self.out, self.figures["runs"])
+
+
+class ProfileTab:
+    """Per-layer timings of native TF and of the engines, side by side by TF node."""
+
+    title = "Profiling"
+
+    def __init__(self, on_profile: Callable[[], None]) -> None:
+        self.figures: dict[str, Any] = {}
+        self.button = widgets.Button(description="Profile native TF and engines",
+                                     icon="clock-o", layout=widgets.Layout(width="260px"))
+        self.button.on_click(lambda _b: on_profile())
+        self.note, self.out = widgets.HTML(), widgets.Output()
+        self.table: pd.DataFrame | None = None
+        self.widget = widgets.VBox([self.button, self.note, self.out])
+
+    def update(self, view: ConversionView) -> None:
+        if view.profile is None or view.profile is self.table:
+            return
+        table = self.table = view.profile
+        runs = table.groupby(["run", "device"])["avg_ms"].sum()
+        lines = [f"{run} on {device}: {ms:.1f} ms summed over layers"
+                 for (run, device), ms in runs.items()]
+        skipped = table.attrs.get("skipped", [])
+        self.note.value = "".join(note_html(line) for line in lines + [
+            f"engine not profiled: {s}" for s in skipped])
+        engine_run = next((r for r in table["run"].unique() if r != "native TF"), None)
+        figures = profile_figures(table, engine_run)
+        if engine_run is not None:
+            figures["native TF vs engines"] = native_vs_engine_chart(table, "native TF",
+                                                                     engine_run)
+        self.figures = {f"profile: {k}": v for k, v in figures.items()}
+        self.out.outputs = ()
+        for figure in figures.values():
+            append_figure(self.out, figure)
+
+
+def append_figure(output: widgets.Output, figure: Any) -> None:
+    """Adds a plotly figure to `output`.
+
+    Setting the widget's outputs (not `with output: display(...)`) works from the background
+    threads that finish long steps: the context manager only captures the kernel's thread.
+    Outside a kernel (scripts, benchmarks) there is nothing to show. Plotly's own MIME bundle:
+    IPython's formatter would call the figure's `_ipython_display_`, which displays into
+    whatever cell ran last instead.
+    """
+    if getattr(get_ipython(), "kernel", None) is not None:
+        output.outputs += ({"output_type": "display_data", "metadata": {},
+                            "data": figure._repr_mimebundle_()},)
+
+
+def show_figure(output: widgets.Output, figure: Any) -> None:
+    """Replaces what `output` shows with `figure`."""
+    output.outputs = ()
+    append_figure(output, figure)

@@ -1,0 +1,155 @@
+"""One view of a conversion: what the notebook app's tabs and the HTML report both show.
+
+`build_view` computes it once per change (result, report, sweep, recommendation, headline
+figures, tables) from a session, the parameters and the latest measurements; the app's tabs and
+the report only render it, so the two cannot disagree (they once swept different thresholds and
+recommended different values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import pandas as pd
+
+from workbench.checks.conversion_check import ConversionCheck
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
+from workbench.conversion.report import ConversionReport, nonconversion_report
+from workbench.conversion.result import ConversionResult
+from workbench.conversion.session import ConversionSession
+from workbench.conversion.summary import summary_lines
+from workbench.graph.nodes import Graph
+
+MIN_SWEEP_LIMIT = 16  # a short sweep still shows the shape of the curve
+
+
+def sweep_limit(largest_segment: int) -> int:
+    """The largest `minimum_segment_size` worth showing: one past the largest segment (no
+    engines from there on), so every outcome is reachable, on the slider and in the sweep."""
+    return max(MIN_SWEEP_LIMIT, largest_segment + 1)
+
+
+def largest_segment(session: ConversionSession, params: ConversionParams) -> int:
+    """The largest effective segment size of this clustering (any threshold)."""
+    return max((s.effective_size for s in session.segmentation(params).segments), default=0)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The conversion's numbers at a glance (summary()'s footer and the report's totals)."""
+
+    engines: int
+    percent_converted: float
+    converted_nodes: int
+    total_nodes: int
+    rejected_op_types: int
+    rejected_nodes: int
+    tensorflow_version: str | None
+
+    @classmethod
+    def of(cls, result: ConversionResult) -> Headline:
+        return cls(
+            engines=len(result.engines),
+            percent_converted=result.percent_converted,
+            converted_nodes=result.converted_nodes,
+            total_nodes=result.total_nodes,
+            rejected_op_types=len(result.nonconversion),
+            rejected_nodes=sum(sum(r.values()) for r in result.nonconversion.values()),
+            tensorflow_version=result.tensorflow_version,
+        )
+
+
+@dataclass(frozen=True)
+class ConversionView:
+    """Everything shown about one conversion; built by `build_view`, rendered by the app's
+    tabs and the HTML report. Measurements (check, profile, blocking op types) are the latest
+    ones, which may belong to other parameters: `check_is_current` says."""
+
+    params: ConversionParams  # validated
+    graph: Graph  # the prepared graph the result segments (for drawings)
+    result: ConversionResult
+    report: ConversionReport
+    sweep: tuple[ConversionResult, ...]  # thresholds 1 .. sweep_limit(largest segment)
+    recommendation: Recommendation
+    check: ConversionCheck | None = None
+    profile: pd.DataFrame | None = None
+    blocking: pd.DataFrame | None = None
+
+    @cached_property
+    def headline(self) -> Headline:
+        return Headline.of(self.result)
+
+    @cached_property
+    def summary_text(self) -> str:
+        """summary() as TF-TRT prints it."""
+        return "\n".join(summary_lines(self.result))
+
+    @cached_property
+    def nonconversion_text(self) -> str:
+        """TF-TRT's detailed non-conversion report, as it logs it."""
+        if not self.result.nonconversion and self.params.minimum_segment_size == -1:
+            return "minimum_segment_size is -1: nothing was segmented."
+        return nonconversion_report(self.result.nonconversion, detailed=True).strip("\n")
+
+    @cached_property
+    def op_histogram(self) -> pd.DataFrame:
+        """Op type x engine node counts (the native segment's ops, as summary() lists them)."""
+        engines = [e.name for e in self.result.engines]
+        counts = pd.DataFrame({e.name: e.native_ops for e in self.result.engines}).fillna(0)
+        if counts.empty:
+            return counts
+        counts = counts.astype(int).sort_index()
+        counts.insert(0, "op", counts.index)
+        counts["total"] = counts[engines].sum(axis=1)
+        return counts
+
+    @cached_property
+    def rejected(self) -> pd.DataFrame:
+        """TF-TRT's candidate test's rejections: op, count, reason."""
+        frame = self.report.nonconversion
+        return frame[["op", "count", "reason"]] if not frame.empty else frame
+
+    @cached_property
+    def left_out(self) -> pd.DataFrame:
+        """Candidates left outside engines, which TF-TRT's report did not list."""
+        frame = self.report.unconverted
+        if frame.empty:
+            return frame
+        return frame[~frame["in_tftrt_report"]][["name", "op", "reason"]]
+
+    @property
+    def check_is_current(self) -> bool:
+        """The latest check measured these very parameters."""
+        return self.check is not None and self.check.params == self.params.as_dict()
+
+    @property
+    def engine_names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.result.engines)
+
+
+def build_view(
+    session: ConversionSession,
+    params: ConversionParams,
+    check: ConversionCheck | None = None,
+    profile: pd.DataFrame | None = None,
+    blocking: pd.DataFrame | None = None,
+) -> ConversionView:
+    """The view of converting `session`'s model with `params`, swept over every threshold up
+    to one past the largest segment, with the latest measurements."""
+    params = params.validated()
+    result = session.convert(params)
+    limit = sweep_limit(largest_segment(session, params))
+    sweep = tuple(session.sweep(params, range(1, limit + 1)))
+    return ConversionView(
+        params=params,
+        graph=session.prepared(params.precision_mode).graph,
+        result=result,
+        report=ConversionReport(result),
+        sweep=sweep,
+        recommendation=recommend_minimum_segment_size(sweep, params.minimum_segment_size),
+        check=check,
+        profile=profile,
+        blocking=blocking,
+    )
