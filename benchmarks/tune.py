@@ -33,6 +33,7 @@ import sample_models  # noqa: E402
 from workbench.conversion.session import ConversionSession  # noqa: E402
 from workbench.hardware import cpu_device_name  # noqa: E402
 from workbench.tune import expand_grid, tune  # noqa: E402
+from workbench.tune.cluster import local_worker_config  # noqa: E402
 from workbench.tune.driver import model_fingerprint  # noqa: E402
 from workbench.tune.record import trial_id  # noqa: E402
 from workbench.tune.trial import TrialSpec, run_trial  # noqa: E402
@@ -45,11 +46,13 @@ CONVERSION_GRID = {"precision_mode": ["FP32", "FP16", "INT8"], "use_dynamic_shap
 
 def harness_overhead(model: str, grid: dict) -> dict[str, float]:
     """Per-trial wall time through tune() on a warm worker vs the same trials in-process."""
+    import dask
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", scheduler_kwargs={"dashboard": False},
-                           silence_logs=logging.ERROR)
+    with dask.config.set(local_worker_config(1)):  # as tune()'s own embedded cluster
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                               dashboard_address=":0", scheduler_kwargs={"dashboard": False},
+                               silence_logs=logging.ERROR)
     try:
         with Client(cluster, set_as_default=False) as client, \
                 tempfile.TemporaryDirectory() as store:

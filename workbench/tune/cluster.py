@@ -11,6 +11,7 @@ from typing import Any
 
 from workbench.errors import first_line
 from workbench.tune.grid import TuneError
+from workbench.tune.trial import thread_budget
 
 CONNECT_TIMEOUT_S = 10
 
@@ -77,17 +78,33 @@ def connect(workers: int | None = None, scheduler: str | None = None,
     yield from _local(workers or 1)
 
 
+def local_worker_config(workers: int) -> dict[str, Any]:
+    """Dask settings for the embedded cluster's workers, which run TensorFlow, not numpy tasks:
+    no statistical profiler (its stack sampling every 10 ms slowed trials), and native thread
+    pools sized to the worker's share of the cores, set in the worker alone. Dask's defaults
+    (OMP_NUM_THREADS=1, MALLOC_TRIM_THRESHOLD_, ...) are also written into the spawning
+    process's environment, the caller's notebook kernel, and the trim slowed engine builds."""
+    budget = str(thread_budget(workers))
+    return {"distributed.worker.profile.enabled": False,
+            "distributed.nanny.pre-spawn-environ": {},
+            "distributed.nanny.environ": {"OMP_NUM_THREADS": budget, "MKL_NUM_THREADS": budget,
+                                          "OPENBLAS_NUM_THREADS": budget}}
+
+
 def _local(workers: int) -> Iterator[Cluster]:
+    import dask
     from distributed import Client, LocalCluster
 
     try:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", scheduler_kwargs={"dashboard": False},
-                               silence_logs=logging.ERROR)
+        with dask.config.set(local_worker_config(workers)):  # the nannies keep them
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0",
+                                   scheduler_kwargs={"dashboard": False},
+                                   silence_logs=logging.ERROR)
     except RuntimeError as exc:
         # Worker processes start by importing the caller's script: unguarded, it starts
         # another search there, which multiprocessing refuses.
-        raise TuneError(f"could not start {workers} local Dask worker(s): {first_line(exc)}; "
+        raise TuneError(f"could not start {workers} local Dask worker(s) ({first_line(exc)}): "
                         "in a script, call tune() under `if __name__ == '__main__':`") from None
     try:
         with Client(cluster, set_as_default=False) as client:
