@@ -36,7 +36,7 @@ def test_loads_and_shows_every_tab(app: Workbench) -> None:
             in app.nonconversion_tab.html.value)
     assert app.graph_tab.html.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg
     assert app.tabs.titles == ("Summary", "Non-conversion report", "Segment graph", "Charts",
-                               "Validation", "Runs", "Profiling")
+                               "Validation", "Runs", "Profiling", "Tune")
     assert set(app.figures) >= {"sweep", "engine_sizes"}
     assert not any(w.disabled for w in app.controls.all if w is not app.controls.profile_strategy)
     assert "Conv2D" in app.controls.denylist.allowed_tags

@@ -2,7 +2,8 @@
 
 `workbench.load(dir)` reloads a converted model saved by `TrtGraphConverterV2.save()` with its
 engines; `workbench.inspect_tftrt(dir)` reads a model TF-TRT itself converted (its engines,
-summary and saved plans); `workbench.doctor()` says what this machine can run. They are
+summary and saved plans); `workbench.doctor()` says what this machine can run;
+`workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tune`). They are
 imported on first use so `import workbench` stays light; it only keeps TensorFlow's
 import-time chatter off stderr (`workbench.quiet`).
 """
@@ -23,6 +24,10 @@ def __getattr__(name: str) -> Any:
         from workbench.engines.tftrt_graph import inspect_tftrt
 
         return inspect_tftrt
+    if name == "tune":  # the package, callable as tune() itself
+        import importlib
+
+        return importlib.import_module("workbench.tune")
     if name == "doctor":
         from workbench.diagnosis import doctor
 

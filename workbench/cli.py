@@ -76,11 +76,15 @@ def _parser() -> argparse.ArgumentParser:
                         help="also build the engines, validate and time them (workbench check)")
     report.add_argument("--batch-sizes", default="1",
                         help="with --check: comma-separated (default: 1)")
+    report.add_argument("--tune-store", metavar="DIR",
+                        help="add a Tuning section: the trials `workbench tune --store DIR` "
+                             "stored for this model")
     report.set_defaults(run=_run_report)
     _add_profile_command(commands)
     _add_validate_command(commands)
     _add_check_command(commands)
     _add_inspect_command(commands)
+    _add_tune_command(commands)
     doctor = commands.add_parser(
         "doctor", help="what this machine can run: TensorFlow, TF-TRT, TensorRT, GPUs, engine "
                        f"backends, Graphviz, Chromium (exit {EXIT_INTERNAL} when the workbench "
@@ -109,6 +113,40 @@ def _add_check_command(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--json", action="store_true",
                        help="print exactly one JSON document on stdout")
     check.set_defaults(run=_run_check)
+
+
+def _add_tune_command(commands: argparse._SubParsersAction) -> None:
+    tune = commands.add_parser(
+        "tune", help="try a grid of conversion settings (convert, build, validate, time), one "
+                     "trial per point on Dask workers; print the table, the Pareto set and a "
+                     "recommendation")
+    _add_model_arguments(tune)
+    tune.add_argument("--precision", default=None, help="comma-separated, e.g. FP32,FP16,INT8")
+    tune.add_argument("--minimum-segment-size", default=None, help="comma-separated, e.g. 2,3,5")
+    tune.add_argument("--use-dynamic-shape", default=None,
+                      help="off, on or off,on (default: off; on when --profile-strategy is given)")
+    tune.add_argument("--profile-strategy", default=None,
+                      help="comma-separated, e.g. Range,Optimal")
+    tune.add_argument("--denylist", action="append", default=None, metavar="OP,OP",
+                      help="one denylist per use (repeat to try several; '' for none)")
+    tune.add_argument("--max-engines", default=None, help="comma-separated engine limits")
+    tune.add_argument("--batch-sizes", default="1", help="comma-separated (default: 1)")
+    where = tune.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=None,
+                       help="local Dask worker processes (default: 1)")
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="run on an existing Dask cluster, e.g. tcp://host:8786")
+    tune.add_argument("--store", default=None, metavar="DIR",
+                      help="where trials are kept and resumed from (default: ./workbench_runs)")
+    tune.add_argument("--timeout", type=float, default=None, metavar="S",
+                      help="seconds a trial may take on its worker before it is given up")
+    tune.add_argument("--no-validate", action="store_true",
+                      help="do not compare outputs with native TensorFlow")
+    tune.add_argument("--retry-failed", action="store_true",
+                      help="run stored failed and timed-out trials again")
+    tune.add_argument("--json", action="store_true",
+                      help="print exactly one JSON document on stdout")
+    tune.set_defaults(run=_run_tune)
 
 
 def _add_inspect_command(commands: argparse._SubParsersAction) -> None:
@@ -250,12 +288,28 @@ def _run_report(args: argparse.Namespace) -> int:
     params = _conversion_params(args)
     check_report_path(args.output)
     sizes = parse_batch_sizes(args.batch_sizes)
+    tuning = _stored_tuning(args) if args.tune_store else None
     session = _open_session(args)
     check = check_conversion(session, params, print_progress, batch_sizes=sizes) \
         if args.check else None
-    path = write_html_report(session, params, args.output, check)
+    path = write_html_report(session, params, args.output, check, tuning)
     print(f"wrote {path}")
     return 0
+
+
+def _stored_tuning(args: argparse.Namespace) -> Any:
+    """The `TuneResult` of the trials stored for the model under `--tune-store`."""
+    from workbench.tune.driver import model_fingerprint
+    from workbench.tune.result import TuneResult
+    from workbench.tune.store import TrialStore
+
+    tags = _split(args.tags)
+    store = TrialStore(args.tune_store, model_fingerprint(args.model, args.signature_key, tags))
+    trials = list(store.load().values())
+    if not trials:
+        raise WorkbenchError(f"no tuning trials of {args.model} in {args.tune_store}: run "
+                             f"`workbench tune {args.model} --store {args.tune_store}` first")
+    return TuneResult(trials, model=args.model, store=store.directory, problems=store.problems)
 
 
 def _run_profile(args: argparse.Namespace) -> int:
@@ -372,6 +426,78 @@ def _run_check(args: argparse.Namespace) -> int:
     return 0 if check.validation.passed else EXIT_MISMATCH
 
 
+def _run_tune(args: argparse.Namespace) -> int:
+    import json
+
+    from workbench.checks.conversion_check import parse_batch_sizes
+    from workbench.tune import tune
+
+    result = tune(args.model, _tune_grid(args), batch_sizes=parse_batch_sizes(args.batch_sizes),
+                  workers=args.workers, scheduler=args.scheduler, store=args.store,
+                  timeout=args.timeout, validate=not args.no_validate,
+                  signature_key=args.signature_key, tags=_split(args.tags),
+                  retry_failed=args.retry_failed)
+    for problem in result.problems:
+        print(f"workbench: warning: {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_json(), default=str))
+        return 0
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", None,
+                           "display.max_colwidth", 60):
+        print(result.table[list(TUNE_COLUMNS)].to_string(index=False))
+        print("\nPareto set (latency, max error, % converted):")
+        print(result.pareto[list(TUNE_COLUMNS)].to_string(index=False)
+              if len(result.pareto) else "(no trial ran)")
+    chosen = result.recommended
+    print(f"\nrecommended: {chosen['trial_id']} {json.dumps(chosen['params'])}\n  because "
+          f"{chosen['reason']}" if chosen else "\nno recommendation: no trial ran")
+    return 0
+
+
+TUNE_COLUMNS = ("trial_id", "precision_mode", "minimum_segment_size", "use_dynamic_shape",
+                "dynamic_shape_profile_strategy", "denylist", "max_engines", "status",
+                "percent_converted", "engines", "latency_ms", "speedup", "max_abs_error",
+                "top1_agreement", "worker")
+
+
+def _tune_grid(args: argparse.Namespace) -> dict[str, list[Any]]:
+    """The grid the options ask for; options not given take TF-TRT's defaults."""
+    grid: dict[str, list[Any]] = {}
+    if args.precision:
+        grid["precision_mode"] = list(_split(args.precision) or ())
+    if args.minimum_segment_size:
+        grid["minimum_segment_size"] = _integers("--minimum-segment-size",
+                                                 args.minimum_segment_size)
+    if args.max_engines:
+        grid["max_engines"] = _integers("--max-engines", args.max_engines)
+    if args.profile_strategy:
+        grid["dynamic_shape_profile_strategy"] = list(_split(args.profile_strategy) or ())
+    dynamic = args.use_dynamic_shape or ("on" if args.profile_strategy else None)
+    if dynamic:
+        grid["use_dynamic_shape"] = [_switch(v) for v in _split(dynamic) or ()]
+    if args.denylist is not None:
+        grid["denylist"] = [list(_split(d) or ()) for d in args.denylist]
+    return grid
+
+
+def _integers(option: str, text: str) -> list[int]:
+    try:
+        return [int(v) for v in _split(text) or ()]
+    except ValueError:
+        raise WorkbenchError(f"{option} takes whole numbers separated by commas, "
+                             f"got {text!r}") from None
+
+
+def _switch(text: str) -> bool:
+    value = {"on": True, "true": True, "1": True, "yes": True,
+             "off": False, "false": False, "0": False, "no": False}.get(text.lower())
+    if value is None:
+        raise WorkbenchError(f"--use-dynamic-shape takes off, on or off,on; got {text!r}")
+    return value
+
+
 def _npz(path: str) -> dict[str, Any]:
     import numpy as np
 
@@ -425,16 +551,7 @@ def _quiet_tensorflow(debug: bool) -> None:
     if debug:
         quiet.uninstall()
         return
-    only_fatal = len(quiet.SEVERITIES) - 1
-    quiet.install(level=only_fatal)  # at import: only fatal lines pass
-    quiet.filter_native_stderr(level=only_fatal)  # and after it
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # after it: TensorFlow's own filter
-    import logging
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    logging.getLogger("tensorflow").setLevel(logging.ERROR)
-    logging.getLogger("absl").setLevel(logging.ERROR)
+    quiet.only_fatal_lines()
 
 
 if __name__ == "__main__":

@@ -170,3 +170,18 @@ def install(level: int | None = None) -> None:
 def uninstall() -> None:
     """Lets TensorFlow's import print everything again."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietFinder)]
+
+
+def only_fatal_lines() -> None:
+    """stderr for the process's own output alone (the CLI, a tuning worker): TensorFlow's
+    import and native lines pass only when fatal, its Python loggers only errors, no warnings."""
+    only_fatal = len(SEVERITIES) - 1
+    install(level=only_fatal)  # at import: only fatal lines pass
+    filter_native_stderr(level=only_fatal)  # and after it
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # after it: TensorFlow's own filter
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    logging.getLogger("absl").setLevel(logging.ERROR)

@@ -44,41 +44,58 @@ class ConversionCheck:
 
     params: dict[str, Any]  # the conversion parameters checked
     engines: int  # engines the conversion made (0: the "converted" model is native TF)
-    validation: ValidationReport
+    validation: ValidationReport | None  # None when asked not to compare (compare=False)
     latency: pd.DataFrame  # one row per (model, batch): `model` plus LatencyStats' columns
     notes: tuple[str, ...] = ()  # how string inputs were generated; what was not measured
+    backend: str = ""  # the engine backend and device the engines were built on
+    device: str = ""
 
     def metrics(self) -> dict[str, Any]:
         """Plain numbers for a kept run (plus the backend and device that produced them)."""
-        outputs = self.validation.outputs
-        top1 = [o.top1_agreement for o in outputs if o.top1_agreement is not None]
-        metrics: dict[str, Any] = {
-            "validation_passed": self.validation.passed,
-            "max_abs_error": max(o.max_abs for o in outputs),
-        }
-        if top1:
-            metrics["top1_agreement_pct"] = 100.0 * min(top1)
+        metrics: dict[str, Any] = {}
+        if self.validation is not None:
+            metrics["validation_passed"] = self.validation.passed
+            metrics["max_abs_error"] = self.max_abs_error
+            if self.top1_agreement is not None:
+                metrics["top1_agreement_pct"] = 100.0 * self.top1_agreement
         # Native TF's latency is the baseline every run shares: the speed-up carries it.
         for batch, mean in self._means():
             metrics[f"converted_ms_b{batch}"] = float(mean[CONVERTED])
             metrics[f"speedup_b{batch}"] = float(mean[NATIVE] / mean[CONVERTED])
             if WHOLE in mean:
                 metrics[f"whole_model_ms_b{batch}"] = float(mean[WHOLE])
-        if self.validation.native_runs:  # only then: a column of zeros would be noise
+        if self.validation is not None and self.validation.native_runs:  # a column of zeros
             metrics["native_segment_calls"] = sum(self.validation.native_runs.values())
-        metrics["engines_backend"] = self.validation.backend
-        metrics["engines_device"] = self.validation.device
+        metrics["engines_backend"] = self.backend
+        metrics["engines_device"] = self.device
         return metrics
+
+    @property
+    def max_abs_error(self) -> float | None:
+        """The largest absolute error over every output (None: not compared)."""
+        if self.validation is None:
+            return None
+        return max(o.max_abs for o in self.validation.outputs)
+
+    @property
+    def top1_agreement(self) -> float | None:
+        """The lowest top-1 agreement (0-1) over classifier outputs, None if none."""
+        top1 = [o.top1_agreement for o in self.validation.outputs
+                if o.top1_agreement is not None] if self.validation is not None else []
+        return min(top1) if top1 else None
 
     def _means(self) -> list[tuple[int, pd.Series]]:
         """Per batch size, the mean latency of each model measured (native TF, ...)."""
+        if self.latency.empty:  # not timed
+            return []
         return [(int(batch), rows.set_index("model")["mean_ms"])
                 for batch, rows in self.latency.groupby("batch_size")]
 
     def summary(self, outputs: bool = False) -> str:
         """One line per finding: the validation verdict (with `outputs`, one line per output
         after it), then latency per batch size."""
-        verdict, *per_output = str(self.validation).splitlines()
+        verdict, *per_output = (str(self.validation).splitlines() if self.validation
+                                else ["outputs not compared"])
         lines = [verdict, *(per_output if outputs else [])]
         if not self.engines:
             lines.append("no engines at these settings: the converted model is native TF")
@@ -115,13 +132,15 @@ def conversion_check_steps(
     session: ConversionSession, params: ConversionParams, *,
     batch_sizes: Sequence[int] = (1,), batches: int = 2, warmup: int = 3,
     iterations: int = 20, calibration_batches: int = 2, whole_model: bool = False,
-    **tolerances: Any,
+    compare: bool = True, time_latency: bool = True, **tolerances: Any,
 ) -> Generator[Step, None, ConversionCheck]:
     """Builds the conversion's engines for `batch_sizes`, validates on `batches` generated
     batches of the largest size (`tolerances`: `validate`'s atol, rtol, ...), then times native
     TF and the converted model (and with `whole_model`, the whole model as one engine on the
-    backend: what the converted model could reach) at each batch size. Yields progress."""
-    sizes = _batch_sizes(batch_sizes)
+    backend: what the converted model could reach) at each batch size. Yields progress.
+    `compare=False` skips the validation, `time_latency=False` the timing (the tuner's
+    cheaper trials)."""
+    sizes = check_batch_sizes(batch_sizes)
     if batches < 1 or warmup < 0 or iterations < 1 or calibration_batches < 1:
         raise WorkbenchError("batches, iterations and calibration_batches must be >= 1 and "
                              "warmup >= 0")
@@ -138,16 +157,18 @@ def conversion_check_steps(
     feeds = {b: random_inputs(session, b, seed=LATENCY_SEED + b) for b in sizes}
     # Largest first: in implicit batch mode its engine then serves every smaller batch.
     model.build(lambda: iter([feeds[b] for b in reversed(sizes)]))
-    yield 0.35, f"Comparing outputs with native TensorFlow on {batches} batch(es)"
-    report = validate(model, session.loaded, generated_inputs(session, batches, largest),
-                      **tolerances)
+    report = None
+    if compare:
+        yield 0.35, f"Comparing outputs with native TensorFlow on {batches} batch(es)"
+        report = validate(model, session.loaded, generated_inputs(session, batches, largest),
+                          **tolerances)
     whole, notes = None, generated_input_notes(session) + export_notes(result.engines)
     if whole_model:
         yield 0.4, f"Building the whole model as one engine on {model.backend.name}"
         whole, note = _whole_model(session, params, model.backend, calibration)
         notes += [note] if note else []
     rows = []
-    for index, batch in enumerate(sizes):
+    for index, batch in enumerate(sizes if time_latency else []):
         yield 0.45 + 0.5 * index / len(sizes), f"Timing native TF and converted, batch {batch}"
         rows.append(_timed(NATIVE, native_callable(session, feeds[batch]), "tensorflow",
                            cpu_device_name(), batch, warmup, iterations))
@@ -159,7 +180,8 @@ def conversion_check_steps(
             rows.append(_timed(WHOLE, lambda a=arrays: whole.run(a), f"{whole.backend} engine",
                                whole.device, batch, warmup, iterations))
     return ConversionCheck(params=params.as_dict(), engines=len(result.engines),
-                           validation=report, latency=pd.DataFrame(rows), notes=tuple(notes))
+                           validation=report, latency=pd.DataFrame(rows), notes=tuple(notes),
+                           backend=model.backend.name, device=model.backend.device)
 
 
 def _whole_model(session: ConversionSession, params: ConversionParams, backend: Any,
@@ -193,10 +215,11 @@ def parse_batch_sizes(text: str) -> list[int]:
     except ValueError:
         raise WorkbenchError(f"batch sizes must be whole numbers >= 1 separated by commas, "
                              f"got {text!r}") from None
-    return _batch_sizes(sizes)
+    return check_batch_sizes(sizes)
 
 
-def _batch_sizes(batch_sizes: Sequence[int]) -> list[int]:
+def check_batch_sizes(batch_sizes: Sequence[int]) -> list[int]:
+    """The batch sizes sorted and deduplicated; a WorkbenchError for anything but ints >= 1."""
     sizes = sorted(set(batch_sizes))
     if not sizes or any(not isinstance(b, (int, np.integer)) or b < 1 for b in sizes):
         raise WorkbenchError(f"batch sizes must be integers >= 1, got {list(batch_sizes)}")

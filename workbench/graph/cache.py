@@ -86,11 +86,8 @@ def cached_optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = Fals
 def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool) -> str | None:
     """The entry key for `loaded`, or None when it has no files to hash (in-memory Keras)."""
     path = Path(loaded.source)
-    if loaded.kind == "saved_model" and path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file())
-    elif loaded.kind in ("keras", "graph_def") and path.is_file():
-        files = [path]
-    else:
+    files = model_files(path) if loaded.kind in ("saved_model", "keras", "graph_def") else None
+    if files is None:
         return None
     digest = hashlib.blake2b(digest_size=20)
     settings = {
@@ -104,13 +101,39 @@ def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool) -> str | No
         "disable_non_trt_optimizers": disable_non_trt_optimizers,
     }
     digest.update(json.dumps(settings, sort_keys=True).encode())
+    _hash_files(digest, path, files)
+    return digest.hexdigest()
+
+
+def content_key(path: str | os.PathLike) -> str | None:
+    """A digest of a model's files alone (SavedModel directory, `.keras` or `.pb` file), hashed
+    as `model_key` hashes them; None when `path` is neither a directory nor a file. It needs no
+    TensorFlow, so a process that only schedules work (the tuner's driver) can key a model."""
+    path = Path(path)
+    files = model_files(path)
+    if files is None:
+        return None
+    digest = hashlib.blake2b(digest_size=20)
+    _hash_files(digest, path, files)
+    return digest.hexdigest()
+
+
+def model_files(path: Path) -> list[Path] | None:
+    """The files that make up a model: every file of a directory, or the file itself."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file())
+    if path.is_file():
+        return [path]
+    return None
+
+
+def _hash_files(digest: Any, path: Path, files: list[Path]) -> None:
     for file in files:
         digest.update(str(file.relative_to(path) if file != path else file.name).encode())
         if _is_variable_shard(file):
             digest.update(str(file.stat().st_size).encode())  # contents: see the module doc
         else:
             digest.update(_file_digest(file))
-    return digest.hexdigest()
 
 
 def _is_variable_shard(file: Path) -> bool:

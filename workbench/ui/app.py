@@ -42,6 +42,7 @@ from workbench.ui.tabs import (
     headline_html,
 )
 from workbench.ui.tasks import Progress, TaskRunner
+from workbench.ui.tune_tab import TuneTab
 from workbench.viz.view import ConversionView, build_view, largest_segment, sweep_limit
 
 
@@ -79,9 +80,10 @@ class Workbench:
         self.validation_tab = ValidationTab(on_check=self._check_clicked)
         self.runs_tab = RunsTab(self.store, on_keep=self._keep_clicked)
         self.profile_tab = ProfileTab(on_profile=self.profile)
+        self.tune_tab = TuneTab(self.set_params, self.store.root, background)
         self.tab_list: list[Tab] = [  # registering a tab: one line here, or add_tab()
             self.summary_tab, self.nonconversion_tab, self.graph_tab, self.charts_tab,
-            self.validation_tab, self.runs_tab, self.profile_tab,
+            self.validation_tab, self.runs_tab, self.profile_tab, self.tune_tab,
         ]
         self._build_widgets()
         self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,

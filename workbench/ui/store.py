@@ -1,8 +1,8 @@
 """The experiment store: every conversion the user keeps, as one JSON file per run on disk.
 
 One file per run means a crash can only ever touch the run being written, and no write ever
-rewrites another run's file. Each file is written to a hidden temp file, fsynced, then renamed
-over its final name (`os.replace` is atomic on POSIX), so a reader sees a whole run or none.
+rewrites another run's file. Each file is written atomically (`workbench.files.atomic_write`:
+a hidden temp file, fsynced, renamed over its final name), so a reader sees a whole run or none.
 Files that cannot be read are reported in `problems` and left on disk as they are.
 """
 
@@ -22,10 +22,10 @@ import pandas as pd
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult
 from workbench.errors import WorkbenchError, first_line
+from workbench.files import atomic_write, fsync_directory, json_scalar
 
 FORMAT = "tftrt-workbench-run/1"
 RUN_PREFIX, RUN_SUFFIX = "run-", ".json"
-TEMP_SUFFIX = ".tmp"
 # Run ids become file names: keep them to characters that are safe everywhere.
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
@@ -96,7 +96,7 @@ class Run:
 
     def normalised(self) -> Run:
         """The run as it reads back from disk (tuples become lists, ...)."""
-        return Run.from_dict(json.loads(json.dumps(self.to_dict(), default=_json_scalar)))
+        return Run.from_dict(json.loads(json.dumps(self.to_dict(), default=json_scalar)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -145,20 +145,8 @@ class ExperimentStore:
 
     def add(self, run: Run) -> Run:
         """Writes `run` durably and atomically; adding a run again replaces its own file."""
-        target = self.path_for(run.run_id)
-        self.root.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(run.to_dict(), indent=1, default=_json_scalar).encode("utf-8")
-        temp = self.root / f".{target.name}.{os.getpid()}{TEMP_SUFFIX}"
-        try:
-            with open(temp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, target)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        _fsync_directory(self.root)  # makes the rename itself survive a power cut
+        data = json.dumps(run.to_dict(), indent=1, default=json_scalar).encode("utf-8")
+        atomic_write(self.path_for(run.run_id), data)
         return run
 
     def runs(self) -> list[Run]:
@@ -189,7 +177,7 @@ class ExperimentStore:
             path.unlink()
         except FileNotFoundError:
             raise StoreError(f"no run {run_id!r} in {self.root}") from None
-        _fsync_directory(self.root)
+        fsync_directory(self.root)
 
     def table(self) -> pd.DataFrame:
         """One row per readable run, oldest first; one column per metric any run has."""
@@ -219,22 +207,3 @@ def _row(run: Run, metrics: list[str]) -> dict[str, Any]:
     row.update({key: run.metrics.get(key) for key in metrics})
     return row
 
-
-def _json_scalar(value: Any) -> Any:
-    """numpy scalars in metrics (np.float32 latency, ...) are stored as plain numbers."""
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"cannot store a {type(value).__name__} in a run file")
-
-
-def _fsync_directory(path: Path) -> None:
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except OSError:  # some platforms cannot open directories; the rename is still atomic
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)

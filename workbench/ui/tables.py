@@ -45,3 +45,4 @@ def note_html(text: str, error: bool = False, title: str | None = None) -> str:
     css = "wb-error" if error else "wb-note"
     hover = f' title="{html.escape(title)}"' if title else ""
     return f'<div class="{css}"{hover}>{html.escape(text)}</div>'
+

@@ -1,0 +1,55 @@
+"""Durable files: a write that a crash, a kill or a power cut leaves whole or absent.
+
+Used by every store that keeps one JSON file per item (the app's runs, the tuning trials): the
+bytes go to a hidden temporary file beside the target, are fsynced, then renamed over the
+target (`os.replace` is atomic on POSIX), and the directory is fsynced so the rename survives.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+TEMP_SUFFIX = ".tmp"
+
+
+def atomic_write(path: str | os.PathLike, data: bytes) -> Path:
+    """Writes `data` to `path` atomically and durably (parents created); returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # The pid keeps two processes writing the same file from sharing a temporary file.
+    temp = target.with_name(f".{target.name}.{os.getpid()}{TEMP_SUFFIX}")
+    try:
+        with open(temp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    fsync_directory(target.parent)
+    return target
+
+
+def fsync_directory(path: str | os.PathLike) -> None:
+    """Makes a rename or unlink in `path` survive a power cut, where the platform allows."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:  # some platforms cannot open directories; the rename is still atomic
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def json_scalar(value: Any) -> Any:
+    """`json.dumps(default=...)` for figures: numpy scalars (np.float32 latency, ...) are
+    stored as plain numbers; anything else is refused."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"cannot store a {type(value).__name__} as JSON")
