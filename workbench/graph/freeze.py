@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MIN_STAND_IN_ELEMENTS = 1024  # smaller weights stay in: they cost nothing to carry
+MAX_RETRIES = 3  # Grappler reruns with fewer stand-ins before it runs on the real weights
 
 
 @dataclass
@@ -163,21 +164,39 @@ def optimize_with_stand_ins(frozen: FrozenGraph,
                             run: Callable[[Any], Any]) -> tuple[Any, Any | None]:
     """`run` (Grappler) on the stand-in graph, checked by a second run with other stand-in
     values. Returns (optimized graph with the real weights, the stand-in optimized graph), or
-    (Grappler's result on the real weights, None) when the runs disagree."""
+    (Grappler's result on the real weights, None) when the runs keep disagreeing.
+
+    A stand-in that a run dropped or changed had its value used (e.g. constant folding's
+    Mul-into-Conv2D rewrite folds a kernel); it goes back to its real value and both runs
+    are redone, a few times at most."""
     from tensorflow.core.framework import graph_pb2
 
-    first = run(frozen.graph_def)
-    second_input = graph_pb2.GraphDef()
-    second_input.CopyFrom(frozen.graph_def)
-    _set_stand_ins(second_input, frozen, second=True)
-    second = run(second_input)
-    if _same_but_stand_ins(first, second, frozen):
-        result = graph_pb2.GraphDef()
-        result.CopyFrom(first)
-        put_weights(result, frozen.weights)
-        return result, first
+    for _ in range(MAX_RETRIES + 1):
+        first = run(frozen.graph_def)
+        second_input = graph_pb2.GraphDef()
+        second_input.CopyFrom(frozen.graph_def)
+        _set_stand_ins(second_input, frozen, second=True)
+        second = run(second_input)
+        used = _used_stand_ins(first, frozen, False) | _used_stand_ins(second, frozen, True)
+        if not used and _same_but_stand_ins(first, second, frozen):
+            result = graph_pb2.GraphDef()
+            result.CopyFrom(first)
+            put_weights(result, frozen.weights)
+            return result, first
+        if not used:
+            break
+        put_weights(frozen.graph_def, {name: frozen.weights.pop(name) for name in used})
     put_weights(frozen.graph_def, frozen.weights)
+    frozen.weights.clear()
     return run(frozen.graph_def), None
+
+
+def _used_stand_ins(result: Any, frozen: FrozenGraph, second: bool) -> set[str]:
+    """The stand-ins `result` lacks or holds changed."""
+    kept = {node.name for node in result.node if node.name in frozen.weights
+            and node.op == "Const" and node.attr["value"].tensor == stand_in(
+                frozen.weights[node.name], frozen.groups[node.name], second)}
+    return set(frozen.weights) - kept
 
 
 def _set_stand_ins(graph_def: Any, frozen: FrozenGraph, second: bool) -> None:
@@ -188,22 +207,18 @@ def _set_stand_ins(graph_def: Any, frozen: FrozenGraph, second: bool) -> None:
 
 
 def _same_but_stand_ins(first: Any, second: Any, frozen: FrozenGraph) -> bool:
-    """Both results are one graph, and each stand-in is absent from both or kept unchanged."""
+    """Both results are one graph but for the stand-ins' values."""
     from tensorflow.core.framework import graph_pb2
 
     if len(first.node) != len(second.node):
         return False
     masked = []
-    for result, is_second in ((first, False), (second, True)):
+    for result in (first, second):
         copy = graph_pb2.GraphDef()
         copy.CopyFrom(result)
         for node in copy.node:
-            if node.name not in frozen.weights:
-                continue
-            expected = stand_in(frozen.weights[node.name], frozen.groups[node.name], is_second)
-            if node.op != "Const" or node.attr["value"].tensor != expected:
-                return False
-            node.attr["value"].tensor.Clear()
+            if node.name in frozen.weights:
+                node.attr["value"].tensor.Clear()
         masked.append(copy)
     return masked[0] == masked[1]
 

@@ -99,14 +99,14 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
     def grappler(graph: Any) -> Any:
         return run_grappler(graph, fetches, disable_non_trt_optimizers)
 
-    stand_in_result = None
+    stand_in_result, step = None, "grappler_s"
     if frozen.weights:
         optimized, stand_in_result = optimize_with_stand_ins(frozen, grappler)
+        step = "grappler_s" if stand_in_result is not None else "grappler_real_weights_s"
     else:
         optimized = grappler(graph_def)
     rename_changed_functions(optimized, graph_def.library)
-    timings["grappler_s" if stand_in_result or not frozen.weights
-            else "grappler_real_weights_s"] = time.perf_counter() - start
+    timings[step] = time.perf_counter() - start
     result = OptimizedGraph(
         graph_def=optimized,
         fetches=fetches,

@@ -1,0 +1,119 @@
+"""Fast freezing (graph/freeze.py) gives the graph TensorFlow's own freezing gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sample_models
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.report import ConversionReport
+from workbench.conversion.session import ConversionSession
+from workbench.graph import freeze
+from workbench.graph.loading import load_model
+from workbench.graph.prepare import fp32_shapes, optimize
+
+SAMPLES = ("digits_cnn", "resnet50", "detector", "tiny_bert", "lstm", "gru", "map_fn_cnn",
+           "png_cnn", "cond_mlp")
+
+
+def _report(path: str, fast_freeze: bool) -> dict:
+    session = ConversionSession(load_model(path), cache=False, fast_freeze=fast_freeze)
+    return ConversionReport(session.convert(ConversionParams(minimum_segment_size=2))).to_dict()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SAMPLES)
+def test_fast_freezing_prepares_tensorflows_graph(name: str) -> None:
+    path = str(sample_models.build(name))
+    fast = optimize(load_model(path), fast_freeze=True)
+    slow = optimize(load_model(path), fast_freeze=False)
+    assert "tf_freeze_s" not in fast.timings
+    assert fast.fetches == slow.fetches
+    assert [n.name for n in fast.graph_def.node] == [n.name for n in slow.graph_def.node]
+    assert fast.graph_def == slow.graph_def  # ops, attrs, Const values, library
+    assert fp32_shapes(fast) == fp32_shapes(slow)
+    assert _report(path, True) == _report(path, False)
+
+
+@pytest.mark.slow
+def test_big_weights_skip_the_import_and_grappler() -> None:
+    loaded = load_model(str(sample_models.build("resnet50")))
+    frozen = freeze.freeze_function(loaded.function)
+    stand_in_bytes = sum(len(t.tensor_content) for t in frozen.weights.values())
+    assert stand_in_bytes > 0.8 * 25.6e6 * 4  # nearly all of ResNet-50's weights
+    assert frozen.graph_def.ByteSize() < 2e6  # what the import and Grappler carried
+
+
+def _graph_with(weight: np.ndarray, consumer: str) -> tuple[freeze.FrozenGraph, list[str]]:
+    """x -> MatMul(x, w) -> y, with w (a large Const) also reaching `consumer` when set."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None, weight.shape[0]], tf.float32)])
+    def f(x: tf.Tensor) -> tf.Tensor:
+        w = tf.constant(weight)
+        y = tf.matmul(x, w)
+        if consumer == "scaled":  # a Mul by a constant: constant folding computes w * 2
+            y = tf.matmul(x, w * 2.0) + y
+        return y
+
+    concrete = f.get_concrete_function()
+    graph_def = concrete.graph.as_graph_def()
+    weights, groups = freeze.take_weights(graph_def)
+    fetches = [t.name for t in concrete.inputs + concrete.outputs]
+    return freeze.FrozenGraph(graph_def, fetches[:1], fetches[1:], weights, groups), fetches
+
+
+def test_a_weight_constant_folding_computes_with_is_not_stood_in() -> None:
+    weight = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)
+    frozen, _ = _graph_with(weight, "scaled")
+    assert not frozen.weights  # it feeds Mul(w, 2): kept real
+
+
+def test_stand_ins_are_checked_by_a_second_grappler_run() -> None:
+    from workbench.graph.prepare import run_grappler
+
+    weight = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)
+    frozen, fetches = _graph_with(weight, "")
+    assert frozen.weights
+    optimized, stand_in_graph = freeze.optimize_with_stand_ins(
+        frozen, lambda g: run_grappler(g, fetches))
+    assert stand_in_graph is not None
+    consts = [n for n in optimized.node if n.name in frozen.weights]
+    assert np.array_equal(
+        np.frombuffer(consts[0].attr["value"].tensor.tensor_content, np.float32),
+        weight.ravel())
+
+    # A Grappler that computes with the value (here: it rewrites the weight) is caught: the
+    # weight goes back to its real value and Grappler runs on it.
+    def value_dependent(graph_def):  # noqa: ANN001, ANN202
+        result = run_grappler(graph_def, fetches)
+        for node in result.node:
+            if node.name in frozen.weights:
+                node.attr["value"].tensor.float_val.append(1.0)
+        return result
+
+    frozen, fetches = _graph_with(weight, "")
+    name = next(iter(frozen.weights))
+    optimized, _ = freeze.optimize_with_stand_ins(frozen, value_dependent)
+    assert not frozen.weights
+    node = next(n for n in optimized.node if n.name == name)
+    assert node.attr["value"].tensor.tensor_content == weight.tobytes()
+
+
+def test_uniform_and_compressible_weights_stay_real() -> None:
+    from tensorflow.core.framework import tensor_pb2, types_pb2
+
+    def tensor(values: np.ndarray) -> tensor_pb2.TensorProto:
+        proto = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT,
+                                       tensor_content=values.astype(np.float32).tobytes())
+        proto.tensor_shape.dim.add(size=values.size)
+        return proto
+
+    random = np.random.default_rng(1).normal(size=4096)
+    assert freeze._eligible(tensor(random))
+    assert not freeze._eligible(tensor(np.zeros(4096)))
+    tail = random.copy()
+    tail[2000:] = 0.5  # Grappler would store only the first 2000 values
+    assert not freeze._eligible(tensor(tail))
+    assert not freeze._eligible(tensor(random[:100]))  # small
