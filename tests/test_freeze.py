@@ -10,6 +10,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.report import ConversionReport
 from workbench.conversion.session import ConversionSession
 from workbench.graph import freeze
+from workbench.graph.functions import _func_values, _rename_in
 from workbench.graph.loading import load_model
 from workbench.graph.prepare import fp32_shapes, optimize
 
@@ -34,6 +35,55 @@ def test_fast_freezing_prepares_tensorflows_graph(name: str) -> None:
     assert fast.graph_def == slow.graph_def  # ops, attrs, Const values, library
     assert fp32_shapes(fast) == fp32_shapes(slow)
     assert _report(path, True) == _report(path, False)
+
+
+def _canonical_function_names(graph_def):  # noqa: ANN001, ANN202
+    """`graph_def` with its library functions named by first use and sorted: TensorFlow's own
+    freezing names them with a process-wide counter and orders the library by hash."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph = graph_pb2.GraphDef()
+    graph.CopyFrom(graph_def)
+    renames: dict[str, str] = {}
+    for value in _func_values(graph.node):
+        renames.setdefault(value.name, f"function_{len(renames)}")
+    for function in graph.library.function:
+        renames.setdefault(function.signature.name, f"function_{len(renames)}")
+    for function in graph.library.function:
+        function.signature.name = renames[function.signature.name]
+        _rename_in(function.node_def, renames)
+    _rename_in(graph.node, renames)
+    functions = sorted(graph.library.function, key=lambda f: f.signature.name)
+    copies = [type(f)() for f in functions]
+    for copy, function in zip(copies, functions, strict=True):
+        copy.CopyFrom(function)
+    del graph.library.function[:]
+    graph.library.function.extend(copies)
+    return graph
+
+
+@pytest.mark.slow
+def test_fast_freezing_of_convnext_with_its_functions(tmp_path) -> None:  # noqa: ANN001
+    """Keras 3's ConvNeXt keeps 18 `_conv_xla` functions Grappler does not inline."""
+    import keras
+    import tensorflow as tf
+
+    net = keras.applications.ConvNeXtTiny(weights=None)
+    owner = tf.Module()
+    owner.model_variables = list(net.variables)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 224, 224, 3], tf.float32, name="x")])
+    def serve(x: tf.Tensor) -> dict:
+        return {"probs": net(x, training=False)}
+
+    tf.saved_model.save(owner, str(tmp_path), signatures={"serving_default": serve})
+    fast = optimize(load_model(str(tmp_path)), fast_freeze=True)
+    slow = optimize(load_model(str(tmp_path)), fast_freeze=False)
+    assert fast.graph_def.library.function  # the functions are there to compare
+    assert _canonical_function_names(fast.graph_def) == _canonical_function_names(
+        slow.graph_def)
+    assert fp32_shapes(fast) == fp32_shapes(slow)
+    assert _report(str(tmp_path), True) == _report(str(tmp_path), False)
 
 
 @pytest.mark.slow
