@@ -145,8 +145,7 @@ def _eligible(tensor: Any) -> bool:
     # Grappler's CompressConstants rewrites a tensor whose trailing run of one repeated value
     # covers half of it or more; bits, not floats, so -0.0 and NaNs count as TensorFlow does.
     bits = np.frombuffer(tensor.tensor_content, dtype=np.uint32)
-    differs = np.flatnonzero(bits != bits[-1])
-    return differs.size > 0 and differs[-1] >= count // 2
+    return bool(np.any(bits[count // 2:] != bits[-1]))
 
 
 def stand_in(real: Any, group: int, second: bool) -> Any:
