@@ -152,18 +152,30 @@ def test_stand_ins_are_checked_by_a_second_grappler_run() -> None:
 
 
 def test_uniform_and_compressible_weights_stay_real() -> None:
-    from tensorflow.core.framework import tensor_pb2, types_pb2
-
-    def tensor(values: np.ndarray) -> tensor_pb2.TensorProto:
-        proto = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT,
-                                       tensor_content=values.astype(np.float32).tobytes())
-        proto.tensor_shape.dim.add(size=values.size)
-        return proto
+    def eligible(values: np.ndarray) -> bool:
+        return freeze._eligible(values.astype(np.float32).tobytes(), values.size)
 
     random = np.random.default_rng(1).normal(size=4096)
-    assert freeze._eligible(tensor(random))
-    assert not freeze._eligible(tensor(np.zeros(4096)))
+    assert eligible(random)
+    assert not eligible(np.zeros(4096))
     tail = random.copy()
     tail[2000:] = 0.5  # Grappler would store only the first 2000 values
-    assert not freeze._eligible(tensor(tail))
-    assert not freeze._eligible(tensor(random[:100]))  # small
+    assert not eligible(tail)
+    tail[3000] = 0.25  # now the repeated run is too short to compress
+    assert eligible(tail)
+
+
+def test_small_and_non_float_weights_stay_real() -> None:
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    for name, values in (("small", np.arange(100, dtype=np.float32)),
+                         ("ints", np.arange(4096, dtype=np.int32)),
+                         ("large", np.random.default_rng(2).normal(size=4096).astype(np.float32))):
+        node = graph_def.node.add(name=name, op="Const")
+        tensor = node.attr["value"].tensor
+        tensor.dtype = types_pb2.DT_INT32 if values.dtype == np.int32 else types_pb2.DT_FLOAT
+        tensor.tensor_shape.dim.add(size=values.size)
+        tensor.tensor_content = values.tobytes()
+    weights, _ = freeze.take_weights(graph_def)
+    assert set(weights) == {"large"}

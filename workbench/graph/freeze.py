@@ -50,7 +50,7 @@ def freeze_function(function: Any, fast: bool = True) -> FrozenGraph:
         return FrozenGraph(frozen.graph.as_graph_def(), _names(frozen.inputs),
                            _names(frozen.outputs))
     # The steps of convert_variables_to_constants_v2, with stand-ins taken before the import.
-    converter = tf_freezing._FunctionConverterDataInEager(
+    converter = _converter_data(tf_freezing)(
         func=function, lower_control_flow=True, aggressive_inlining=False)
     graph_def, converted = tf_freezing._replace_variables_by_constants(converter)
     del converter  # its numpy copies of the weights
@@ -58,6 +58,18 @@ def freeze_function(function: Any, fast: bool = True) -> FrozenGraph:
     frozen = tf_freezing._construct_concrete_function(function, graph_def, converted)
     return FrozenGraph(frozen.graph.as_graph_def(), _names(frozen.inputs),
                        _names(frozen.outputs), weights, groups)
+
+
+def _converter_data(tf_freezing: Any) -> type:
+    """TensorFlow's eager converter data, reading each variable without `.numpy()`'s copy
+    (the bytes are only read, into the Const; VGG16: 1.3 s and 528 MB less)."""
+
+    class ConverterData(tf_freezing._FunctionConverterDataInEager):
+        def _eval(self, tensor: Any) -> Any:
+            value = tensor.read_value() if hasattr(tensor, "read_value") else tensor
+            return value._numpy() if hasattr(value, "_numpy") else value.numpy()
+
+    return ConverterData
 
 
 def _names(tensors: Any) -> list[str]:
@@ -70,28 +82,32 @@ def _names(tensors: Any) -> list[str]:
 def take_weights(graph_def: Any) -> tuple[dict[str, Any], dict[str, int]]:
     """Replaces every eligible Const by its stand-in (value set A); returns the real tensors
     by node name and each one's group (weights with equal bytes share a group)."""
-    from tensorflow.core.framework import tensor_pb2
+    from tensorflow.core.framework import tensor_pb2, types_pb2
 
     weights: dict[str, Any] = {}
     groups: dict[str, int] = {}
     firsts: dict[tuple, list[str]] = {}  # (shape, crc32) -> first node of each group
     folded = _feeds_constant_computation(graph_def)
     for node in graph_def.node:
-        if (node.op != "Const" or node.name in folded
-                or not _eligible(node.attr["value"].tensor)):
+        if node.op != "Const" or node.name in folded:
+            continue
+        tensor = node.attr["value"].tensor
+        if tensor.dtype != types_pb2.DT_FLOAT or _count(tensor) < MIN_STAND_IN_ELEMENTS:
+            continue
+        content = tensor.tensor_content  # each read of the field copies the bytes
+        if not _eligible(content, _count(tensor)):
             continue
         real = tensor_pb2.TensorProto()
-        real.CopyFrom(node.attr["value"].tensor)
-        key = (tuple(d.size for d in real.tensor_shape.dim), zlib.crc32(real.tensor_content))
-        same = [n for n in firsts.get(key, [])
-                if weights[n].tensor_content == real.tensor_content]
+        real.CopyFrom(tensor)
+        key = (tuple(d.size for d in real.tensor_shape.dim), zlib.crc32(content))
+        same = [n for n in firsts.get(key, []) if weights[n].tensor_content == content]
         if same:
             groups[node.name] = groups[same[0]]
         else:
             groups[node.name] = sum(len(names) for names in firsts.values())
             firsts.setdefault(key, []).append(node.name)
         weights[node.name] = real
-        node.attr["value"].tensor.CopyFrom(stand_in(real, groups[node.name], second=False))
+        tensor.CopyFrom(stand_in(real, groups[node.name], second=False))
     return weights, groups
 
 
@@ -130,22 +146,24 @@ def _feeds_constant_computation(graph_def: Any) -> set[str]:
     return folded
 
 
-def _eligible(tensor: Any) -> bool:
-    """A float32 weight held as raw bytes, large, and neither uniform nor compressible: Grappler
-    keeps such a tensor's bytes as they are unless it computes with them."""
-    import numpy as np
-    from tensorflow.core.framework import types_pb2
-
+def _count(tensor: Any) -> int:
     count = 1
     for dim in tensor.tensor_shape.dim:
         count *= dim.size
-    if (tensor.dtype != types_pb2.DT_FLOAT or count < MIN_STAND_IN_ELEMENTS
-            or len(tensor.tensor_content) != 4 * count):
+    return count
+
+
+def _eligible(content: bytes, count: int) -> bool:
+    """A float32 weight's raw bytes, neither uniform nor compressible: Grappler keeps such a
+    tensor's bytes as they are unless it computes with them."""
+    import numpy as np
+
+    if len(content) != 4 * count:
         return False
     # Grappler's CompressConstants rewrites a tensor whose trailing run of one repeated value
     # covers half of it or more; bits, not floats, so -0.0 and NaNs count as TensorFlow does.
-    bits = np.frombuffer(tensor.tensor_content, dtype=np.uint32)
-    return bool(np.any(bits[count // 2:] != bits[-1]))
+    bits = np.frombuffer(content, dtype=np.uint32)
+    return bool(bits[count // 2] != bits[-1] or np.any(bits[count // 2:] != bits[-1]))
 
 
 def stand_in(real: Any, group: int, second: bool) -> Any:
