@@ -42,6 +42,7 @@ PREPARATION_STEPS = (
     ("grappler_s", "Grappler"),
     ("grappler_real_weights_s", "Grappler on the real weights"),
     ("shapes_s", "shapes"),
+    ("cache_write_s", "writing the cache"),
     ("segment_s", "clustering"),
 )
 

@@ -76,7 +76,9 @@ def cached_optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = Fals
     optimized = optimize(loaded, disable_non_trt_optimizers, fast_freeze)
     optimized.timings["hash_s"] = hash_s
     fp32_shapes(optimized)  # finish() needs them next; stored with the graph
+    start = time.perf_counter()
     write_entry(root, key, optimized)
+    optimized.timings["cache_write_s"] = time.perf_counter() - start
     return optimized
 
 
