@@ -11,9 +11,7 @@ row per model; a row passes when every step worked and the outputs agree (relati
 
 `--quick` runs the feature models and three small architectures. Each model runs in its own
 process, smallest first, watched for memory: one over `--max-rss-gb` (default 7) is stopped
-and its row says so. Converting takes about 35 times a model's weight size in memory here
-(ConvNeXtTiny's 112 MB of weights: 4 GB), so the largest architectures (VGG, ConvNeXtLarge)
-need more than our 23 GB machines share between helpers.
+and its row says so; the "peak GB" column is the process's peak RSS as the watcher saw it.
 """
 
 from __future__ import annotations
@@ -61,6 +59,7 @@ class ZooRow:
     rel_error: float = float("nan")  # the same over max |native|
     tf_noise: float = float("nan")  # relative move of native TF's outputs, input * (1 + 1e-6)
     reload_ok: bool = False
+    peak_gb: float = float("nan")  # the process's peak RSS, as the watcher saw it
     error: str = ""
 
     @property
@@ -97,7 +96,9 @@ def run_isolated(entry: ZooModel, max_rss_gb: float, timeout_s: float) -> ZooRow
             time.sleep(0.5)
         if results.empty():
             return ZooRow(entry.name, error=f"the process died (exit code {child.exitcode})")
-        return results.get()
+        row = results.get()
+        row.peak_gb = peak
+        return row
     finally:
         if child.is_alive():
             child.kill()
@@ -185,14 +186,15 @@ def agree(got: dict[str, np.ndarray], want: dict[str, np.ndarray], noise: float 
 
 def table(rows: list[ZooRow]) -> str:
     header = (f"{'model':<22} {'nodes':>6} {'engines':>7} {'% conv':>7} {'convert s':>9} "
-              f"{'1st run s':>9} {'max error':>9} {'rel error':>9} {'TF noise':>9} {'reload':>6}  "
-              "result")
+              f"{'1st run s':>9} {'max error':>9} {'rel error':>9} {'TF noise':>9} {'reload':>6} "
+              f"{'peak GB':>7}  result")
     lines = [header, "-" * len(header)]
     for r in rows:
         lines.append(f"{r.model:<22} {r.nodes:>6} {r.engines:>7} {r.percent:>7.2f} "
                      f"{r.convert_s:>9.1f} {r.first_run_s:>9.1f} {r.max_error:>9.2g} "
                      f"{r.rel_error:>9.2g} {r.tf_noise:>9.2g} "
-                     f"{'ok' if r.reload_ok else '-':>6}  {'PASS' if r.passed else r.error}")
+                     f"{'ok' if r.reload_ok else '-':>6} {r.peak_gb:>7.1f}  "
+                     f"{'PASS' if r.passed else r.error}")
     return "\n".join(lines)
 
 

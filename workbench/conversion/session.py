@@ -38,8 +38,11 @@ PREPARATION_STEPS = (
     ("cache_read_s", "reading the cache"),
     ("read_weights_s", "reading weights"),
     ("freeze_s", "freezing"),
+    ("tf_freeze_s", "froze with TensorFlow"),
     ("grappler_s", "Grappler"),
+    ("grappler_real_weights_s", "Grappler on the real weights"),
     ("shapes_s", "shapes"),
+    ("cache_write_s", "writing the cache"),
     ("segment_s", "clustering"),
 )
 
@@ -48,10 +51,11 @@ class ConversionSession:
     """Converts one loaded model for any `ConversionParams`, caching the expensive steps."""
 
     def __init__(self, loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
-                 cache: bool = True):
+                 cache: bool = True, fast_freeze: bool = True):
         self.loaded = loaded
         self.disable_non_trt_optimizers = disable_non_trt_optimizers  # TF-TRT's test-only flag
         self.cache = cache  # read and write the prepared-graph cache (workbench.graph.cache)
+        self.fast_freeze = fast_freeze  # off: TensorFlow's own freezing (graph/freeze.py)
         self._optimized: OptimizedGraph | None = None
         self._prepared: dict[bool, PreparedGraph] = {}
         self._segmentations: dict[tuple, Segmentation] = {}
@@ -83,7 +87,7 @@ class ConversionSession:
     def optimized(self) -> OptimizedGraph:
         if self._optimized is None:
             self._optimized = cached_optimize(self.loaded, self.disable_non_trt_optimizers,
-                                              self.cache)
+                                              self.cache, self.fast_freeze)
             self.timings.update(self._optimized.timings)
         return self._optimized
 

@@ -61,29 +61,32 @@ def max_bytes() -> int:
 
 
 def cached_optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
-                    use_cache: bool = True) -> OptimizedGraph:
+                    use_cache: bool = True, fast_freeze: bool = True) -> OptimizedGraph:
     """`optimize`, read from the cache when an entry matches, stored there otherwise."""
     root = cache_dir() if use_cache else None
     start = time.perf_counter()
-    key = model_key(loaded, disable_non_trt_optimizers) if root else None
+    key = model_key(loaded, disable_non_trt_optimizers, fast_freeze) if root else None
     if root is None or key is None:
-        return optimize(loaded, disable_non_trt_optimizers)
+        return optimize(loaded, disable_non_trt_optimizers, fast_freeze)
     hash_s = time.perf_counter() - start
     hit = read_entry(root, key)
     if hit is not None:
         hit.timings = {"hash_s": hash_s, "cache_read_s": time.perf_counter() - start - hash_s}
         return hit
-    optimized = optimize(loaded, disable_non_trt_optimizers)
+    optimized = optimize(loaded, disable_non_trt_optimizers, fast_freeze)
     optimized.timings["hash_s"] = hash_s
     fp32_shapes(optimized)  # finish() needs them next; stored with the graph
+    start = time.perf_counter()
     write_entry(root, key, optimized)
+    optimized.timings["cache_write_s"] = time.perf_counter() - start
     return optimized
 
 
 # --- keys ---------------------------------------------------------------------------------
 
 
-def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool) -> str | None:
+def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool,
+              fast_freeze: bool = True) -> str | None:
     """The entry key for `loaded`, or None when it has no files to hash (in-memory Keras)."""
     path = Path(loaded.source)
     files = model_files(path) if loaded.kind in ("saved_model", "keras", "graph_def") else None
@@ -99,6 +102,7 @@ def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool) -> str | No
         "inputs": loaded.input_names,
         "outputs": loaded.output_names,
         "disable_non_trt_optimizers": disable_non_trt_optimizers,
+        "fast_freeze": fast_freeze,  # the same graph either way, but a separate entry
     }
     digest.update(json.dumps(settings, sort_keys=True).encode())
     _hash_files(digest, path, files)

@@ -15,6 +15,7 @@ from typing import Any
 from workbench.errors import ModelLoadError, first_line
 from workbench.graph.build import graph_from_graph_def, specs_from_op_properties
 from workbench.graph.control_flow import NEXT_ITERATION_OPS
+from workbench.graph.freeze import FrozenGraph, freeze_function, optimize_with_stand_ins
 from workbench.graph.functions import rename_changed_functions
 from workbench.graph.loading import LoadedModel
 from workbench.graph.nodes import Graph, TensorSpec
@@ -33,7 +34,7 @@ GRAPPLER_OPTIMIZERS = (
 LOOP_LEFTOVER = "unused_control_flow_input"  # lift_to_graph's stand-in Placeholders
 MANUAL_CONTROL_ATTR = "_has_manual_control_dependencies"
 # Bump when `optimize`'s result changes for the same model: it keys the prepared-graph cache.
-PREPARATION_VERSION = 1
+PREPARATION_VERSION = 2
 
 
 @dataclass
@@ -73,42 +74,68 @@ class PreparedGraph:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False) -> OptimizedGraph:
+def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
+             fast_freeze: bool = True) -> OptimizedGraph:
     """Freezes the signature function and runs TF-TRT's Grappler configuration once.
 
     `disable_non_trt_optimizers` is TF-TRT's `_test_only_disable_non_trt_optimizers`: every
     Grappler pass but TF-TRT's own is switched off, so the segmenter sees the frozen graph.
+    `fast_freeze` keeps large weights out of the import and Grappler (graph/freeze.py; same
+    result); off, it is TensorFlow's own `convert_variables_to_constants_v2` throughout.
     """
-    from tensorflow.python.framework import convert_to_constants
-
     start = time.perf_counter()
     function = loaded.function  # a SavedModel's weights are read here, on first use
     timings = {"read_weights_s": time.perf_counter() - start}
     start = time.perf_counter()
-    try:
-        frozen = convert_to_constants.convert_variables_to_constants_v2(function)
-    except Exception as exc:
-        raise ModelLoadError(f"Could not freeze {loaded.source}: {first_line(exc)}") from None
-    graph_def = frozen.graph.as_graph_def()
+    frozen, step = _freeze(loaded, function, fast_freeze)
+    graph_def = frozen.graph_def
     canonical_loops(graph_def)
     for node in graph_def.node:
         node.device = ""
-    timings["freeze_s"] = time.perf_counter() - start
+    timings[step] = time.perf_counter() - start
 
-    inputs = [t.name for t in frozen.inputs]
-    outputs = [t.name for t in frozen.outputs]
-    fetches = inputs + outputs
+    fetches = frozen.inputs + frozen.outputs
     start = time.perf_counter()
-    optimized = run_grappler(graph_def, fetches, disable_non_trt_optimizers)
+    def grappler(graph: Any) -> Any:
+        return run_grappler(graph, fetches, disable_non_trt_optimizers)
+
+    stand_in_result, step = None, "grappler_s"
+    if frozen.weights:
+        optimized, stand_in_result = optimize_with_stand_ins(frozen, grappler)
+        step = "grappler_s" if stand_in_result is not None else "grappler_real_weights_s"
+    else:
+        optimized = grappler(graph_def)
     rename_changed_functions(optimized, graph_def.library)
-    timings["grappler_s"] = time.perf_counter() - start
-    return OptimizedGraph(
+    timings[step] = time.perf_counter() - start
+    result = OptimizedGraph(
         graph_def=optimized,
         fetches=fetches,
-        input_nodes=_node_names(inputs),
-        output_nodes=_node_names(outputs),
+        input_nodes=_node_names(frozen.inputs),
+        output_nodes=_node_names(frozen.outputs),
         timings=timings,
     )
+    if stand_in_result is not None:
+        # Shapes of the stand-in graph: the same tensors' shapes, without carrying the weights
+        # through another serialization (shape inference reads no float weight's values).
+        start = time.perf_counter()
+        rename_changed_functions(stand_in_result, graph_def.library)
+        result.fp32_shapes = infer_shapes(stand_in_result, fetches)
+        timings["shapes_s"] = time.perf_counter() - start
+    return result
+
+
+def _freeze(loaded: LoadedModel, function: Any, fast: bool) -> tuple[FrozenGraph, str]:
+    """The frozen graph and its timing step; TensorFlow's own freezing when the fast path's
+    TensorFlow internals are missing (another TensorFlow version)."""
+    try:
+        try:
+            return freeze_function(function, fast=fast), "freeze_s"
+        except AttributeError:
+            if not fast:
+                raise
+            return freeze_function(function, fast=False), "tf_freeze_s"
+    except Exception as exc:
+        raise ModelLoadError(f"Could not freeze {loaded.source}: {first_line(exc)}") from None
 
 
 def canonical_loops(graph_def: Any) -> None:

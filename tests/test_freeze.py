@@ -1,0 +1,181 @@
+"""Fast freezing (graph/freeze.py) gives the graph TensorFlow's own freezing gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sample_models
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.report import ConversionReport
+from workbench.conversion.session import ConversionSession
+from workbench.graph import freeze
+from workbench.graph.functions import _func_values, _rename_in
+from workbench.graph.loading import load_model
+from workbench.graph.prepare import fp32_shapes, optimize
+
+SAMPLES = ("digits_cnn", "resnet50", "detector", "tiny_bert", "lstm", "gru", "map_fn_cnn",
+           "png_cnn", "cond_mlp")
+
+
+def _report(path: str, fast_freeze: bool) -> dict:
+    session = ConversionSession(load_model(path), cache=False, fast_freeze=fast_freeze)
+    return ConversionReport(session.convert(ConversionParams(minimum_segment_size=2))).to_dict()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SAMPLES)
+def test_fast_freezing_prepares_tensorflows_graph(name: str) -> None:
+    path = str(sample_models.build(name))
+    fast = optimize(load_model(path), fast_freeze=True)
+    slow = optimize(load_model(path), fast_freeze=False)
+    assert "tf_freeze_s" not in fast.timings
+    assert fast.fetches == slow.fetches
+    assert [n.name for n in fast.graph_def.node] == [n.name for n in slow.graph_def.node]
+    assert fast.graph_def == slow.graph_def  # ops, attrs, Const values, library
+    assert fp32_shapes(fast) == fp32_shapes(slow)
+    assert _report(path, True) == _report(path, False)
+
+
+def _canonical_function_names(graph_def):  # noqa: ANN001, ANN202
+    """`graph_def` with its library functions named by first use and sorted: TensorFlow's own
+    freezing names them with a process-wide counter and orders the library by hash."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph = graph_pb2.GraphDef()
+    graph.CopyFrom(graph_def)
+    renames: dict[str, str] = {}
+    for value in _func_values(graph.node):
+        renames.setdefault(value.name, f"function_{len(renames)}")
+    for function in graph.library.function:
+        renames.setdefault(function.signature.name, f"function_{len(renames)}")
+    for function in graph.library.function:
+        function.signature.name = renames[function.signature.name]
+        _rename_in(function.node_def, renames)
+    _rename_in(graph.node, renames)
+    functions = sorted(graph.library.function, key=lambda f: f.signature.name)
+    copies = [type(f)() for f in functions]
+    for copy, function in zip(copies, functions, strict=True):
+        copy.CopyFrom(function)
+    del graph.library.function[:]
+    graph.library.function.extend(copies)
+    return graph
+
+
+@pytest.mark.slow
+def test_fast_freezing_of_convnext_with_its_functions(tmp_path) -> None:  # noqa: ANN001
+    """Keras 3's ConvNeXt keeps 18 `_conv_xla` functions Grappler does not inline."""
+    import keras
+    import tensorflow as tf
+
+    net = keras.applications.ConvNeXtTiny(weights=None)
+    owner = tf.Module()
+    owner.model_variables = list(net.variables)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 224, 224, 3], tf.float32, name="x")])
+    def serve(x: tf.Tensor) -> dict:
+        return {"probs": net(x, training=False)}
+
+    tf.saved_model.save(owner, str(tmp_path), signatures={"serving_default": serve})
+    fast = optimize(load_model(str(tmp_path)), fast_freeze=True)
+    slow = optimize(load_model(str(tmp_path)), fast_freeze=False)
+    assert fast.graph_def.library.function  # the functions are there to compare
+    assert _canonical_function_names(fast.graph_def) == _canonical_function_names(
+        slow.graph_def)
+    assert fp32_shapes(fast) == fp32_shapes(slow)
+    assert _report(str(tmp_path), True) == _report(str(tmp_path), False)
+
+
+@pytest.mark.slow
+def test_big_weights_skip_the_import_and_grappler() -> None:
+    loaded = load_model(str(sample_models.build("resnet50")))
+    frozen = freeze.freeze_function(loaded.function)
+    stand_in_bytes = sum(len(t.tensor_content) for t in frozen.weights.values())
+    assert stand_in_bytes > 0.8 * 25.6e6 * 4  # nearly all of ResNet-50's weights
+    assert frozen.graph_def.ByteSize() < 2e6  # what the import and Grappler carried
+
+
+def _graph_with(weight: np.ndarray, consumer: str) -> tuple[freeze.FrozenGraph, list[str]]:
+    """x -> MatMul(x, w) -> y, with w (a large Const) also reaching `consumer` when set."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([None, weight.shape[0]], tf.float32)])
+    def f(x: tf.Tensor) -> tf.Tensor:
+        w = tf.constant(weight)
+        y = tf.matmul(x, w)
+        if consumer == "scaled":  # a Mul by a constant: constant folding computes w * 2
+            y = tf.matmul(x, w * 2.0) + y
+        return y
+
+    concrete = f.get_concrete_function()
+    graph_def = concrete.graph.as_graph_def()
+    weights, groups = freeze.take_weights(graph_def)
+    fetches = [t.name for t in concrete.inputs + concrete.outputs]
+    return freeze.FrozenGraph(graph_def, fetches[:1], fetches[1:], weights, groups), fetches
+
+
+def test_a_weight_constant_folding_computes_with_is_not_stood_in() -> None:
+    weight = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)
+    frozen, _ = _graph_with(weight, "scaled")
+    assert not frozen.weights  # it feeds Mul(w, 2): kept real
+
+
+def test_stand_ins_are_checked_by_a_second_grappler_run() -> None:
+    from workbench.graph.prepare import run_grappler
+
+    weight = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)
+    frozen, fetches = _graph_with(weight, "")
+    assert frozen.weights
+    optimized, stand_in_graph = freeze.optimize_with_stand_ins(
+        frozen, lambda g: run_grappler(g, fetches))
+    assert stand_in_graph is not None
+    consts = [n for n in optimized.node if n.name in frozen.weights]
+    assert np.array_equal(
+        np.frombuffer(consts[0].attr["value"].tensor.tensor_content, np.float32),
+        weight.ravel())
+
+    # A Grappler that computes with the value (here: it rewrites the weight) is caught: the
+    # weight goes back to its real value and Grappler runs on it.
+    def value_dependent(graph_def):  # noqa: ANN001, ANN202
+        result = run_grappler(graph_def, fetches)
+        for node in result.node:
+            if node.name in frozen.weights:
+                node.attr["value"].tensor.float_val.append(1.0)
+        return result
+
+    frozen, fetches = _graph_with(weight, "")
+    name = next(iter(frozen.weights))
+    optimized, _ = freeze.optimize_with_stand_ins(frozen, value_dependent)
+    assert not frozen.weights
+    node = next(n for n in optimized.node if n.name == name)
+    assert node.attr["value"].tensor.tensor_content == weight.tobytes()
+
+
+def test_uniform_and_compressible_weights_stay_real() -> None:
+    def eligible(values: np.ndarray) -> bool:
+        return freeze._eligible(values.astype(np.float32).tobytes(), values.size)
+
+    random = np.random.default_rng(1).normal(size=4096)
+    assert eligible(random)
+    assert not eligible(np.zeros(4096))
+    tail = random.copy()
+    tail[2000:] = 0.5  # Grappler would store only the first 2000 values
+    assert not eligible(tail)
+    tail[3000] = 0.25  # now the repeated run is too short to compress
+    assert eligible(tail)
+
+
+def test_small_and_non_float_weights_stay_real() -> None:
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    for name, values in (("small", np.arange(100, dtype=np.float32)),
+                         ("ints", np.arange(4096, dtype=np.int32)),
+                         ("large", np.random.default_rng(2).normal(size=4096).astype(np.float32))):
+        node = graph_def.node.add(name=name, op="Const")
+        tensor = node.attr["value"].tensor
+        tensor.dtype = types_pb2.DT_INT32 if values.dtype == np.int32 else types_pb2.DT_FLOAT
+        tensor.tensor_shape.dim.add(size=values.size)
+        tensor.tensor_content = values.tobytes()
+    weights, _ = freeze.take_weights(graph_def)
+    assert set(weights) == {"large"}
