@@ -83,14 +83,26 @@ def test_pareto_chart_plots_finished_trials_by_precision(table: pd.DataFrame) ->
 
 def test_pareto_chart_highlights_and_joins_the_pareto_set(table: pd.DataFrame) -> None:
     traces = by_name(pareto_chart(table))
-    front = traces["Pareto set"]
+    front = traces["Pareto front (latency vs error)"]
     assert list(front.meta["trials"]) == ["t3", "t1", "t2"]  # joined in latency order
-    assert list(front.x) == [2.5, 4.0, 4.5]
+    assert list(front.x) == [2.5, 4.0, 4.5] and front.line.shape == "hv"
     widths = traces["FP16"].marker.line.width
     assert widths[0] > widths[1]  # t3 (Pareto) ringed, t4 not
     star = traces["recommended"]
     assert list(star.meta["trials"]) == ["t1"] and star.marker.symbol == "star"
     assert list(star.x) == [4.0]
+
+
+def test_pareto_trials_beaten_in_the_plane_are_ringed_but_not_joined() -> None:
+    # Pareto over three objectives: "wide" is slower and less exact than "lean" but converts
+    # more, so it is on the set while "lean" beats it on both axes of the chart.
+    table = pd.DataFrame([
+        trial("lean", "FP32", 5, latency=1.0, error=1e-6, converted=40.0, pareto=True),
+        trial("wide", "FP16", 2, latency=2.0, error=1e-3, converted=90.0, pareto=True),
+    ])
+    traces = by_name(pareto_chart(table))
+    assert list(traces["Pareto front (latency vs error)"].meta["trials"]) == ["lean"]
+    assert traces["FP16"].marker.line.width == (2.5,)  # still ringed as a Pareto trial
 
 
 def test_failed_trials_are_listed_not_plotted(table: pd.DataFrame) -> None:

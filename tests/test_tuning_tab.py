@@ -54,6 +54,7 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     assert app.params.minimum_segment_size == 2
     assert app.result.params["precision_mode"] == other.params["precision_mode"]  # reconverted
     assert "applied" in tab.status.value
+    assert tab.thresholds.value == "2"  # the app's refresh leaves the user's grid alone
 
     # The trials were stored: a second search reuses them without a cluster.
     started = time.perf_counter()
@@ -102,3 +103,13 @@ def test_a_bad_grid_or_a_model_not_on_disk_is_one_clear_line(tmp_path: Path) -> 
     assert not tab.records
     with pytest.raises(Exception, match="no finished trial"):
         tab.apply("nope")
+
+
+def test_an_unreachable_scheduler_stops_the_search_with_one_line(tmp_path: Path) -> None:
+    tab = TuneTab(lambda _params: None, store=tmp_path / "runs", background=False)
+    tab.update(view_of(sample_models.build("quickstart_mlp")))
+    tab.scheduler.value = "tcp://127.0.0.1:9"  # nothing listens on the discard port
+    tab.start()
+    assert "the search stopped: " in tab.status.value and "127.0.0.1:9" in tab.status.value
+    assert "wb-error" in tab.status.value and "Traceback" not in tab.status.value
+    assert tab.start_button.disabled is False and not tab.records

@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="also build the engines, validate and time them (workbench check)")
     report.add_argument("--batch-sizes", default="1",
                         help="with --check: comma-separated (default: 1)")
+    report.add_argument("--tune-store", metavar="DIR",
+                        help="add a Tuning section: the trials `workbench tune --store DIR` "
+                             "stored for this model")
     report.set_defaults(run=_run_report)
     _add_profile_command(commands)
     _add_validate_command(commands)
@@ -285,12 +288,28 @@ def _run_report(args: argparse.Namespace) -> int:
     params = _conversion_params(args)
     check_report_path(args.output)
     sizes = parse_batch_sizes(args.batch_sizes)
+    tuning = _stored_tuning(args) if args.tune_store else None
     session = _open_session(args)
     check = check_conversion(session, params, print_progress, batch_sizes=sizes) \
         if args.check else None
-    path = write_html_report(session, params, args.output, check)
+    path = write_html_report(session, params, args.output, check, tuning)
     print(f"wrote {path}")
     return 0
+
+
+def _stored_tuning(args: argparse.Namespace) -> Any:
+    """The `TuneResult` of the trials stored for the model under `--tune-store`."""
+    from workbench.tune.driver import model_fingerprint
+    from workbench.tune.result import TuneResult
+    from workbench.tune.store import TrialStore
+
+    tags = _split(args.tags)
+    store = TrialStore(args.tune_store, model_fingerprint(args.model, args.signature_key, tags))
+    trials = list(store.load().values())
+    if not trials:
+        raise WorkbenchError(f"no tuning trials of {args.model} in {args.tune_store}: run "
+                             f"`workbench tune {args.model} --store {args.tune_store}` first")
+    return TuneResult(trials, model=args.model, store=store.directory, problems=store.problems)
 
 
 def _run_profile(args: argparse.Namespace) -> int:

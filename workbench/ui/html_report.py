@@ -116,9 +116,10 @@ def collect(session: ConversionSession, params: ConversionParams) -> ReportData:
 
 
 def html_report(session: ConversionSession, params: ConversionParams,
-                check: Any = None) -> str:
+                check: Any = None, tuning: Any = None) -> str:
     """The whole report page for converting `session`'s model with `params`; with `check` (a
-    `ConversionCheck` of the same parameters), its validation and latency too."""
+    `ConversionCheck` of the same parameters), its validation and latency too; with `tuning`
+    (a `TuneResult`), the search's trials, Pareto set, recommendation and charts."""
     data = collect(session, params)
     graph = session.prepared(data.params.precision_mode).graph
     sections = [
@@ -128,6 +129,7 @@ def html_report(session: ConversionSession, params: ConversionParams,
         _section("TF-TRT non-conversion report", _nonconversion(data)),
         _section("Charts", _charts(data)),
         *([_section("Validation and latency", _validation(check))] if check else []),
+        *([_section("Tuning", tuning_html(tuning))] if tuning is not None else []),
         _section("Converted graph", _graph_view("converted", graph, data.result)),
         _section("Full graph by engine", _graph_view("full", graph, data.result)),
         _section("Nodes outside engines", _unconverted(data.report)),
@@ -137,11 +139,11 @@ def html_report(session: ConversionSession, params: ConversionParams,
 
 def write_html_report(
     session: ConversionSession, params: ConversionParams, path: str | os.PathLike,
-    check: Any = None,
+    check: Any = None, tuning: Any = None,
 ) -> Path:
     """Writes the report to `path` (whole or not at all) and returns the path."""
     target = check_report_path(path)
-    text = html_report(session, params, check)
+    text = html_report(session, params, check, tuning)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         temp.write_text(text, encoding="utf-8")
@@ -309,6 +311,36 @@ def _validation(check: Any) -> str:
 
     lines = "".join(f"<p>{escape(line)}</p>" for line in check.summary(outputs=True).splitlines())
     return lines + _chart("latency", latency_chart(check.latency))
+
+
+def tuning_html(result: Any) -> str:
+    """A `TuneResult` as HTML: counts, the recommendation and why, the Pareto set, the three
+    charts and every trial (failed ones with their reason)."""
+    from workbench.viz.tune_charts import readable_table, trial_label, tune_figures
+
+    table = result.table
+    counts = ", ".join(f"{n} {status}" for status, n in table["status"].value_counts().items())
+    parts = [f'<p class="note">{len(table)} trials ({escape(counts or "none")}) of '
+             f"<code>{escape(str(result.model))}</code>, stored in "
+             f"<code>{escape(str(result.store))}</code>.</p>"]
+    chosen = result.recommended
+    parts.append(
+        f"<p><b>Recommended: {escape(trial_label(chosen['params']))}</b>, "
+        f"{escape(chosen['reason'])}.</p>" if chosen else
+        '<p class="empty">No recommendation: no trial finished ok.</p>')
+    parts += [f'<p class="note">{escape(p)}</p>' for p in result.problems]
+    for name, figure in tune_figures(table).items():
+        parts.append(_chart(f"tune-{name}", figure))
+    parts.append("<h3>Pareto set</h3>" + _frame(readable_table(result.pareto)))
+    parts.append(f"<details><summary>All {len(table)} trials</summary>"
+                 f"{_frame(readable_table(table))}</details>")
+    return "".join(parts)
+
+
+def _frame(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return '<p class="empty">None.</p>'
+    return f'<div class="scroll">{_table(list(frame.columns), frame.itertuples(index=False))}</div>'
 
 
 def _chart(name: str, figure: Any) -> str:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
-import pandas as pd
 
 from workbench.checks.conversion_check import parse_batch_sizes
 from workbench.conversion.params import PRECISION_MODES, PROFILE_STRATEGIES
@@ -22,14 +21,17 @@ from workbench.errors import WorkbenchError
 from workbench.tune import TrialRecord, TuneResult, expand_grid, tune
 from workbench.ui.tables import note_html, show_figure, table_html
 from workbench.ui.tasks import Progress, TaskRunner
-from workbench.viz.tune_charts import pareto_chart, trial_label, tune_figures
+from workbench.viz.tune_charts import (
+    pareto_chart,
+    readable_table,
+    trial_label,
+    tune_figures,
+)
 
 SHAPES = {"off": False, "on": True}
+# One line per trial: the table scrolls sideways rather than growing every row tall.
+TAB_STYLE = "<style>.wb-tune .wb-table td { white-space: nowrap; }</style>"
 _WIDE = widgets.Layout(width="230px")
-# The table as the tab shows it: the settings that vary, then what was measured.
-SHOWN_COLUMNS = ("trial", "status", "percent_converted", "engines", "latency_ms",
-                 "latency_p99_ms", "speedup", "max_abs_error", "top1_agreement", "measured on",
-                 "worker", "pareto", "recommended", "reason")
 
 
 class TuneTab:
@@ -57,10 +59,10 @@ class TuneTab:
     # --- the tab interface ----------------------------------------------------------------
 
     def update(self, view: Any) -> None:
-        """Takes the model path and, before the first search, the current parameters as the
-        grid's starting point."""
-        self.model = str(view.result.model)
-        if not self.records and not self._runner.busy:
+        """Takes the model path and, the first time, the current parameters as the grid's
+        starting point (later changes of the controls leave the user's grid alone)."""
+        first, self.model = self.model is None, str(view.result.model)
+        if first:
             params = view.params
             self.precisions.value = tuple(dict.fromkeys((params.precision_mode, "FP16")))
             current = max(params.minimum_segment_size, 1)
@@ -110,7 +112,7 @@ class TuneTab:
         model = self.model
 
         def body() -> Generator[Progress, None, TuneResult]:
-            yield 0.0, f"{self._total} trial(s) on {where}: starting the cluster"
+            yield 0.0, f"{self._total} trial(s) on {where} (stored ones are reused)"
             return tune(model, grid, **options)
 
         self._runner.start(body, background=self._background)
@@ -141,8 +143,9 @@ class TuneTab:
         self.precisions = widgets.SelectMultiple(
             options=list(PRECISION_MODES), value=("FP32", "FP16"), rows=3,
             description="precision", layout=_WIDE)
-        self.thresholds = widgets.Text(value="3, 5", description="min segment",
-                                       placeholder="2, 3, 5", layout=_WIDE)
+        self.thresholds = widgets.Text(value="3, 5", description="minimum_segment_size",
+                                       placeholder="2, 3, 5", style={"description_width": "auto"},
+                                       layout=widgets.Layout(width="300px"))
         self.shapes = widgets.SelectMultiple(options=list(SHAPES), value=("off",), rows=2,
                                              description="dynamic", layout=_WIDE)
         self.strategies = widgets.SelectMultiple(
@@ -175,6 +178,7 @@ class TuneTab:
         self.chart = widgets.Output()
         row = widgets.HBox
         self.widget = widgets.VBox([
+            widgets.HTML(TAB_STYLE),
             row([self.precisions, self.shapes, self.strategies],
                 layout=widgets.Layout(flex_flow="row wrap")),
             row([self.thresholds, self.batch_sizes, self.timeout],
@@ -204,8 +208,8 @@ class TuneTab:
         self._set_running(False)
         failed = sum(r.status != "ok" for r in result.trials)
         self._say(f"done: {len(result.trials)} trials, {failed} not ok"
-                  + (f"; {len(result.problems)} stored trial(s) ignored" if getattr(
-                      result, "problems", None) else ""))
+                  + (f"; {len(result.problems)} stored trial(s) ignored" if result.problems
+                     else ""))
 
     def _failed(self, exc: BaseException) -> None:
         self._set_running(False)
@@ -223,7 +227,7 @@ class TuneTab:
 
     def _show(self, result: TuneResult, final: bool = False) -> None:
         self.result = result
-        self.table.value = table_html(shown_table(result.table), "No trials yet.")
+        self.table.value = table_html(readable_table(result.table), "No trials yet.")
         self.figures = tune_figures(result.table) if final else {
             "pareto": pareto_chart(result.table)}
         show_figure(self.chart, self.figures["pareto"])
@@ -250,21 +254,6 @@ class TuneTab:
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.value = note_html(text, error=error)
-
-
-def shown_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The trial table for reading: one "trial" label, one "measured on" column, 3 digits."""
-    if table.empty:
-        return table
-    shown = table.copy()
-    rows = shown.to_dict("records")
-    shown["trial"] = [trial_label(r) for r in rows]
-    shown["measured on"] = [f"{r['backend']} on {r['device']}" if r.get("backend") else ""
-                            for r in rows]
-    shown = shown[list(SHOWN_COLUMNS)]
-    numbers = shown.select_dtypes("float").columns
-    shown[numbers] = shown[numbers].map(lambda v: "" if pd.isna(v) else f"{v:.3g}")
-    return shown.fillna("")
 
 
 def _integers(name: str, text: str) -> list[int]:

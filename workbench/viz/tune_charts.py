@@ -30,6 +30,10 @@ PARETO_LINE = "#222222"
 RECOMMENDED_COLOR = "#d62728"
 MARKERS = ("circle", "square", "diamond", "triangle-up", "cross", "x")
 UNLISTED = 6  # at most this many skipped trials are named under a chart, then "and N more"
+# The trial table for reading (the tab, the report): configuration, then what was measured.
+READABLE_COLUMNS = ("trial", "status", "percent_converted", "engines", "latency_ms",
+                    "latency_p99_ms", "speedup", "max_abs_error", "top1_agreement",
+                    "measured on", "worker", "pareto", "recommended", "reason")
 
 
 def trial_label(row: dict[str, Any]) -> str:
@@ -65,10 +69,10 @@ def pareto_chart(table: pd.DataFrame) -> go.Figure:
             customdata=[_hover(r) for r in group], meta={"trials": [r["trial_id"] for r in group]},
             hovertemplate="%{customdata}<extra></extra>",
         ))
-    front = sorted((r for r in rows if r.get("pareto") is True), key=lambda r: r["latency_ms"])
+    front = _plane_front([r for r in rows if r.get("pareto") is True])
     fig.add_trace(go.Scatter(
-        name="Pareto set", x=[r["latency_ms"] for r in front],
-        y=[r["max_abs_error"] for r in front], mode="lines",
+        name="Pareto front (latency vs error)", x=[r["latency_ms"] for r in front],
+        y=[r["max_abs_error"] for r in front], mode="lines", line_shape="hv",
         line={"color": PARETO_LINE, "width": 1.5, "dash": "dot"}, hoverinfo="skip",
         meta={"trials": [r["trial_id"] for r in front]},
     ))
@@ -78,14 +82,15 @@ def pareto_chart(table: pd.DataFrame) -> go.Figure:
         y=[r["max_abs_error"] for r in chosen], mode="markers+text",
         marker={"symbol": "star", "size": 20, "color": RECOMMENDED_COLOR,
                 "line": {"color": "#ffffff", "width": 1}},
-        text=["recommended"] * len(chosen), textposition="top center",
+        text=["recommended"] * len(chosen), textposition="top center", cliponaxis=False,
         textfont={"color": RECOMMENDED_COLOR}, customdata=[_hover(r) for r in chosen],
         hovertemplate="<b>recommended</b><br>%{customdata}<extra></extra>",
         meta={"trials": [r["trial_id"] for r in chosen]},
     ))
     errors = [r["max_abs_error"] for r in rows]
-    _layout(fig, _title("Latency against accuracy", rows, "marker size: % converted; "
-                        "ringed and joined: Pareto set"), height=480)
+    _layout(fig, _title("Latency against accuracy", rows, "marker size: % converted; ringed: "
+                        "Pareto set (latency, error, % converted); dotted: its front in this "
+                        "plane"), height=480)
     fig.update_layout(legend={"title": {"text": "precision_mode"}})
     fig.update_xaxes(title_text=f"latency per call, mean (ms){_produced_by(rows)}",
                      rangemode="tozero")
@@ -178,6 +183,17 @@ def tune_figures(table: pd.DataFrame) -> dict[str, go.Figure]:
             "conversion": conversion_chart(table)}
 
 
+def readable_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The trial table for reading: a "trial" label, a "measured on" column, 3 digits."""
+    if table.empty:
+        return pd.DataFrame(columns=list(READABLE_COLUMNS))
+    readable = table.copy()
+    rows = readable.to_dict("records")
+    readable["trial"] = [trial_label(r) for r in rows]
+    readable["measured on"] = [_producer(r) if r.get("backend") else "" for r in rows]
+    return readable[list(READABLE_COLUMNS)].astype(object).map(_cell)
+
+
 # rows
 
 
@@ -209,6 +225,17 @@ def _lines(rows: list[dict]) -> dict[str, list[dict]]:
         name = " ".join(p for p in trial_label(row).split(" ") if not p.startswith("mss="))
         lines.setdefault(name, []).append(row)
     return lines
+
+
+def _plane_front(rows: list[dict]) -> list[dict]:
+    """The rows no other row beats on both latency and error, fastest first: the Pareto set is
+    over three objectives, so some of its trials are beaten in this plane (they convert more)
+    and joining them all would zigzag."""
+    front: list[dict] = []
+    for row in sorted(rows, key=lambda r: (r["latency_ms"], r["max_abs_error"])):
+        if not front or row["max_abs_error"] < front[-1]["max_abs_error"]:
+            front.append(row)
+    return front
 
 
 def _unique_labels(rows: list[dict]) -> list[str]:
@@ -274,6 +301,12 @@ def _list_left_out(fig: go.Figure, left_out: list[str], verb: str, below: float 
                        font={"size": 11, "color": "#b3261e"})
     fig.update_layout(height=fig.layout.height + 18 * (len(shown) + 1),
                       margin={"b": 110 + 18 * (len(shown) + 1)})
+
+
+def _cell(value: Any) -> Any:
+    if value is None or value is pd.NA or _missing(value):
+        return ""
+    return f"{value:.3g}" if isinstance(value, float) else value
 
 
 def _marker_size(percent: Any) -> float:
