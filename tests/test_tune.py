@@ -261,3 +261,16 @@ def test_cli_tune_errors_are_one_line(tmp_path):
     assert done.stderr.startswith("workbench: error: cannot reach Dask scheduler at "
                                   "tcp://127.0.0.1:9: ")
     assert "start one with `dask scheduler` or drop --scheduler" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_failing_trial_keeps_its_reason_and_what_it_measured(tmp_path, local_client):
+    import sample_models
+
+    # A string input: the check cannot generate its inputs, the conversion itself succeeds.
+    result = tune(sample_models.build("png_cnn"), {"minimum_segment_size": [3]},
+                  client=local_client, store=tmp_path, progress=False)
+    (trial,) = result.trials
+    assert trial.status == "failed" and "cannot generate input 'png'" in trial.reason
+    assert trial.percent_converted > 0 and trial.engines >= 1 and trial.latency_ms == {}
+    assert result.recommended is None and result.pareto.empty

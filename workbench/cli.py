@@ -449,10 +449,10 @@ def _run_tune(args: argparse.Namespace) -> int:
         print(result.table[list(TUNE_COLUMNS)].to_string(index=False))
         print("\nPareto set (latency, max error, % converted):")
         print(result.pareto[list(TUNE_COLUMNS)].to_string(index=False)
-              if len(result.pareto) else "(no trial ran)")
+              if len(result.pareto) else "(no trial succeeded)")
     chosen = result.recommended
     print(f"\nrecommended: {chosen['trial_id']} {json.dumps(chosen['params'])}\n  because "
-          f"{chosen['reason']}" if chosen else "\nno recommendation: no trial ran")
+          f"{chosen['reason']}" if chosen else "\nno recommendation: no trial succeeded")
     return 0
 
 

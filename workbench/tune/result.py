@@ -145,4 +145,6 @@ def _figures(t: TrialRecord) -> str:
     if t.top1_agreement is not None:
         parts.append(f"top-1 agreement {t.top1_agreement:.1%}")
     parts.append(f"{t.percent_converted:.1f}% converted in {t.engines} engine(s)")
+    if not t.engines:
+        parts.append("no engines: TF-TRT would leave the model as it is")
     return ", ".join(parts)

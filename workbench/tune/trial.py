@@ -44,12 +44,13 @@ def run_trial(spec: TrialSpec) -> TrialRecord:
     """Runs `spec` in this process; failures are recorded with their reason."""
     start = time.perf_counter()
     steps: dict[str, float] = {}
+    figures: dict[str, Any] = {}  # what was measured, kept when a later step fails
     try:
         _prepare_process(spec.threads)
-        figures = _measure(_session(spec), spec, steps)
+        _measure(_session(spec), spec, steps, figures)
         status, reason = "ok", None
     except Exception as exc:  # the trial's failure is its record, the search goes on
-        figures, status, reason = {}, "failed", f"{type(exc).__name__}: {first_line(exc)}"
+        status, reason = "failed", f"{type(exc).__name__}: {first_line(exc)}"
     return TrialRecord(trial_id=spec.trial_id, params=spec.params, status=status, reason=reason,
                        worker=worker_address(), step_seconds=steps,
                        seconds=time.perf_counter() - start, **figures)
@@ -74,16 +75,15 @@ def _session(spec: TrialSpec) -> Any:
     return _sessions[key]
 
 
-def _measure(session: Any, spec: TrialSpec, steps: dict[str, float]) -> dict[str, Any]:
+def _measure(session: Any, spec: TrialSpec, steps: dict[str, float],
+             figures: dict[str, Any]) -> None:
     params = params_of(spec.params)
     clock = time.perf_counter()
     result = session.convert(params)
     steps["convert"] = time.perf_counter() - clock
-    figures: dict[str, Any] = {"percent_converted": result.percent_converted,
-                               "engines": len(result.engines)}
+    figures.update(percent_converted=result.percent_converted, engines=len(result.engines))
     if spec.validate or spec.time_latency:
         figures.update(_checked(session, params, spec, steps))
-    return figures
 
 
 def _checked(session: Any, params: Any, spec: TrialSpec,
