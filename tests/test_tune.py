@@ -4,6 +4,7 @@ searches on an embedded Dask LocalCluster (resume, the CLI's JSON)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import run_cli
@@ -263,14 +264,32 @@ def test_cli_tune_errors_are_one_line(tmp_path):
     assert "start one with `dask scheduler` or drop --scheduler" in done.stderr
 
 
+def _save_numbers_model(path: Path) -> Path:
+    """A model whose string input feeds StringToNumber: it converts, but no input for it can be
+    generated, so its check fails."""
+    import tensorflow as tf
+
+    class Numbers(tf.Module):
+        def __init__(self) -> None:
+            self.w = tf.Variable(tf.random.stateless_normal([4, 8], seed=[1, 2]))
+            self.v = tf.Variable(tf.random.stateless_normal([8, 2], seed=[3, 4]))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.string, name="numbers")])
+        def serve(self, numbers):
+            hidden = tf.nn.relu(tf.matmul(tf.strings.to_number(numbers), self.w) + 1.0)
+            return {"logits": tf.matmul(hidden, self.v)}
+
+    model = Numbers()
+    tf.saved_model.save(model, str(path), signatures={"serving_default": model.serve})
+    return path
+
+
 @pytest.mark.slow
 def test_a_failing_trial_keeps_its_reason_and_what_it_measured(tmp_path, local_client):
-    import sample_models
-
-    # A string input: the check cannot generate its inputs, the conversion itself succeeds.
-    result = tune(sample_models.build("png_cnn"), {"minimum_segment_size": [3]},
-                  client=local_client, store=tmp_path, progress=False)
+    model = _save_numbers_model(tmp_path / "numbers")
+    result = tune(model, {"minimum_segment_size": [3]},
+                  client=local_client, store=tmp_path / "store", progress=False)
     (trial,) = result.trials
-    assert trial.status == "failed" and "cannot generate input 'png'" in trial.reason
+    assert trial.status == "failed" and "cannot generate string input 'numbers'" in trial.reason
     assert trial.percent_converted > 0 and trial.engines >= 1 and trial.latency_ms == {}
     assert result.recommended is None and result.pareto.empty
