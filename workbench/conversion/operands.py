@@ -9,12 +9,12 @@ non-conversion report prints them verbatim.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import numpy as np
 
-from workbench.graph.nodes import DTYPE_ENUMS, Graph, Node
+from workbench.graph.nodes import DTYPE_ENUMS, DTYPE_NAMES, Graph, Node
 
 TENSOR, WEIGHTS, ANY, RESOURCE = "tensor", "weights", "any", "resource"
 
@@ -46,13 +46,23 @@ class Operand:
 
     `shape` is the TF shape; `dims` the TRT dims (batch dim dropped for tensors in implicit
     batch mode; weights always keep all their dims, as TRT_ShapedWeights does).
+    A float Const's values are decoded only when a rule reads them (`value`): most rules need
+    only dtype and shape, and decoding every weight costs seconds on big models.
     """
 
     kind: str
     dtype: str
     shape: tuple[int, ...] = ()
     dims: tuple[int, ...] = ()
-    value: np.ndarray | None = None
+    data: np.ndarray | None = field(default=None, repr=False, compare=False)
+    const: Node | None = field(default=None, repr=False, compare=False)  # decoded on demand
+
+    @property
+    def value(self) -> np.ndarray | None:
+        """The weights' values (None for tensors and variables)."""
+        if self.data is None and self.const is not None:
+            return np.asarray(self.const.attr("value"))
+        return self.data
 
     @property
     def is_tensor(self) -> bool:
@@ -115,6 +125,9 @@ def const_weights(const: Node) -> Operand:
         check_dtype_attr(const, ("float", "half"), "dtype", legacy=True)
         return Operand(WEIGHTS, const.attr("dtype"), tuple(const.attr("shape") or ()),
                        tuple(const.attr("shape") or ()))
+    lazy = _lazy_float_weights(const)
+    if lazy is not None:
+        return lazy
     value = np.asarray(const.attr("value"))
     declared = const.attr("dtype")
     actual = tf_dtype_of(value)
@@ -126,6 +139,29 @@ def const_weights(const: Node) -> Operand:
     if actual not in TRT_DTYPES:
         fail(f"Unsupported tensorflow data type {actual}")
     return Operand(WEIGHTS, actual, value.shape, value.shape, value)
+
+
+# Float weights pass the Const converter on dtype and shape alone; other dtypes are decoded
+# (integers are range-checked, odd dtypes keep numpy's name in the messages).
+_LAZY_DTYPES = frozenset({DTYPE_ENUMS["float"], DTYPE_ENUMS["half"]})
+
+
+def _lazy_float_weights(const: Node) -> Operand | None:
+    """A float Const's weights read from its TensorProto header, values left undecoded."""
+    if isinstance(const.raw_attrs, dict) or not const.has_attr("value"):
+        return None  # hand-built nodes hold decoded values already
+    raw = const.raw_attrs["value"]
+    if raw.WhichOneof("value") != "tensor":
+        return None
+    proto = raw.tensor
+    if proto.dtype not in _LAZY_DTYPES or proto.tensor_shape.unknown_rank:
+        return None
+    declared = const.attr("dtype")
+    actual = DTYPE_NAMES[proto.dtype]
+    if declared is not None and declared != actual:
+        return None  # the decoding path words the mismatch
+    shape = tuple(int(d.size) for d in proto.tensor_shape.dim)
+    return Operand(WEIGHTS, actual, shape, shape, const=const)
 
 
 def _to_int32(value: np.ndarray) -> np.ndarray:

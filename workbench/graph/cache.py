@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import tempfile
@@ -162,15 +163,14 @@ def read_entry(root: Path, key: str) -> OptimizedGraph | None:
         return None
     try:
         meta = json.loads((entry / ENTRY_FILE).read_text())
-        data = (entry / GRAPH_FILE).read_bytes()
         shapes = (entry / SHAPES_FILE).read_bytes()
         if (meta["key"] != key or meta["preparation"] != PREPARATION_VERSION
                 or meta["tensorflow"] != tensorflow_version()
-                or meta["graph_bytes"] != len(data)
-                or meta["graph_crc32"] != zlib.crc32(data)
                 or meta["shapes_crc32"] != zlib.crc32(shapes)):
             raise ValueError("foreign or damaged entry")
-        optimized = OptimizedGraph(graph_def=_parse_graph_def(data),
+        graph_def = _read_graph_def(entry / GRAPH_FILE, meta["graph_bytes"],
+                                    meta["graph_crc32"])
+        optimized = OptimizedGraph(graph_def=graph_def,
                                    fetches=list(meta["fetches"]),
                                    input_nodes=list(meta["input_nodes"]),
                                    output_nodes=list(meta["output_nodes"]), from_cache=True,
@@ -183,15 +183,24 @@ def read_entry(root: Path, key: str) -> OptimizedGraph | None:
     return optimized
 
 
-def _parse_graph_def(data: bytes) -> Any:
+def _read_graph_def(path: Path, size: int, crc32: int) -> Any:
+    """The stored GraphDef, checked against its size and CRC; ValueError when damaged.
+
+    The file is mapped rather than read: a copy of VGG16's 550 MB costs about 0.5 s and the
+    peak memory of that copy (the parser makes its own).
+    """
     from google.protobuf import message
     from tensorflow.core.framework import graph_pb2
 
-    graph_def = graph_pb2.GraphDef()
-    try:
-        graph_def.ParseFromString(data)
-    except message.DecodeError as exc:
-        raise ValueError(str(exc)) from None
+    with path.open("rb") as stream, mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if len(data) != size or zlib.crc32(data) != crc32:
+            raise ValueError("damaged graph")
+        graph_def = graph_pb2.GraphDef()
+        with memoryview(data) as view:
+            try:
+                graph_def.ParseFromString(view)
+            except message.DecodeError as exc:
+                raise ValueError(str(exc)) from None
     return graph_def
 
 
