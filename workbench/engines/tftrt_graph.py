@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.conversion.params import RecordedParams
 from workbench.conversion.report import ConversionReport, shape_list
 from workbench.conversion.result import ConversionResult, EngineInfo, Shape, UnconvertedNode
 from workbench.conversion.segmenter import NOOP_OPS
@@ -321,24 +322,21 @@ def _engine_attrs(node: Any) -> TftrtEngineAttrs:
     )
 
 
-def _params(attrs: list[TftrtEngineAttrs]) -> dict[str, Any]:
+def _params(attrs: list[TftrtEngineAttrs]) -> RecordedParams:
     """What the engines' attributes tell of the conversion parameters; None where they do not
     (the threshold, denylist and engine limit leave no trace in a converted model)."""
     def common(values: list[Any]) -> Any:
         return values[0] if len(set(values)) == 1 else None
 
     implicit = common([a.use_implicit_batch for a in attrs])
-    return {
-        "precision_mode": common([a.precision_mode for a in attrs]),
-        "minimum_segment_size": None,
-        "use_dynamic_shape": None if implicit is None else not implicit,
-        "dynamic_shape_profile_strategy": common([a.profile_strategy or None for a in attrs]),
-        "denylist": None,
-        "max_engines": None,
-        "maximum_cached_engines": common([a.max_cached_engines_count for a in attrs]),
-        "max_workspace_size_bytes": common([a.workspace_size_bytes for a in attrs]),
-        "allow_build_at_runtime": common([a.allow_build_at_runtime for a in attrs]),
-    }
+    return RecordedParams(
+        precision_mode=common([a.precision_mode for a in attrs]),
+        use_dynamic_shape=None if implicit is None else not implicit,
+        dynamic_shape_profile_strategy=common([a.profile_strategy or None for a in attrs]),
+        maximum_cached_engines=common([a.max_cached_engines_count for a in attrs]),
+        max_workspace_size_bytes=common([a.workspace_size_bytes for a in attrs]),
+        allow_build_at_runtime=common([a.allow_build_at_runtime for a in attrs]),
+    )
 
 
 # --- saved engine assets ------------------------------------------------------------------
