@@ -245,6 +245,12 @@ def test_json_document(converted) -> None:
     assert precisions == [params["precision_mode"]] * len(converter.result.engines)
     assert len(document["saved_engines"]) == sum(len(v) for v in saved.values())
     assert document["total_nodes"] == converter.result.total_nodes
+    # DESIGN.md's params keys; what a converted model does not record is null.
+    assert document["params"] == {
+        "precision_mode": params["precision_mode"], "minimum_segment_size": None,
+        "use_dynamic_shape": params["use_dynamic_shape"],
+        "dynamic_shape_profile_strategy": "Range" if params["use_dynamic_shape"] else None,
+        "denylist": None, "max_engines": None}
 
 
 # --- damaged input -------------------------------------------------------------------------
