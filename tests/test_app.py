@@ -49,7 +49,7 @@ def test_slider_updates_summary_chart_and_graph(app: Workbench) -> None:
     svg_before, sweep_before = app.svg, app.figures["sweep"]
     app.controls.minimum_segment_size.value = 20  # the detector's engines: 17, 19, 25 nodes
     assert "[*] Total number of TensorRT engines: 1" in engines_line(app)
-    assert app.result.params["minimum_segment_size"] == 20
+    assert app.result.params.minimum_segment_size == 20
     assert app.svg != svg_before and "TRTEngineOp_000_001" not in app.svg
     assert app.figures["sweep"] is not sweep_before
     assert app.timings["summary_and_charts_ms"] > 0
@@ -58,12 +58,12 @@ def test_slider_updates_summary_chart_and_graph(app: Workbench) -> None:
 def test_precision_dynamic_shape_denylist_and_engine_limit(app: Workbench) -> None:
     controls = app.controls
     controls.precision.value = "FP16"
-    assert app.result.params["precision_mode"] == "FP16"
+    assert app.result.params.precision_mode == "FP16"
     controls.dynamic_shape.value = True
     assert not controls.profile_strategy.disabled
     assert "CombinedNonMaxSuppression" not in app.result.nonconversion
     controls.profile_strategy.value = "Optimal"
-    assert app.result.params["dynamic_shape_profile_strategy"] == "Optimal"
+    assert app.result.params.dynamic_shape_profile_strategy == "Optimal"
     controls.denylist.value = ["Conv2D"]
     assert "Denylisted with the env var TF_TRT_OP_DENYLIST" in app.nonconversion_tab.html.value
     controls.max_engines.value = 1

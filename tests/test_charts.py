@@ -169,7 +169,7 @@ def store(tmp_path: Path) -> ExperimentStore:
     ]:
         params = ConversionParams(precision_mode=precision, minimum_segment_size=threshold)
         res = result(threshold, sizes)
-        res.params = params.validated().to_json()
+        res.params = params.validated()
         runs.add(Run.from_result(res, params, name=name))
     return runs
 

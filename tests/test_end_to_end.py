@@ -79,7 +79,7 @@ def test_detector_report_names_tftrt_reasons() -> None:
 def test_detector_in_dynamic_shape_mode_converts_nms() -> None:
     result = session_for("detector").convert(ConversionParams(use_dynamic_shape=True))
     assert "CombinedNonMaxSuppression" not in result.nonconversion
-    assert result.params["dynamic_shape_profile_strategy"] == "Range"
+    assert result.params.dynamic_shape_profile_strategy == "Range"
 
 
 def test_fp16_splits_casts_to_float() -> None:
@@ -137,7 +137,7 @@ def test_environment_variables_apply_at_convert(
     converter.convert()
     result = converter.result
     assert result.nonconversion["Relu"] == {"Denylisted with the env var TF_TRT_OP_DENYLIST": 49}
-    assert len(result.engines) == 1 and result.params["max_engines"] == 1
+    assert len(result.engines) == 1 and result.params.max_engines == 1
     rows = csv_path.read_text().splitlines()
     assert rows[0] == "OP Name|Reason|Count"
     assert "Relu|Denylisted with the env var TF_TRT_OP_DENYLIST|49" in rows

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from random_graphs import graph_of, node
 
+from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.profiling import combine, layer_table
 from workbench.profiling.fusions import expected_fusions, match_fusions
@@ -30,7 +31,7 @@ def engines(graph, *groups, outputs=()):
     for index, names in enumerate(groups):
         found.append(EngineInfo(f"TRTEngineOp_000_{index:03d}", tuple(sorted([*names, *consts])),
                                 {}, 0, 0, (), (), (), (), (), tuple(outputs)))
-    return ConversionResult({}, found, [], {}, 0)
+    return ConversionResult(ConversionParams(), found, [], {}, 0)
 
 
 def fusions(graph, *groups, outputs=()):

@@ -65,7 +65,7 @@ def engine(name: str, nodes: tuple[str, ...], count: int, inputs: tuple[str, ...
 
 
 RESULT = ConversionResult(
-    params={"precision_mode": "FP16"},
+    params=ConversionParams(precision_mode="FP16"),
     engines=[
         engine("TRTEngineOp_000_000", ("net/bias", "net/conv", "net/id", "net/relu", "w"), 6,
                ("x:0",), ("net/relu:0",)),
@@ -307,7 +307,7 @@ def test_labels_are_short_and_say_more_than_the_op() -> None:
 def test_without_engines_every_node_stays_top_level() -> None:
     unconverted = [UnconvertedNode(n.name, n.op, "minimum_segment_size=-1: TF-TRT does not "
                                    "convert the main graph", False) for n in GRAPH.real_nodes]
-    result = ConversionResult({"precision_mode": "FP32"}, [], unconverted, {},
+    result = ConversionResult(ConversionParams(minimum_segment_size=-1), [], unconverted, {},
                               len(GRAPH.real_nodes))
     converted = converted_top_level(GRAPH, result)
     assert [n.name for n in converted.nodes] == [n.name for n in GRAPH.real_nodes]

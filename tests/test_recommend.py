@@ -31,7 +31,7 @@ def result(threshold: int, sizes: list[int], total: int = 40) -> ConversionResul
     engines = [engine(i, s) for i, s in enumerate(sizes)]
     converted = sum(sizes)
     return ConversionResult(
-        params={"minimum_segment_size": threshold},
+        params=ConversionParams(minimum_segment_size=threshold),
         engines=engines,
         unconverted=[],
         nonconversion={},
@@ -126,7 +126,7 @@ def test_tiny_bert_sweep() -> None:
     session = ConversionSession.open(sample_models.build("tiny_bert"))
     sweep = session.sweep(ConversionParams(), range(1, 65))
     rec = recommend_minimum_segment_size(sweep, current=3)
-    at = {r.params["minimum_segment_size"]: r for r in sweep}
+    at = {r.params.minimum_segment_size: r for r in sweep}
     sizes = sorted(e.effective_size for e in at[3].engines)
     # Implicit batch cuts the encoder into small pieces: 13 engines, five of them 3 nodes.
     assert sizes == [3, 3, 3, 3, 3, 4, 4, 5, 13, 13, 13, 13, 13]

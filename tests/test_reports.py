@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from workbench.conversion.params import ConversionParams
 from workbench.conversion.report import (
     ConversionReport,
     detailed_report_setting,
@@ -61,7 +62,7 @@ def _engine(name: str, **overrides) -> EngineInfo:
 
 def _result(engines, not_converted=3, nonconversion=None, **kwargs) -> ConversionResult:
     return ConversionResult(
-        params=kwargs.pop("params", {}),
+        params=kwargs.pop("params", ConversionParams()),
         engines=list(engines),
         unconverted=kwargs.pop("unconverted", []),
         nonconversion=nonconversion if nonconversion is not None else {},
@@ -333,8 +334,8 @@ def _full_result() -> ConversionResult:
         nonconversion=GUIDE_MAP,
         unconverted=[UnconvertedNode("x", "Placeholder", EXCLUDED),
                      UnconvertedNode("tiny", "Relu", "segment too small", False)],
-        params={"max_engines": 7, "precision_mode": "FP16", "denylist": ("Conv2D",),
-                "max_workspace_size_bytes": 1 << 30},
+        params=ConversionParams(max_engines=7, precision_mode="FP16", denylist=("Conv2D",),
+                                max_workspace_size_bytes=1 << 30),
         model="/models/m",
     )
 

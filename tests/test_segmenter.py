@@ -344,7 +344,7 @@ def test_const_feeding_only_unsupported_nodes_is_a_boundary_node_of_its_own():
 
 
 def converted_edges(graph, partition):
-    result = ConversionResult({}, partition.engines, partition.unconverted,
+    result = ConversionResult(partition.params, partition.engines, partition.unconverted,
                               partition.nonconversion, partition.not_converted_top_level)
     return converted_top_level(graph, result).edges
 

@@ -31,7 +31,7 @@ def _engine(index: int, nodes: int) -> EngineInfo:
 
 def _result(params: ConversionParams, engine_sizes=(5, 3)) -> ConversionResult:
     return ConversionResult(
-        params=params.validated().to_json(),
+        params=params.validated(),
         engines=[_engine(i, n) for i, n in enumerate(engine_sizes)],
         unconverted=[], nonconversion={}, not_converted_top_level=4,
         model="/models/tiny", signature_key="serving_default",
@@ -205,7 +205,7 @@ from workbench.ui.store import ExperimentStore, Run
 
 store = ExperimentStore(sys.argv[1])
 params = ConversionParams()
-result = ConversionResult(params=params.to_json(), engines=[], unconverted=[],
+result = ConversionResult(params=params, engines=[], unconverted=[],
                           nonconversion={}, not_converted_top_level=1, model="m")
 for i in range(3):
     store.add(Run.from_result(result, params, name=f"kept {i}"))

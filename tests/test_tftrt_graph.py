@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
+from workbench.conversion.params import RecordedParams
 from workbench.engines.tftrt_graph import TftrtModelError, inspect_tftrt
 
 NATIVE_SUFFIX = "_native_segment"
@@ -183,9 +184,10 @@ def test_engines_read_back_equal_our_conversion(converted) -> None:
     assert model.result.converted_nodes == converter.result.converted_nodes
     assert model.result.total_nodes == converter.result.total_nodes
     assert model.result.percent_converted == converter.result.percent_converted
-    assert model.result.params["precision_mode"] == params["precision_mode"]
-    assert model.result.params["use_dynamic_shape"] == params["use_dynamic_shape"]
-    assert model.result.params["minimum_segment_size"] is None  # not recorded by TF-TRT
+    assert model.result.params.precision_mode == params["precision_mode"]
+    assert model.result.params.use_dynamic_shape == params["use_dynamic_shape"]
+    assert isinstance(model.result.params, RecordedParams)
+    assert model.result.params.minimum_segment_size is None  # not recorded by TF-TRT
 
 
 def test_engine_table_has_tftrt_attributes(converted) -> None:
@@ -243,6 +245,12 @@ def test_json_document(converted) -> None:
     assert precisions == [params["precision_mode"]] * len(converter.result.engines)
     assert len(document["saved_engines"]) == sum(len(v) for v in saved.values())
     assert document["total_nodes"] == converter.result.total_nodes
+    # DESIGN.md's params keys; what a converted model does not record is null.
+    assert document["params"] == {
+        "precision_mode": params["precision_mode"], "minimum_segment_size": None,
+        "use_dynamic_shape": params["use_dynamic_shape"],
+        "dynamic_shape_profile_strategy": "Range" if params["use_dynamic_shape"] else None,
+        "denylist": None, "max_engines": None}
 
 
 # --- damaged input -------------------------------------------------------------------------

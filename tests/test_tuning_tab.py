@@ -52,7 +52,7 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     tab.apply(other.trial_id)
     assert app.params.precision_mode == other.params["precision_mode"]
     assert app.params.minimum_segment_size == 2
-    assert app.result.params["precision_mode"] == other.params["precision_mode"]  # reconverted
+    assert app.result.params.precision_mode == other.params["precision_mode"]  # reconverted
     assert "applied" in tab.status.value
     assert tab.thresholds.value == "2"  # the app's refresh leaves the user's grid alone
 

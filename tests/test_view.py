@@ -85,7 +85,7 @@ def test_view_holds_what_both_renderers_show(tiny_session: ConversionSession) ->
     result = view.result
     assert view.headline.engines == len(result.engines) == 1
     assert view.headline.percent_converted == result.percent_converted
-    assert [r.params["minimum_segment_size"] for r in view.sweep] == list(range(1, 17))
+    assert [r.params.minimum_segment_size for r in view.sweep] == list(range(1, 17))
     assert view.recommendation.current == 2
     assert list(view.op_histogram["op"]) == sorted(result.engines[0].native_ops)
     assert "Total number of TensorRT engines: 1" in view.summary_text

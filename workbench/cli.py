@@ -417,7 +417,7 @@ def _run_check(args: argparse.Namespace) -> int:
         batch_sizes=sizes, batches=args.batches, iterations=args.iterations,
         atol=args.atol, rtol=args.rtol, whole_model=args.whole_model)
     if args.json:
-        print(json.dumps({"passed": check.validation.passed, "params": check.params,
+        print(json.dumps({"passed": check.validation.passed, "params": check.params.as_dict(),
                           "engines": check.engines, "metrics": check.metrics(),
                           "notes": list(check.notes),
                           "latency": json.loads(check.latency.to_json(orient="records"))}))

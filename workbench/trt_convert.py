@@ -275,7 +275,7 @@ def _export_graphviz(session: ConversionSession, result: ConversionResult) -> No
     path = os.environ.get("TF_TRT_EXPORT_GRAPH_VIZ_PATH")
     if path is None:
         return
-    graph = session.prepared(str(result.params["precision_mode"])).graph
+    graph = session.prepared(str(result.params.precision_mode)).graph
     try:
         with open(path, "w") as f:
             f.write(tftrt_dot(converted_top_level(graph, result)))

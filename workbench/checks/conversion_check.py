@@ -9,7 +9,7 @@ batches too, which says how the engines behave, not how accurate INT8 is on real
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +19,9 @@ import pandas as pd
 from workbench.checks.validate import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
+from workbench.engines.backend import Backend, Engine
 from workbench.engines.onnx_export import export_notes
-from workbench.engines.runtime import converted_model
+from workbench.engines.runtime import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.profiling.latency import measure_latency
@@ -42,7 +43,7 @@ LATENCY_SEED = 2000
 class ConversionCheck:
     """What one conversion's check found."""
 
-    params: dict[str, Any]  # the conversion parameters checked
+    params: ConversionParams  # the conversion parameters checked (validated)
     engines: int  # engines the conversion made (0: the "converted" model is native TF)
     validation: ValidationReport | None  # None when asked not to compare (compare=False)
     latency: pd.DataFrame  # one row per (model, batch): `model` plus LatencyStats' columns
@@ -179,13 +180,13 @@ def conversion_check_steps(
             arrays = list(feeds[batch].values())
             rows.append(_timed(WHOLE, lambda a=arrays: whole.run(a), f"{whole.backend} engine",
                                whole.device, batch, warmup, iterations))
-    return ConversionCheck(params=params.as_dict(), engines=len(result.engines),
+    return ConversionCheck(params=params, engines=len(result.engines),
                            validation=report, latency=pd.DataFrame(rows), notes=tuple(notes),
                            backend=model.backend.name, device=model.backend.device)
 
 
-def _whole_model(session: ConversionSession, params: ConversionParams, backend: Any,
-                 calibration: list[dict[str, np.ndarray]]) -> tuple[Any, str]:
+def _whole_model(session: ConversionSession, params: ConversionParams, backend: Backend,
+                 calibration: list[dict[str, np.ndarray]]) -> tuple[Engine | None, str]:
     """The whole-model engine, or None and why not (an op the exporter cannot express)."""
     from workbench.engines.onnx_export import ExportError
     from workbench.engines.whole_model import whole_model_engine
@@ -198,7 +199,7 @@ def _whole_model(session: ConversionSession, params: ConversionParams, backend: 
     return engine, ""
 
 
-def _converted_label(model: Any) -> str:
+def _converted_label(model: ConvertedModel) -> str:
     """What ran the converted model: its engines, unless segments fell back to TF."""
     if not model.graph.segments:
         return "tensorflow only (no engines)"
@@ -233,7 +234,7 @@ def _timed(model: str, fn: Callable[[], Any], backend: str, device: str, batch: 
     return {"model": model, **stats.as_row()}
 
 
-def converted_callable(model: Any, inputs: dict[str, np.ndarray]
+def converted_callable(model: Callable[..., Mapping[str, Any]], inputs: dict[str, np.ndarray]
                        ) -> Callable[[], list[np.ndarray]]:
     """A blocking call of a converted model on fixed inputs, for `measure_latency` (inputs
     become tensors once, outside the timed call; `np.asarray` waits for the results)."""

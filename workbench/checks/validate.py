@@ -23,13 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from workbench.errors import WorkbenchError
 from workbench.profiling.tensorflow import random_inputs
+
+if TYPE_CHECKING:
+    from workbench.conversion.session import ConversionSession
 
 ERROR_STATS = ("elemwise", "max", "mean", "median", "quantile")
 DEFAULT_ATOL = 1e-5
@@ -380,8 +383,8 @@ def validate(converted: Any, native: Any, inputs: Iterable[Mapping[str, Any]],
     )
 
 
-def generated_inputs(session: Any, batches: int = 4, batch_size: int = 8, seed: int = 0
-                     ) -> Iterator[dict[str, np.ndarray]]:
+def generated_inputs(session: ConversionSession, batches: int = 4, batch_size: int = 8,
+                     seed: int = 0) -> Iterator[dict[str, np.ndarray]]:
     """Random input sets for a conversion session (profiling's `random_inputs`), one seed
     per batch, for models without data of their own."""
     for i in range(batches):

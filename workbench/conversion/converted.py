@@ -69,7 +69,7 @@ def converted_top_level(graph: Graph, result: ConversionResult) -> ConvertedGrap
              if n.name not in dead}
     nodes = [_kept_node(graph, node, owner) for node in graph.real_nodes
              if node.name not in engine_of and node.name not in dead]
-    precision = PRECISION_DTYPES.get(str(result.params.get("precision_mode", "FP32")).upper())
+    precision = PRECISION_DTYPES.get(str(result.params.precision_mode).upper())
     nodes += [_engine_node(graph, engine, owner, precision) for engine in result.engines]
     return ConvertedGraph(nodes, owner)
 

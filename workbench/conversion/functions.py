@@ -15,7 +15,7 @@ of the main result's counts); the workbench reports them separately.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.conversion.candidates import SegmenterOptions
 from workbench.conversion.params import ConversionParams
@@ -24,7 +24,10 @@ from workbench.conversion.segmenter import segment_graph
 from workbench.conversion.validator import ValidatorSettings, validate_node
 from workbench.errors import ConversionParamsError
 from workbench.graph.build import graph_from_graph_def
-from workbench.graph.nodes import TensorRef
+from workbench.graph.nodes import Graph, TensorRef
+
+if TYPE_CHECKING:
+    from tensorflow.core.framework.graph_pb2 import GraphDef
 
 CONVERT_ATTR = "_tftrt_convert_function"
 # The attributes UpdateFunctionSpecificConversionParams reads: AttrValue kind and the
@@ -52,8 +55,8 @@ class FunctionBody:
     arguments Placeholders, its results `<result>_RetVal` Identities) and its Graph. It has
     what `extract_segment` reads of a prepared graph, so engines are cut from it the same way."""
 
-    graph: Any  # workbench.graph.nodes.Graph
-    graph_def: Any
+    graph: Graph
+    graph_def: GraphDef
     args: list[str]  # the Placeholders standing for the arguments, in signature order
     results: list[str]  # the `_RetVal` Identities, in signature order
 

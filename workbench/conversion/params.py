@@ -62,17 +62,47 @@ class ConversionParams:
 
     def to_json(self) -> dict[str, Any]:
         """The `params` object of the CLI's JSON (DESIGN.md)."""
-        return {
-            "precision_mode": self.precision_mode,
-            "minimum_segment_size": self.minimum_segment_size,
-            "use_dynamic_shape": self.use_dynamic_shape,
-            "dynamic_shape_profile_strategy": self.dynamic_shape_profile_strategy,
-            "denylist": list(self.denylist),
-            "max_engines": self.max_engines,
-        }
+        return _params_json(self)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class RecordedParams:
+    """The parameters a TF-TRT converted model records in its engine ops' attributes, with the
+    names of `ConversionParams`. None where the model does not tell: the threshold, denylist and
+    engine limit leave no trace, and a value the engines disagree on is unknown."""
+
+    precision_mode: str | None = None
+    minimum_segment_size: int | None = None
+    use_dynamic_shape: bool | None = None
+    dynamic_shape_profile_strategy: str | None = None
+    denylist: tuple[str, ...] | None = None
+    max_engines: int | None = None
+    maximum_cached_engines: int | None = None
+    max_workspace_size_bytes: int | None = None
+    allow_build_at_runtime: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `params` object of the CLI's JSON, unknown values as null."""
+        return _params_json(self)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _params_json(params: ConversionParams | RecordedParams) -> dict[str, Any]:
+    """DESIGN.md's `params` keys in their order; both parameter types share the names."""
+    denylist = params.denylist
+    return {
+        "precision_mode": params.precision_mode,
+        "minimum_segment_size": params.minimum_segment_size,
+        "use_dynamic_shape": params.use_dynamic_shape,
+        "dynamic_shape_profile_strategy": params.dynamic_shape_profile_strategy,
+        "denylist": None if denylist is None else list(denylist),
+        "max_engines": params.max_engines,
+    }
 
 
 def params_from_environment(**overrides: Any) -> ConversionParams:

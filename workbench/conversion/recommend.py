@@ -77,7 +77,7 @@ def recommend_minimum_segment_size(
 
 
 def _threshold(result: ConversionResult) -> int:
-    return int(result.params["minimum_segment_size"])
+    return int(result.minimum_segment_size or 0)  # sweeps hold ConversionParams
 
 
 def _outcome(result: ConversionResult) -> _Outcome:

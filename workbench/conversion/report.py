@@ -286,7 +286,7 @@ class ConversionReport:
         return {
             "model": result.model,
             "signature_key": result.signature_key,
-            "params": params_dict(result.params),
+            "params": params_dict(result.params.to_json()),
             "engines": [_engine_json(e) for e in engines_by_name(result)],
             "unconverted": [
                 {"name": n.name, "op": n.op, "reason": n.reason} for n in result.unconverted

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.conversion.params import ConversionParams, RecordedParams
+
 Shape = tuple[int, ...] | None
 
 
@@ -84,9 +86,13 @@ class LazyList(Sequence):
 class ConversionResult:
     """Engines, unconverted nodes and the summary counts for one set of parameters: what the
     segmenter cuts for a threshold (`Segmentation.result`), with the parameters, the model and
-    the TensorFlow that made it once the session has it."""
+    the TensorFlow that made it once the session has it.
 
-    params: dict[str, Any]
+    `params` is the `ConversionParams` the session converted with (a bare segmenter partition
+    knows only its threshold and engine limit, the rest are defaults), or, for a model TF-TRT
+    converted (`inspect_tftrt`), the `RecordedParams` its engine ops record."""
+
+    params: ConversionParams | RecordedParams
     engines: list[EngineInfo]
     unconverted: Sequence[UnconvertedNode]
     # TF-TRT's non-conversion report: op type -> reason -> count (includes _SOURCE/_SINK NoOps).
@@ -106,7 +112,7 @@ class ConversionResult:
     def minimum_segment_size(self) -> int | None:
         """The threshold of this result (None for a TF-TRT converted model, which does not
         record it)."""
-        return self.params.get("minimum_segment_size")
+        return self.params.minimum_segment_size
 
     @property
     def converted_nodes(self) -> int:

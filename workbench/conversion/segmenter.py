@@ -32,7 +32,7 @@ from workbench.conversion.engine_io import (
     post_order,
     topological_positions,
 )
-from workbench.conversion.params import DEFAULT_MAX_ENGINES
+from workbench.conversion.params import DEFAULT_MAX_ENGINES, ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo, LazyList, UnconvertedNode
 from workbench.graph.control_flow import has_loops
 from workbench.graph.nodes import Graph, Node
@@ -339,9 +339,10 @@ class Segmentation:
         """Engines and unconverted nodes for one threshold (-1: main graph not converted);
         engines are named `prefix` + their index (functions have their own sequence)."""
         t = minimum_segment_size
+        params = ConversionParams(minimum_segment_size=t, max_engines=max_engines)
         if t == -1:
             real = len(self.graph.nodes) - 2
-            return _partition(t, [], real, {}, self._unconverted_builder(t, {}, max_engines))
+            return _partition(params, [], real, {}, self._unconverted_builder(t, {}, max_engines))
         # Eligible segments: effective > 0 and >= t; a prefix of the size ranking.
         eligible = self._by_size[: bisect_right(self._neg_sizes, -max(t, 1))]
         kept = sorted(eligible if max_engines <= 0 else eligible[:max_engines])
@@ -357,7 +358,7 @@ class Segmentation:
             converted += len(self.segments[i].ids)
         engine_set = {i for i, f in fate.items() if f == "engine"}
         top_level = len(self.graph.nodes) - 2 - converted - self._dead_consts(engine_set)
-        return _partition(t, engines, top_level, self.candidates.nonconversion,
+        return _partition(params, engines, top_level, self.candidates.nonconversion,
                           self._unconverted_builder(t, fate, max_engines))
 
     def sweep(
@@ -472,12 +473,13 @@ class Segmentation:
                 f"TF_TRT_MAX_ALLOWED_ENGINES={max_engines}")
 
 
-def _partition(threshold: int, engines: list[EngineInfo], top_level: int,
+def _partition(params: ConversionParams, engines: list[EngineInfo], top_level: int,
                nonconversion: dict[str, dict[str, int]],
                build_unconverted: Callable[[], list[UnconvertedNode]]) -> ConversionResult:
     """The outcome of one threshold, as the session's ConversionResult without its provenance
-    (the session adds the full parameters, the model and the TensorFlow version). Unconverted
-    nodes are listed on first access: sweeps mostly need only counts and engines."""
-    return ConversionResult(params={"minimum_segment_size": threshold}, engines=engines,
+    (`params` holds only the threshold and engine limit; the session adds the full parameters,
+    the model and the TensorFlow version). Unconverted nodes are listed on first access: sweeps
+    mostly need only counts and engines."""
+    return ConversionResult(params=params, engines=engines,
                             unconverted=LazyList(build_unconverted), nonconversion=nonconversion,
                             not_converted_top_level=top_level)

@@ -195,7 +195,7 @@ class ConversionSession:
         nonconversion = {} if params.minimum_segment_size == -1 else partition.nonconversion
         return replace(
             partition,
-            params=params.to_json(),
+            params=params,
             engines=list(partition.engines),
             nonconversion=nonconversion,
             model=self.loaded.source,

@@ -21,6 +21,11 @@ from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
 from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
 
 if TYPE_CHECKING:
+    from tensorflow.core.framework.function_pb2 import FunctionDef
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+    from workbench.conversion.functions import FunctionBody
     from workbench.engines.segment import SegmentGraph
 
 NATIVE_SUFFIX = "_native_segment"
@@ -31,9 +36,9 @@ def native_function_name(engine: str) -> str:
     return engine + NATIVE_SUFFIX
 
 
-def converted_graph_def(graph_def: Any, engines: Sequence[EngineInfo],
+def converted_graph_def(graph_def: GraphDef, engines: Sequence[EngineInfo],
                         engine_dtypes: dict[str, tuple[list[str], list[str]]],
-                        fetch_nodes: Sequence[str]) -> Any:
+                        fetch_nodes: Sequence[str]) -> GraphDef:
     """The top-level GraphDef with each engine one `PartitionedCall` of its native segment.
 
     `engine_dtypes` gives each engine's input and output TF dtype names; nodes no fetch needs
@@ -67,8 +72,9 @@ def converted_graph_def(graph_def: Any, engines: Sequence[EngineInfo],
     return out
 
 
-def _call_node(graph_def: Any, engine: EngineInfo, dtypes: tuple[list[str], list[str]],
-               member_of: dict[str, str], remap: dict[TensorRef, str], consts: set[str]) -> Any:
+def _call_node(graph_def: GraphDef, engine: EngineInfo, dtypes: tuple[list[str], list[str]],
+               member_of: dict[str, str], remap: dict[TensorRef, str], consts: set[str]
+               ) -> NodeDef:
     from tensorflow.core.framework import node_def_pb2
 
     members = set(engine.nodes)
@@ -86,7 +92,7 @@ def _call_node(graph_def: Any, engine: EngineInfo, dtypes: tuple[list[str], list
     return node
 
 
-def _rewire(node: Any, inputs: list[str], member_of: dict[str, str],
+def _rewire(node: NodeDef, inputs: list[str], member_of: dict[str, str],
             remap: dict[TensorRef, str]) -> None:
     """Inputs from segment members now come from their engine's outputs."""
     del node.input[:]
@@ -124,7 +130,7 @@ def _reachable(nodes: list[Any], fetch_nodes: Sequence[str]) -> list[Any]:
     return [n for n in nodes if n.name in keep]
 
 
-def native_function_def(segment: SegmentGraph) -> Any:
+def native_function_def(segment: SegmentGraph) -> FunctionDef:
     """The `<engine>_native_segment` FunctionDef of a SegmentGraph (placeholders become
     arguments, the output Identities' inputs its results)."""
     import tensorflow as tf
@@ -144,7 +150,7 @@ def native_function_def(segment: SegmentGraph) -> Any:
     return fdef
 
 
-def engines_in_loops(converted: Any) -> set[str]:
+def engines_in_loops(converted: GraphDef) -> set[str]:
     """Names of the nodes of a converted GraphDef that run inside a while loop's frame.
 
     A function called there must not be inlined: TensorFlow would put the function's
@@ -157,7 +163,7 @@ def engines_in_loops(converted: Any) -> set[str]:
     return {node.name for node in graph.real_nodes if frames.in_loop(node.name)}
 
 
-def with_native_functions(converted: Any, segments: Sequence[SegmentGraph]) -> Any:
+def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph]) -> GraphDef:
     """The converted GraphDef with every native segment function in its library."""
     from tensorflow.core.framework import graph_pb2
 
@@ -178,7 +184,8 @@ def with_native_functions(converted: Any, segments: Sequence[SegmentGraph]) -> A
     return out
 
 
-def converted_function_def(function: Any, body: Any, segments: Sequence[Any]) -> Any:
+def converted_function_def(function: FunctionDef, body: FunctionBody,
+                           segments: Sequence[SegmentGraph]) -> FunctionDef:
     """A library function with its engines in place (TF-TRT's converted function item).
 
     `body` is the `FunctionBody` the engines were found in and `segments` their SegmentGraphs:
@@ -214,7 +221,7 @@ _STATEFUL_CALLERS = {"PartitionedCall": "StatefulPartitionedCall", "StatelessIf"
                      "StatelessWhile": "While", "StatelessCase": "Case"}
 
 
-def _with_engine_calls(graph_def: Any, engine_functions: dict[str, Any]) -> Any:
+def _with_engine_calls(graph_def: GraphDef, engine_functions: dict[str, Any]) -> GraphDef:
     """`graph_def` with each engine node, top-level or inside a library function, calling its
     engine function. A library function so rewritten (and every function calling it) gets a
     name of its own, so it cannot clash with the function of the same name that calls the
@@ -256,7 +263,7 @@ def _with_engine_calls(graph_def: Any, engine_functions: dict[str, Any]) -> Any:
     return out
 
 
-def _called(node: Any) -> set[str]:
+def _called(node: NodeDef) -> set[str]:
     """The functions a node's attributes name."""
     names = set()
     for value in node.attr.values():

@@ -498,7 +498,7 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
     from workbench.engines.segment import extract_segment
     from workbench.graph.nodes import TensorRef
 
-    prepared = session.prepared(str(result.params["precision_mode"]))
+    prepared = session.prepared(str(result.params.precision_mode))
     loaded = session.loaded
     fetches = prepared.optimized.fetches
     count = len(loaded.input_names)

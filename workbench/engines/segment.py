@@ -9,8 +9,9 @@ port order of `EngineInfo.inputs` / `EngineInfo.outputs`. Placeholders stand in 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +19,10 @@ from workbench.conversion.result import EngineInfo
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import DTYPE_ENUMS, Graph, TensorRef, TensorSpec, numpy_dtype
 from workbench.graph.prepare import PreparedGraph
+
+if TYPE_CHECKING:
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 INPUT_PREFIX = "TensorRTInputPH_"
 OUTPUT_PREFIX = "TensorRTOutputPH_"
@@ -34,14 +39,14 @@ class SegmentGraph:
     engine: EngineInfo
     # The GraphDef, or a function reading it: a saved model's segments are read on first use
     # (engines run without them; the native fallback and the ONNX export need them).
-    source: Any
+    source: GraphDef | Callable[[], GraphDef]
     input_names: list[str]
     output_names: list[str]
     input_specs: list[TensorSpec]
     output_specs: list[TensorSpec]
 
     @property
-    def graph_def(self) -> Any:
+    def graph_def(self) -> GraphDef:
         if callable(self.source):
             self.source = self.source()
         return self.source
@@ -95,7 +100,8 @@ def _copied_consts(graph: Graph, members: set[str]) -> list[str]:
     return sorted(names, key=lambda n: graph[n].id)
 
 
-def _copy_node(segment: Any, node_def: Any, members: set[str], ports: dict) -> None:
+def _copy_node(segment: GraphDef, node_def: NodeDef, members: set[str],
+               ports: dict[TensorRef, int]) -> None:
     """Copies one NodeDef, rewiring engine inputs to their Placeholders.
 
     Control inputs from outside the segment are dropped: inside the native function nothing
@@ -114,7 +120,7 @@ def _copy_node(segment: Any, node_def: Any, members: set[str], ports: dict) -> N
         copy.input.append(text if port is None else f"{INPUT_PREFIX}{port}")
 
 
-def _add_placeholder(segment: Any, name: str, spec: TensorSpec) -> None:
+def _add_placeholder(segment: GraphDef, name: str, spec: TensorSpec) -> None:
     node = segment.node.add(name=name, op="Placeholder")
     node.attr["dtype"].type = DTYPE_ENUMS[spec.dtype]
     shape = node.attr["shape"].shape
@@ -125,7 +131,7 @@ def _add_placeholder(segment: Any, name: str, spec: TensorSpec) -> None:
         shape.dim.add(size=max(dim, -1))
 
 
-def _add_output(segment: Any, name: str, ref: TensorRef, spec: TensorSpec) -> None:
+def _add_output(segment: GraphDef, name: str, ref: TensorRef, spec: TensorSpec) -> None:
     node = segment.node.add(name=name, op="Identity")
     node.input.append(ref.node if ref.port == 0 else str(ref))
     node.attr["T"].type = DTYPE_ENUMS[spec.dtype]

@@ -15,16 +15,21 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from workbench.conversion.params import RecordedParams
 from workbench.conversion.report import ConversionReport, shape_list
 from workbench.conversion.result import ConversionResult, EngineInfo, Shape, UnconvertedNode
 from workbench.conversion.segmenter import NOOP_OPS
 from workbench.conversion.summary import summary_lines
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import decode_attr, numpy_dtype_name
+
+if TYPE_CHECKING:
+    from tensorflow.core.framework.function_pb2 import FunctionDef
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 ENGINE_OP = "TRTEngineOp"
 ASSET_PREFIX = "trt-serialized-engine."
@@ -184,7 +189,7 @@ def inspect_tftrt(path: str | Path, signature_key: str = "serving_default",
 
 
 def _saved_model_graph(path: Path, key: str, tags: tuple[str, ...]
-                       ) -> tuple[list[Any], list[str], dict[str, Any]]:
+                       ) -> tuple[list[NodeDef], list[str], dict[str, FunctionDef]]:
     """(nodes, argument names, library) of the function holding the signature's engines."""
     from workbench.graph.loading import read_saved_model_proto
 
@@ -215,11 +220,12 @@ def _saved_model_graph(path: Path, key: str, tags: tuple[str, ...]
     return list(function.node_def), [a.name for a in function.signature.input_arg], library
 
 
-def _called(node: Any) -> str:
+def _called(node: NodeDef) -> str:
     return node.attr["f"].func.name if node.op in CALL_OPS and "f" in node.attr else ""
 
 
-def _function_with_engines(start: list[str], library: dict[str, Any]) -> Any:
+def _function_with_engines(start: list[str], library: dict[str, FunctionDef]
+                           ) -> FunctionDef | None:
     """The first function down the signature's call chain that has TRTEngineOp nodes."""
     stack, seen = list(reversed(start)), set()
     while stack:
@@ -234,7 +240,7 @@ def _function_with_engines(start: list[str], library: dict[str, Any]) -> Any:
     return None
 
 
-def _graph_def_file(path: Path) -> tuple[list[Any], list[str], dict[str, Any]]:
+def _graph_def_file(path: Path) -> tuple[list[NodeDef], list[str], dict[str, FunctionDef]]:
     from workbench.graph.loading import read_graph_def
 
     try:
@@ -257,11 +263,11 @@ def _no_engine_message(path: Path, key: str) -> str:
 # --- engines ------------------------------------------------------------------------------
 
 
-def _attr(node: Any, key: str, default: Any = None) -> Any:
+def _attr(node: NodeDef, key: str, default: Any = None) -> Any:
     return decode_attr(node.attr[key]) if key in node.attr else default
 
 
-def _shapes(node: Any, *keys: str) -> tuple[Shape, ...]:
+def _shapes(node: NodeDef, *keys: str) -> tuple[Shape, ...]:
     for key in keys:
         value = _attr(node, key)
         if value:
@@ -269,11 +275,11 @@ def _shapes(node: Any, *keys: str) -> tuple[Shape, ...]:
     return ()
 
 
-def _dtypes(node: Any, key: str) -> tuple[str, ...]:
+def _dtypes(node: NodeDef, key: str) -> tuple[str, ...]:
     return tuple(numpy_dtype_name(t) for t in _attr(node, key) or [])
 
 
-def _engine_info(node: Any, library: dict[str, Any], path: Path) -> EngineInfo:
+def _engine_info(node: NodeDef, library: dict[str, FunctionDef], path: Path) -> EngineInfo:
     func = _attr(node, "segment_func", "") or _attr(node, "segment_funcdef_name", "")
     if not func or func not in library:
         missing = (f"its segment function {func!r} is not" if func
@@ -303,7 +309,7 @@ def _engine_info(node: Any, library: dict[str, Any], path: Path) -> EngineInfo:
     )
 
 
-def _engine_attrs(node: Any) -> TftrtEngineAttrs:
+def _engine_attrs(node: NodeDef) -> TftrtEngineAttrs:
     return TftrtEngineAttrs(
         name=node.name,
         segment_func=_attr(node, "segment_func", ""),
@@ -321,24 +327,21 @@ def _engine_attrs(node: Any) -> TftrtEngineAttrs:
     )
 
 
-def _params(attrs: list[TftrtEngineAttrs]) -> dict[str, Any]:
+def _params(attrs: list[TftrtEngineAttrs]) -> RecordedParams:
     """What the engines' attributes tell of the conversion parameters; None where they do not
     (the threshold, denylist and engine limit leave no trace in a converted model)."""
     def common(values: list[Any]) -> Any:
         return values[0] if len(set(values)) == 1 else None
 
     implicit = common([a.use_implicit_batch for a in attrs])
-    return {
-        "precision_mode": common([a.precision_mode for a in attrs]),
-        "minimum_segment_size": None,
-        "use_dynamic_shape": None if implicit is None else not implicit,
-        "dynamic_shape_profile_strategy": common([a.profile_strategy or None for a in attrs]),
-        "denylist": None,
-        "max_engines": None,
-        "maximum_cached_engines": common([a.max_cached_engines_count for a in attrs]),
-        "max_workspace_size_bytes": common([a.workspace_size_bytes for a in attrs]),
-        "allow_build_at_runtime": common([a.allow_build_at_runtime for a in attrs]),
-    }
+    return RecordedParams(
+        precision_mode=common([a.precision_mode for a in attrs]),
+        use_dynamic_shape=None if implicit is None else not implicit,
+        dynamic_shape_profile_strategy=common([a.profile_strategy or None for a in attrs]),
+        maximum_cached_engines=common([a.max_cached_engines_count for a in attrs]),
+        max_workspace_size_bytes=common([a.workspace_size_bytes for a in attrs]),
+        allow_build_at_runtime=common([a.allow_build_at_runtime for a in attrs]),
+    )
 
 
 # --- saved engine assets ------------------------------------------------------------------

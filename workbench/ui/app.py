@@ -133,7 +133,7 @@ class Workbench:
         if self.view is None:
             raise WorkbenchError("nothing to keep: the model has not been converted")
         run = Run.from_result(self.view.result, self.params, name or None)
-        if self.check is not None and self.check.params == self.params.validated().as_dict():
+        if self.check is not None and self.check.params == self.params.validated():
             run.metrics = self.check.metrics()
         run = self.store.add(run)
         self.runs_tab.show()

@@ -62,11 +62,9 @@ ROW_HEIGHT = 260
 
 def sweep_chart(sweep: Sequence[ConversionResult], recommendation: Recommendation) -> go.Figure:
     """% converted and engine count against `minimum_segment_size`, recommendations marked."""
-    points = sorted(
-        (r for r in sweep if r.params["minimum_segment_size"] >= 1),
-        key=lambda r: r.params["minimum_segment_size"],
-    )
-    x = [r.params["minimum_segment_size"] for r in points]
+    by_threshold = {r.minimum_segment_size: r for r in sweep}
+    x = sorted(t for t in by_threshold if t is not None and t >= 1)
+    points = [by_threshold[t] for t in x]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(_converted_trace(points, x), secondary_y=False)
     fig.add_trace(_engines_trace(points, x), secondary_y=True)
@@ -106,8 +104,8 @@ def engine_sizes_chart(result: ConversionResult) -> go.Figure:
         marker={"symbol": "diamond", "size": 11, "color": ENGINE_BORDER},
         hovertemplate="%{x}: %{y} effective nodes<extra></extra>",
     ))
-    threshold = result.params.get("minimum_segment_size")
-    if engines and isinstance(threshold, int) and threshold >= 1:
+    threshold = result.minimum_segment_size
+    if engines and threshold is not None and threshold >= 1:
         fig.add_hline(
             y=threshold, line={"dash": "dash", "color": "#444444", "width": 1},
             annotation_text=f"minimum_segment_size = {threshold}",
@@ -385,8 +383,8 @@ def _with_model(title: str, results: Sequence[ConversionResult]) -> str:
     params = results[0].params
     return (
         f"{title}<br><sup>{PurePath(str(results[0].model)).name}, "
-        f"{params.get('precision_mode', '')}, "
-        f"{'dynamic' if params.get('use_dynamic_shape') else 'implicit batch'}</sup>"
+        f"{params.precision_mode or ''}, "
+        f"{'dynamic' if params.use_dynamic_shape else 'implicit batch'}</sup>"
     )
 
 

@@ -122,7 +122,7 @@ class ConversionView:
     @property
     def check_is_current(self) -> bool:
         """The latest check measured these very parameters."""
-        return self.check is not None and self.check.params == self.params.as_dict()
+        return self.check is not None and self.check.params == self.params
 
     @property
     def engine_names(self) -> tuple[str, ...]:
