@@ -72,14 +72,14 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
             "onnx": None, "onnx_error": "", "engines": [],
         }
         try:
-            (assets / f"{name}.onnx").write_bytes(model.onnx_model(name).SerializeToString())
+            model.write_onnx(name, assets / f"{name}.onnx")
             entry["onnx"] = f"{name}.onnx"
         except Exception as exc:  # the segment still runs natively; say why there is no ONNX
             entry["onnx_error"] = first_line(exc)
         op = model.ops[name]
         for index, (key, engine) in enumerate(op.engines() if save_engines else []):
             file = f"{ENGINE_PREFIX}{name}.{index}"
-            (assets / file).write_bytes(engine.serialize())
+            engine.write(assets / file)
             entry["engines"].append({"file": file, "key": _key_json(key),
                                      "backend": engine.backend, "device": engine.device,
                                      "precision": engine.precision})
