@@ -255,6 +255,13 @@ def test_serialize_round_trip_without_rebuilding(backend, precision):
     assert again.model.SerializeToString() == engine.model.SerializeToString()
 
 
+def test_engine_files_hold_what_serialize_returns(backend, tmp_path):
+    engine = backend.build(conv_model(), EngineSettings(), "e")
+    engine.write(tmp_path / "e.engine")  # the ORT engine streams header, then model
+    assert (tmp_path / "e.engine").read_bytes() == engine.serialize()
+    assert backend.deserialize((tmp_path / "e.engine").read_bytes(), "e").run([x_input(2)])
+
+
 def test_damaged_serialized_engines_are_clear_errors(backend):
     data = backend.build(conv_model(), EngineSettings(), "e").serialize()
     with pytest.raises(EngineBuildError, match="missing workbench header"):

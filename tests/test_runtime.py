@@ -276,7 +276,14 @@ def test_digits_cnn_fp32_matches_native_and_reloads_without_rebuilding(tmp_path:
     assert (converted.argmax(1) == native.argmax(1)).all()
     assert all(op.stats.native_calls == 0 for op in func.ops.values())
 
+    # Built engines hold the only copy of their weights: the segment exports are not kept, and
+    # save() exports again and reopens the sessions it closed while TensorFlow wrote.
+    assert all(s.onnx_model is None for s in func.segments.values())
     converter.save(str(tmp_path / "m"))
+    assert all(e.is_active for op in func.ops.values() for _, e in op.engines())
+    assert all(s.onnx_model is None for s in func.segments.values())
+    assert len(list((tmp_path / "m" / "assets").glob("*.onnx"))) == 2
+    np.testing.assert_allclose(func(data["x_test"][:8])["logits"], native[:8], atol=1e-4)
     reloaded = workbench.load(tmp_path / "m")
     np.testing.assert_allclose(reloaded(images=data["x_test"][:16])["logits"],
                                native[:16], atol=1e-4)

@@ -14,6 +14,7 @@ import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -76,6 +77,8 @@ class Engine(Protocol):
                       run: str | None = None) -> pd.DataFrame: ...
 
     def serialize(self) -> bytes: ...
+
+    def write(self, path: Path) -> None: ...
 
     def __enter__(self) -> Engine: ...
 
@@ -147,6 +150,10 @@ class EngineBase:
     def __exit__(self, *exc: object) -> None:
         self.deactivate()
 
+    def write(self, path: Path) -> None:
+        """`serialize()`'s bytes into the file `path` (backends override it to stream)."""
+        path.write_bytes(self.serialize())
+
     def _activate(self) -> None:
         raise NotImplementedError
 
@@ -194,8 +201,14 @@ _MAGIC = b"WBENGINE1\n"
 
 def pack_engine(backend: str, precision: str, payload: bytes, **meta: object) -> bytes:
     """`payload` (ONNX bytes, a TensorRT plan) behind a one-line JSON header."""
+    return engine_header(backend, precision, **meta) + payload
+
+
+def engine_header(backend: str, precision: str, **meta: object) -> bytes:
+    """What `pack_engine` puts before the payload; written alone, then the payload, a packed
+    engine's file needs no second copy of a payload of hundreds of MB."""
     header = json.dumps({"backend": backend, "precision": precision, **meta}, sort_keys=True)
-    return _MAGIC + header.encode() + b"\n" + payload
+    return _MAGIC + header.encode() + b"\n"
 
 
 def unpack_engine(data: bytes, backend: str) -> tuple[dict, bytes]:

@@ -30,6 +30,7 @@ from workbench.engines.backend import (
     EngineBuildError,
     EngineRunError,
     check_calibration_data,
+    engine_header,
     pack_engine,
     unpack_engine,
 )
@@ -110,13 +111,12 @@ class OnnxRuntimeBackend:
         if precision == "INT8":
             names = [i.name for i in _graph_inputs(model)]
             batches = check_calibration_data(request.calibration_data, names)
-        model = _readable(model)
         try:
             if precision == "FP16":
                 model = to_float16(fold_for_precision(model))
             elif precision == "INT8":
                 model = quantize_int8(fold_for_precision(model), batches)
-            return self._engine(model, name, precision)
+            return self._engine(readable_bytes(model), name, precision)
         except WorkbenchError:
             raise
         except Exception as error:
@@ -128,32 +128,31 @@ class OnnxRuntimeBackend:
         """The engine `serialize()` wrote, without converting or calibrating again."""
         meta, payload = unpack_engine(data, NAME)
         try:
-            model = onnx.load_model_from_string(payload)
-            return self._engine(model, name, meta["precision"], payload)
+            return self._engine(payload, name, meta["precision"])
         except Exception as error:
             raise EngineBuildError(
                 f"damaged serialized onnxruntime engine {name!r}: {first_line(error)}"
             ) from error
 
-    def _engine(self, model: onnx.ModelProto, name: str, precision: str,
-                data: bytes | None = None) -> OrtEngine:
-        return OrtEngine(model, name, precision, self.providers, self.threads, self.device,
-                         data)
+    def _engine(self, data: bytes, name: str, precision: str) -> OrtEngine:
+        return OrtEngine(data, name, precision, self.providers, self.threads, self.device)
 
 
 class OrtEngine(EngineBase):
-    """One segment's model in an ONNX Runtime session (the session is what activation makes)."""
+    """One segment's model in an ONNX Runtime session (the session is what activation makes).
+
+    The engine keeps the model only as its serialized bytes (what a session is made from and
+    what `serialize` writes), not also as a ModelProto: each is a full copy of the weights, and
+    with the session's own they made three (VGG16: 528 MB each).
+    """
 
     backend = NAME
 
-    def __init__(self, model: onnx.ModelProto, name: str, precision: str,
-                 providers: Sequence[str], threads: int, device: str,
-                 data: bytes | None = None):
-        self.model, self.name, self.precision = model, name, precision
+    def __init__(self, data: bytes, name: str, precision: str,
+                 providers: Sequence[str], threads: int, device: str):
+        self.name, self.precision = name, precision
         self.providers, self.threads, self.device = list(providers), threads, device
-        # `data`: the model's serialized bytes when the caller has them (deserialize): writing
-        # ResNet-50 out again took 0.2 s of a 0.56 s workbench.load.
-        self._bytes = data if data is not None else model.SerializeToString()
+        self._bytes = data
         self._session: ort.InferenceSession | None = None
         self.activate()  # built active: a model ORT cannot load fails the build
         session = self._session
@@ -190,9 +189,20 @@ class OrtEngine(EngineBase):
         return layer_table(rows, run=run or f"{self.name} {self.precision}", source=NAME,
                            device=self.device)
 
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The engine's (converted or quantized) ONNX model, parsed from its bytes on demand."""
+        return onnx.load_model_from_string(self._bytes)
+
     def serialize(self) -> bytes:
         """The (converted or quantized) ONNX model behind a header naming its precision."""
         return pack_engine(NAME, self.precision, self._bytes, name=self.name)
+
+    def write(self, path: Path) -> None:
+        """`serialize()`'s bytes into `path`, the header then the model: no packed copy."""
+        with path.open("wb") as file:
+            file.write(engine_header(NAME, self.precision, name=self.name))
+            file.write(self._bytes)
 
     def _new_session(self, profile_dir: Path | None = None) -> ort.InferenceSession:
         import onnxruntime as ort
@@ -248,7 +258,7 @@ def fold_for_precision(model: onnx.ModelProto) -> onnx.ModelProto:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     with tempfile.TemporaryDirectory(prefix="workbench-fold-") as tmp:
         options.optimized_model_filepath = str(Path(tmp) / "folded.onnx")
-        ort.InferenceSession(model.SerializeToString(), options,
+        ort.InferenceSession(readable_bytes(model), options,
                              providers=["CPUExecutionProvider"])
         return _readable(onnx.load(options.optimized_model_filepath))
 
@@ -256,6 +266,16 @@ def fold_for_precision(model: onnx.ModelProto) -> onnx.ModelProto:
 def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     initializers = {t.name for t in model.graph.initializer}
     return [i for i in model.graph.input if i.name not in initializers]
+
+
+def readable_bytes(model: onnx.ModelProto) -> bytes:
+    """`model` serialized with its IR version capped for ORT, without copying the model."""
+    ir_version = model.ir_version
+    model.ir_version = min(ir_version, _MAX_IR_VERSION)
+    try:
+        return model.SerializeToString()
+    finally:
+        model.ir_version = ir_version
 
 
 def _readable(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -174,18 +175,27 @@ class ConvertedModel:
         changes = self.graph.engine_settings.get(engine)
         return replace(self.settings, **changes) if changes else self.settings
 
-    def onnx_model(self, engine: str) -> Any:
-        """The segment's ONNX model (exported once); raises ExportError when it cannot be."""
+    def onnx_model(self, engine: str, keep: bool = True) -> Any:
+        """The segment's ONNX model (exported once while kept); raises ExportError when it
+        cannot be. `keep=False` exports without holding on to it: the model holds every weight
+        of the segment again."""
         runtime = self.segments[engine]
-        if runtime.onnx_model is None:
-            from workbench.engines.onnx_export import export_onnx
+        if runtime.onnx_model is not None:
+            return runtime.onnx_model
+        from workbench.engines.onnx_export import export_onnx
 
-            try:
-                runtime.onnx_model = export_onnx(runtime.segment)
-            except Exception as exc:
-                runtime.export_error = str(exc)
-                raise
-        return runtime.onnx_model
+        try:
+            model = export_onnx(runtime.segment)
+        except Exception as exc:
+            runtime.export_error = str(exc)
+            raise
+        if keep:
+            runtime.onnx_model = model
+        return model
+
+    def write_onnx(self, engine: str, path: Path) -> None:
+        """The segment's ONNX model into `path`, exported again unless it is kept."""
+        path.write_bytes(self.onnx_model(engine, keep=False).SerializeToString())
 
     def _build_engine(self, name: str, request: BuildRequest) -> Engine:
         from workbench.engines.build import build_segment_engine
@@ -195,8 +205,12 @@ class ConvertedModel:
         runtime = self.segments[name]
         if runtime.export_error:
             raise WorkbenchError(runtime.export_error)
-        return build_segment_engine(runtime.segment, runtime.op.settings, request,
-                                    backend=self.backend, model=self.onnx_model(name))
+        engine = build_segment_engine(runtime.segment, runtime.op.settings, request,
+                                      backend=self.backend, model=self.onnx_model(name))
+        # The engine holds its own copy of the weights; a later build or save exports again
+        # (VGG16: 0.6 s) rather than keep a third copy for the model's life.
+        runtime.onnx_model = None
+        return engine
 
     @property
     def function(self) -> Any:
@@ -399,8 +413,6 @@ class ConvertedModel:
         another backend's payload as `<engine>.<n>.<backend>` (an ONNX Runtime engine is its
         ONNX model at the engine's precision). Returns the file names; a segment the exporter
         cannot express gets `<engine>.onnx.txt` saying why."""
-        from pathlib import Path
-
         from workbench.engines.backend import unpack_engine
 
         out = Path(directory)
@@ -408,7 +420,7 @@ class ConvertedModel:
         written = []
         for name, runtime in self.segments.items():
             try:
-                (out / f"{name}.onnx").write_bytes(self.onnx_model(name).SerializeToString())
+                self.write_onnx(name, out / f"{name}.onnx")
                 written.append(f"{name}.onnx")
             except Exception as exc:
                 (out / f"{name}.onnx.txt").write_text(f"not exported: {exc}\n")

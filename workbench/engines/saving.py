@@ -15,6 +15,8 @@ import gc
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,8 @@ def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool
 
 def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     graph = model.graph
-    _write_saved_model(graph, out)
+    with _sessions_closed(model):
+        _write_saved_model(graph, out)
     assets = out / "assets"
     assets.mkdir(exist_ok=True)
     (assets / CONVERTED_GRAPH).write_bytes(graph.converted_graph_def.SerializeToString())
@@ -72,14 +75,14 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
             "onnx": None, "onnx_error": "", "engines": [],
         }
         try:
-            (assets / f"{name}.onnx").write_bytes(model.onnx_model(name).SerializeToString())
+            model.write_onnx(name, assets / f"{name}.onnx")
             entry["onnx"] = f"{name}.onnx"
         except Exception as exc:  # the segment still runs natively; say why there is no ONNX
             entry["onnx_error"] = first_line(exc)
         op = model.ops[name]
         for index, (key, engine) in enumerate(op.engines() if save_engines else []):
             file = f"{ENGINE_PREFIX}{name}.{index}"
-            (assets / file).write_bytes(engine.serialize())
+            engine.write(assets / file)
             entry["engines"].append({"file": file, "key": _key_json(key),
                                      "backend": engine.backend, "device": engine.device,
                                      "precision": engine.precision})
@@ -96,6 +99,22 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
         "engines": engines,
     }
     (assets / MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+@contextmanager
+def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
+    """The built engines inactive meanwhile: TensorFlow's SavedModel writing copies every native
+    weight many times, and the engines' sessions hold the converted ones again (VGG16: 1.3 GB
+    of a 15 GB peak). Their serialized models stay, so reactivating does not rebuild them."""
+    active = [engine for op in model.ops.values() for _, engine in op.engines()
+              if engine.is_active]
+    for engine in active:
+        engine.deactivate()
+    try:
+        yield
+    finally:
+        for engine in active:
+            engine.activate()
 
 
 def _write_saved_model(graph: RuntimeGraph, out: Path) -> None:
@@ -119,6 +138,7 @@ def _save_signature(graph: RuntimeGraph, out: Path) -> None:
     converted = with_native_functions(graph.converted_graph_def, graph.segments)
     native = wrap_converted(converted, graph.input_tensors, graph.feed_specs(),
                             graph.output_tensors)
+    del converted  # every native weight again, already imported into `native`'s graph
     names = graph.output_names
 
     @tf.function(input_signature=graph.feed_specs(), autograph=False)
