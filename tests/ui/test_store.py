@@ -17,7 +17,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.ui.store import FORMAT, TABLE_COLUMNS, ExperimentStore, Run, StoreError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _engine(index: int, nodes: int) -> EngineInfo:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from jupyter_lab import CHROMIUM, chromium_page, jupyter_lab, wait_until
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = Path(os.environ.get("BROWSER_TEST_NOTEBOOK", REPO / "notebooks" / "00_workbench.ipynb"))
 SCREENSHOTS = REPO / "test-output" / "browser"
 
