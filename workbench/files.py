@@ -8,6 +8,7 @@ target (`os.replace` is atomic on POSIX), and the directory is fsynced so the re
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,14 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> Path:
     """Writes `data` to `path` atomically and durably (parents created); returns the path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # The pid keeps two processes writing the same file from sharing a temporary file.
-    temp = target.with_name(f".{target.name}.{os.getpid()}{TEMP_SUFFIX}")
+    # A temporary file of its own for every writer (process or thread): a shared one would let
+    # a second writer truncate it while the first renames it into place.
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX,
+                                dir=target.parent)
+    temp = Path(name)
     try:
-        with open(temp, "wb") as handle:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide a shared store from its other users
+        with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

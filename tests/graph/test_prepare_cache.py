@@ -107,6 +107,20 @@ def test_other_signature_and_settings_miss(tiny_saved_model: Path, cache_dir: Pa
     assert len(_entries(cache_dir)) == 3
 
 
+def test_concurrent_readers_of_one_entry_all_hit(tiny_saved_model: Path,
+                                                 cache_dir: Path) -> None:
+    """Two tuning workers open the same cached model at once: each read also records when the
+    entry was last used, and a reader losing that race must still get the graph."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ConversionSession.open(tiny_saved_model).optimized  # noqa: B018 - fills the cache
+    (entry,) = _entries(cache_dir)
+    with ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(lambda _: cache.read_entry(cache_dir, entry.name), range(200)))
+    assert all(graph is not None for graph in found)
+    assert _entries(cache_dir) == [entry]
+
+
 @pytest.mark.parametrize("damage", ["flip_byte", "truncate", "foreign_key", "no_json",
                                     "other_shapes"])
 def test_damaged_entry_is_removed_and_rebuilt(tiny_saved_model: Path, cache_dir: Path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,5 +81,7 @@ def test_cli_report_reads_the_trials_workbench_tune_stored(tiny_saved_model: Pat
     done = run_cli("report", str(tiny_saved_model), "-o", str(page), "--tune-store", str(store))
     assert done.returncode == 0, done.stderr
     text = page.read_text()
-    assert '<section id="tuning">' in text and "4 trials (4 ok)" in text
+    assert '<section id="tuning">' in text
+    stored = [json.loads(f.read_text()) for f in store.glob("trials/*/*.json")]
+    assert "4 trials (4 ok)" in text, [(t["params"], t["status"], t["reason"]) for t in stored]
     assert "<b>Recommended: " in text and 'id="chart-tune-pareto"' in text

@@ -32,6 +32,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from workbench.files import atomic_write
 from workbench.graph.loading import LoadedModel
 from workbench.graph.nodes import TensorSpec
 from workbench.graph.prepare import PREPARATION_VERSION, OptimizedGraph, fp32_shapes, optimize
@@ -179,7 +180,10 @@ def read_entry(root: Path, key: str) -> OptimizedGraph | None:
         shutil.rmtree(entry, ignore_errors=True)
         return None
     meta["last_used"] = time.time()
-    _write_json(entry / ENTRY_FILE, meta)
+    try:  # only for eviction's order: another process may be touching or replacing the entry
+        _write_json(entry / ENTRY_FILE, meta)
+    except OSError:
+        pass
     return optimized
 
 
@@ -295,6 +299,4 @@ def _stale(staging: Path, age_s: float = 3600.0) -> bool:
 
 
 def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=1))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(value, indent=1).encode())
