@@ -58,3 +58,12 @@ def json_scalar(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     raise TypeError(f"cannot store a {type(value).__name__} as JSON")
+
+
+def check_format(data: Any, expected: str) -> dict[str, Any]:
+    """`data` as a store's JSON document of format `expected`; ValueError says why it is not."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if data.get("format") != expected:
+        raise ValueError(f"format is {data.get('format')!r}, expected {expected!r}")
+    return data

@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from workbench.files import check_format
+
 FORMAT = "tftrt-workbench-trial/1"
 STATUSES = ("ok", "failed", "timeout", "skipped")
 STEPS = ("convert", "build", "validate", "time")
@@ -48,10 +50,7 @@ class TrialRecord:
     @classmethod
     def from_dict(cls, data: Any) -> TrialRecord:
         """A record from its JSON document; ValueError says what is wrong with it."""
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        if data.get("format") != FORMAT:
-            raise ValueError(f"format is {data.get('format')!r}, expected {FORMAT!r}")
+        data = check_format(data, FORMAT)
         names = {f.name for f in fields(cls)}
         missing = {"trial_id", "params", "status"} - set(data)
         if missing:

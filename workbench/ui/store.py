@@ -22,7 +22,7 @@ import pandas as pd
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult
 from workbench.errors import WorkbenchError, first_line
-from workbench.files import atomic_write, fsync_directory, json_scalar
+from workbench.files import atomic_write, check_format, fsync_directory, json_scalar
 
 FORMAT = "tftrt-workbench-run/1"
 RUN_PREFIX, RUN_SUFFIX = "run-", ".json"
@@ -104,10 +104,7 @@ class Run:
     @classmethod
     def from_dict(cls, data: Any) -> Run:
         """Reads a run file's document; ValueError says what is wrong with it."""
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        if data.get("format") != FORMAT:
-            raise ValueError(f"format is {data.get('format')!r}, expected {FORMAT!r}")
+        data = check_format(data, FORMAT)
         values = {}
         for f in fields(cls):
             if f.name not in data:
