@@ -135,10 +135,13 @@ class EngineOp:
     settings: EngineSettings = field(default_factory=EngineSettings)
     profiles: tuple[Profile, ...] = ()
     calibration_data: tuple[tuple[np.ndarray, ...], ...] = ()
-    stats: EngineOpStats = field(default_factory=EngineOpStats)
     native_runs: list[NativeRun] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._stats = EngineOpStats()
+        # Counters of the compiled engine op's sessions (native_op): calls served outside
+        # try_engine, folded into the stats whenever they are read.
+        self._native_counters: dict[int, tuple[Any, int]] = {}
         self.cache = EngineCache(self.settings.maximum_cached_engines)
         self._last: tuple[ShapeSet, Engine] | None = None  # the last shapes and the engine served
         # While collecting (start_collecting): the input shapes (profile generation) or
@@ -170,6 +173,21 @@ class EngineOp:
         return (bool(entries) and all(e.engine is not None for _, e in entries)
                 and not self.collecting)
 
+    @property
+    def stats(self) -> EngineOpStats:
+        for ident, (counter, seen) in list(self._native_counters.items()):
+            now = counter.calls()
+            if now != seen:
+                self._stats.calls += now - seen
+                self._stats.engine_calls += now - seen
+                self._native_counters[ident] = (counter, now)
+        return self._stats
+
+    def count_native_calls(self, counter: Any) -> None:
+        """Adds a compiled engine op's session (`calls()`: calls served so far) to the stats."""
+        if id(counter) not in self._native_counters:
+            self._native_counters[id(counter)] = (counter, counter.calls())
+
     def call_counts(self) -> tuple[int, int, int, int]:
         """The per-call counters, to undo a call that is rerun (builds are not undone)."""
         s = self.stats
@@ -191,7 +209,7 @@ class EngineOp:
         the native segment itself, so no TensorFlow call is nested inside this one."""
         arrays = [np.asarray(x) for x in inputs]
         shapes = tuple(x.shape for x in arrays)
-        self.stats.calls += 1
+        self._stats.calls += 1
         if self.collecting:
             self._collect(arrays, shapes)
             return None
@@ -207,7 +225,7 @@ class EngineOp:
             except Exception as exc:  # TF-TRT retried any failed enqueue natively
                 reason = f"engine {self.name} failed to run: {first_line(exc)}"
             else:
-                self.stats.engine_calls += 1
+                self._stats.engine_calls += 1
                 return self._cast(outputs)
         self.record_native(shapes, reason)
         return None
@@ -284,10 +302,10 @@ class EngineOp:
         except Exception as exc:  # any build failure falls back natively (TF-TRT's rule)
             reason = f"engine creation for {self.name} failed: {first_line(exc)}"
             logger.warning("%s. The native segment will be used instead.", reason)
-            self.stats.failed_builds += 1
+            self._stats.failed_builds += 1
             self.cache.put(key, CacheEntry(None, reason, profiles))
             return
-        self.stats.builds += 1
+        self._stats.builds += 1
         self._last = None
         evicted = self.cache.put(key, CacheEntry(engine, "", profiles))
         if evicted:
@@ -313,7 +331,7 @@ class EngineOp:
             raise NativeExecutionDisallowedError(
                 f"User disallowed engine native segment execution ({NATIVE_ENV}=false): "
                 f"{reason}")
-        self.stats.native_calls += 1
+        self._stats.native_calls += 1
         if len(self.native_runs) < MAX_RECORDED_FALLBACKS:
             self.native_runs.append(NativeRun(shapes, reason))
 
@@ -322,7 +340,7 @@ class EngineOp:
             self._shapes.append(shapes)
         if self._batches is not None:
             self._batches.append(tuple(np.array(x) for x in arrays))
-        self.stats.native_calls += 1
+        self._stats.native_calls += 1
 
     def _cast(self, outputs: Sequence[Any]) -> list[np.ndarray]:
         return [np.asarray(out).astype(dtype, copy=False)

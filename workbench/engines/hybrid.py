@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.conversion.result import EngineInfo
 from workbench.engines.engine_op import EngineMissError, EngineOp
+from workbench.engines.native_op import engine_call
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
@@ -292,8 +293,9 @@ def engine_function(op: EngineOp, segment: SegmentGraph, inline: bool = True,
     graph (a `cond`), never nested inside the Python call, which could starve TensorFlow's
     inter-op threads. `fallback=False` (an engine already built) leaves the `cond` out, which
     halves the cost of a call: a call finding no engine raises `EngineMissError` and the
-    converted model reruns it with the branch. `inline=False` for an engine inside a loop
-    (see `engines_in_loops`)."""
+    converted model reruns it with the branch. Such a call is the compiled engine op where it
+    can be (`native_op.engine_call`), the `numpy_function` otherwise. `inline=False` for an
+    engine inside a loop (see `engines_in_loops`)."""
     import numpy as np
     import tensorflow as tf
 
@@ -313,7 +315,11 @@ def engine_function(op: EngineOp, segment: SegmentGraph, inline: bool = True,
             raise EngineMissError(name)
         return outputs
 
+    compiled = None if fallback else engine_call(op, segment)
+
     def run(*inputs: Any) -> list[Any]:
+        if compiled is not None:
+            return compiled(list(inputs))
         if not fallback:
             return tf.numpy_function(engine_only, list(inputs), tout, stateful=True, name=name)
         *outputs, ran = tf.numpy_function(attempt, list(inputs), [*tout, tf.bool],

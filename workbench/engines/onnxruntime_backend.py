@@ -62,6 +62,13 @@ FP32_INPUTS = {"Resize": frozenset({1, 2}), "Upsample": frozenset({1})}
 CAST_PREFIX = "workbench_fp16/"
 _NOT_TF_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
+# Every engine session's settings (the compiled engine op's twin sessions use them too): all
+# graph optimizations (ORT_ENABLE_ALL) and idle threads that do not spin, since spinning
+# threads take the cores TensorFlow needs for the native parts between engines: digits_cnn (two
+# engines) ran 1.0 ms with spinning, 0.7 without.
+OPTIMIZATION_LEVEL = 99
+SESSION_CONFIG = {"session.intra_op.allow_spinning": "0"}
+
 # Profiler type names of a node's first input -> the layer's precision.
 _PRECISION_OF = {"float": "FP32", "float16": "FP16", "int8": "INT8", "uint8": "INT8"}
 
@@ -154,18 +161,26 @@ class OrtEngine(EngineBase):
         self.providers, self.threads, self.device = list(providers), threads, device
         self._bytes = data
         self._session: ort.InferenceSession | None = None
+        # The compiled engine op's twin session (native_op.NativeSession), once one is made:
+        # open while this engine is active.
+        self.native: Any = None
         self.activate()  # built active: a model ORT cannot load fails the build
         session = self._session
         assert session is not None
         self.input_names = [i.name for i in session.get_inputs()]
         self.output_names = [o.name for o in session.get_outputs()]
-        self._input_types = [_numpy_type(i.type) for i in session.get_inputs()]
+        self.input_types = [_numpy_type(i.type) for i in session.get_inputs()]
+        self.output_types = [_numpy_type(o.type) for o in session.get_outputs()]
 
     def _activate(self) -> None:
         self._session = self._new_session()
+        if self.native is not None:
+            self.native.open()
 
     def _deactivate(self) -> None:
         self._session = None
+        if self.native is not None:
+            self.native.close()
 
     def _run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         assert self._session is not None
@@ -190,6 +205,11 @@ class OrtEngine(EngineBase):
                            device=self.device)
 
     @property
+    def model_bytes(self) -> bytes:
+        """The serialized ONNX model sessions are made from (not a copy)."""
+        return self._bytes
+
+    @property
     def model(self) -> onnx.ModelProto:
         """The engine's (converted or quantized) ONNX model, parsed from its bytes on demand."""
         return onnx.load_model_from_string(self._bytes)
@@ -208,11 +228,10 @@ class OrtEngine(EngineBase):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.graph_optimization_level = ort.GraphOptimizationLevel(OPTIMIZATION_LEVEL)
         options.intra_op_num_threads = self.threads
-        # Idle ORT threads spin by default, taking the cores TensorFlow needs for the native
-        # parts between engines: digits_cnn (two engines) ran 1.0 ms with spinning, 0.7 without.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        for key, value in SESSION_CONFIG.items():
+            options.add_session_config_entry(key, value)
         if profile_dir is not None:
             options.enable_profiling = True
             options.profile_file_prefix = str(profile_dir / "profile")
@@ -224,7 +243,7 @@ class OrtEngine(EngineBase):
     def _run_in(self, session: ort.InferenceSession, inputs: list[np.ndarray]
                 ) -> list[np.ndarray]:
         feed = {}
-        for name, x, t in zip(self.input_names, inputs, self._input_types, strict=True):
+        for name, x, t in zip(self.input_names, inputs, self.input_types, strict=True):
             feed[name] = x if type(x) is np.ndarray and x.dtype == t else np.asarray(x, dtype=t)
         try:
             return session.run(self.output_names, feed)
