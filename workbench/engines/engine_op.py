@@ -177,7 +177,7 @@ class EngineOp:
     def stats(self) -> EngineOpStats:
         for ident, (counter, seen) in list(self._native_counters.items()):
             now = counter.calls()
-            if now != seen:
+            if now > seen:
                 self._stats.calls += now - seen
                 self._stats.engine_calls += now - seen
                 self._native_counters[ident] = (counter, now)

@@ -61,7 +61,7 @@ class NativeSession:
         self._bounds = bounds
         self._closed_calls = 0
         self._open = False
-        weakref.finalize(engine, lib.c.wb_ort_unregister, self.key)
+        weakref.finalize(engine, self.close)  # keeps the count of calls served
 
     def open(self) -> None:
         engine = self._engine()
