@@ -78,6 +78,7 @@ class EngineOpStats:
     native_calls: int = 0
     builds: int = 0
     failed_builds: int = 0
+    compiled_calls: int = 0  # of the engine calls, those the compiled engine op served
 
 
 class EngineCache:
@@ -180,6 +181,7 @@ class EngineOp:
             if now > seen:
                 self._stats.calls += now - seen
                 self._stats.engine_calls += now - seen
+                self._stats.compiled_calls += now - seen
                 self._native_counters[ident] = (counter, now)
         return self._stats
 
@@ -188,14 +190,14 @@ class EngineOp:
         if id(counter) not in self._native_counters:
             self._native_counters[id(counter)] = (counter, counter.calls())
 
-    def call_counts(self) -> tuple[int, int, int, int]:
+    def call_counts(self) -> tuple[int, ...]:
         """The per-call counters, to undo a call that is rerun (builds are not undone)."""
         s = self.stats
-        return s.calls, s.engine_calls, s.native_calls, len(self.native_runs)
+        return s.calls, s.engine_calls, s.native_calls, s.compiled_calls, len(self.native_runs)
 
-    def restore_counts(self, counts: tuple[int, int, int, int]) -> None:
+    def restore_counts(self, counts: tuple[int, ...]) -> None:
         s = self.stats
-        s.calls, s.engine_calls, s.native_calls, runs = counts
+        s.calls, s.engine_calls, s.native_calls, s.compiled_calls, runs = counts
         del self.native_runs[runs:]
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:

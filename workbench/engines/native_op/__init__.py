@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from workbench.engines.native_op.library import NativeLibrary, library
+from workbench.engines.native_op.library import NativeLibrary, load
 from workbench.engines.onnxruntime_backend import (
     OPTIMIZATION_LEVEL,
     SESSION_CONFIG,
@@ -105,7 +105,7 @@ def engine_call(op: EngineOp, segment: SegmentGraph) -> Callable[[list[Any]], An
     bounds = _bounds(op, key)
     if bounds is None or not _eligible(engine, segment):
         return None
-    lib = library()
+    lib = load()
     if lib is None:
         return None
     session = engine.native if isinstance(engine.native, NativeSession) else None

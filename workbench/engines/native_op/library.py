@@ -4,7 +4,7 @@ The library is compiled with TensorFlow's own flags (`tf.sysconfig`) by `WORKBEN
 (default `$CXX`, else `g++`) into the cache directory `graph/cache.py` uses (a file beside the
 prepared-graph entries, which eviction leaves alone; a temporary directory when the cache is
 off), under a key of the source, the TensorFlow and ONNX Runtime versions and the compiler
-command, so a second process, or kernel, loads it without compiling. Anything that goes wrong
+flags, so a second process, or kernel, loads it without compiling. Anything that goes wrong
 (no compiler, a compile error, an ONNX Runtime without its C library) is logged once and engine
 calls stay on the Python path; `WORKBENCH_ENGINE_CALLS=python` chooses that path outright.
 """
@@ -83,7 +83,8 @@ def library_file() -> Path:
 
 
     digest = hashlib.sha256(SOURCE.read_bytes())
-    for part in (tf.__version__, onnxruntime.__version__, *compile_command(Path("out"))):
+    flags = compile_command(Path("out"))[1:]  # not the compiler's path: any g++ will do
+    for part in (tf.__version__, onnxruntime.__version__, *flags):
         digest.update(part.encode() + b"\0")
     return _directory() / f"workbench-ort-op-{digest.hexdigest()[:16]}.so"
 
@@ -103,7 +104,7 @@ def _directory() -> Path:
     return Path(_temporary_dir)
 
 
-def library() -> NativeLibrary | None:
+def load() -> NativeLibrary | None:
     """The loaded library, compiled first when not cached; None (and why, logged once) when
     engine calls must use the Python path."""
     global _loaded, _failure
@@ -120,7 +121,7 @@ def library() -> NativeLibrary | None:
 
 
 def unavailable_reason() -> str | None:
-    """Why `library()` returned None, once it has been asked."""
+    """Why `load()` returned None, once it has been asked."""
     return f"{ENGINE_CALLS_ENV}=python" if forced_python() else _failure
 
 
