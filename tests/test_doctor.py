@@ -30,6 +30,14 @@ def test_doctor_command_on_this_machine() -> None:
             "CPU", "workbench"} <= set(found)
     assert "ran an engine" in done.stdout
     assert done.stdout.splitlines()[-1].startswith("the workbench can run here")
+    assert found["engine calls"] == OK and "compiled op" in done.stdout
+
+
+def test_doctor_says_when_engine_calls_go_through_python() -> None:
+    done = run_cli("doctor", "--json", env={"WORKBENCH_ENGINE_CALLS": "python"})
+    found = {f["name"]: f for f in json.loads(done.stdout)["findings"]}
+    assert found["engine calls"]["state"] == WARNING
+    assert found["engine calls"]["detail"] == "through Python: WORKBENCH_ENGINE_CALLS=python"
 
 
 def test_missing_dot_and_chromium_are_warnings(tmp_path: Path) -> None:

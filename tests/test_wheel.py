@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -60,6 +61,8 @@ def test_wheel_installs_and_runs(tmp_path: Path, tiny_saved_model: Path) -> None
     run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path / "dist", source,
         cwd=tmp_path)
     (wheel,) = (tmp_path / "dist").glob("tftrt_workbench-*.whl")
+    with zipfile.ZipFile(wheel) as files:  # the engine op's source, compiled on first use
+        assert "workbench/engines/native_op/ort_engine_op.cc" in files.namelist()
     venv = tmp_path / "venv"
     try:
         run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
