@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import logging
 import os
 import weakref
 from collections.abc import Callable
@@ -33,11 +34,14 @@ from workbench.engines.onnxruntime_backend import (
     OrtEngine,
 )
 from workbench.engines.profiles import Profile
+from workbench.errors import first_line
 from workbench.graph.nodes import numpy_dtype_name
 
 if TYPE_CHECKING:
     from workbench.engines.engine_op import EngineOp
     from workbench.engines.segment import SegmentGraph
+
+logger = logging.getLogger("workbench.engines")
 
 MAX_BYTES_ENV = "WORKBENCH_NATIVE_CALL_MAX_BYTES"
 DEFAULT_MAX_BYTES = 256 << 20
@@ -65,7 +69,7 @@ class NativeSession:
 
     def open(self) -> None:
         engine = self._engine()
-        if self._open or engine is None:
+        if self._open or engine is None or not engine.is_active:
             return
         names_in = [n.encode() for n in engine.input_names]
         names_out = [n.encode() for n in engine.output_names]
@@ -113,7 +117,9 @@ def engine_call(op: EngineOp, segment: SegmentGraph) -> Callable[[list[Any]], An
         session = NativeSession(lib, engine, bounds)
         try:
             session.open()
-        except RuntimeError:
+        except RuntimeError as exc:
+            logger.warning("engine %s is called through Python: its compiled op's session "
+                           "failed: %s", op.name, first_line(exc))
             return None
         engine.native = session
     op.count_native_calls(session)

@@ -63,7 +63,6 @@ enum Slot : int {
   kReleaseSessionOptions = 100,
   kAddSessionConfigEntry = 130,
 };
-constexpr int kSlotsUsed = kAddSessionConfigEntry + 1;
 // The oldest API version whose table reaches every slot above (and whose order we checked).
 constexpr unsigned kMinApiVersion = 13;
 
