@@ -40,7 +40,11 @@ def converted(name: str, build_batch: np.ndarray, python: bool, monkeypatch: pyt
         monkeypatch.delenv(native_library.ENGINE_CALLS_ENV, raising=False)
     converter = trt.TrtGraphConverterV2(input_saved_model_dir=str(sample_models.build(name)),
                                         **params)
-    model = converter.convert()
+    calibration = None
+    if params.get("precision_mode") == "INT8":
+        x_calib = sample_models.data(name)["x_calib"]
+        calibration = lambda: iter([[x_calib[:32]], [x_calib[32:64]]])  # noqa: E731
+    model = converter.convert(calibration_input_fn=calibration)
     converter.build(lambda: iter([[build_batch]]))
     assert model.function is not None  # the call graph, made now (with the setting above)
     return model
@@ -72,6 +76,7 @@ def assert_same_outputs(name: str, x: np.ndarray, monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize("name, params", [
     ("digits_cnn", {}),
     ("digits_cnn", {"precision_mode": "FP16"}),
+    ("digits_cnn", {"precision_mode": "INT8"}),
     ("resnet50", {}),
 ])
 def test_compiled_op_gives_the_python_paths_outputs(name: str, params: dict[str, Any],

@@ -435,18 +435,21 @@ class ConvertedModel:
     # --- what happened ------------------------------------------------------------------------
 
     def engine_table(self) -> pd.DataFrame:
-        """Per engine: cached engines, builds, engine and native calls, native reasons."""
+        """Per engine: cached engines, builds, engine calls (and of them those the compiled
+        engine op served), native calls, native reasons."""
         rows = []
         for name, runtime in self.segments.items():
             op = runtime.op
+            stats = op.stats
             rows.append({
-                "engine": name, "cached_engines": len(op.engines()), "builds": op.stats.builds,
-                "failed_builds": op.stats.failed_builds, "engine_calls": op.stats.engine_calls,
-                "native_calls": op.stats.native_calls,
+                "engine": name, "cached_engines": len(op.engines()), "builds": stats.builds,
+                "failed_builds": stats.failed_builds, "engine_calls": stats.engine_calls,
+                "compiled_calls": stats.compiled_calls, "native_calls": stats.native_calls,
                 "native_reasons": "; ".join(op.fallback_reasons),
             })
         return pd.DataFrame(rows, columns=["engine", "cached_engines", "builds", "failed_builds",
-                                           "engine_calls", "native_calls", "native_reasons"])
+                                           "engine_calls", "compiled_calls", "native_calls",
+                                           "native_reasons"])
 
     @property
     def native_runs(self) -> dict[str, dict[str, int]]:
