@@ -189,3 +189,13 @@ def test_the_compiled_library_is_cached(monkeypatch: pytest.MonkeyPatch) -> None
     result, _ = run_script(os.environ["WORKBENCH_CACHE_DIR"], "/nonexistent/g++")
     assert result["compiled_calls"] == result["engine_calls"] == 1
     assert result["status"][0] == "compiled op"
+
+
+def test_a_damaged_cached_library_is_compiled_again(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path))
+    damaged = native_library.library_file()
+    damaged.write_bytes(b"not a shared library")
+    result, _ = run_script(str(tmp_path), "g++")
+    assert result["compiled_calls"] == result["engine_calls"] == 1
+    assert damaged.read_bytes()[:4] == b"\x7fELF"

@@ -113,7 +113,7 @@ def load() -> NativeLibrary | None:
     with _lock:
         if _loaded is None and _failure is None:
             try:
-                _loaded = _load(_compiled())
+                _loaded = _open()
             except Exception as exc:  # any failure means the Python path, never a crash
                 _failure = first_line(exc)
                 logger.warning("engine calls use the Python path: %s", _failure)
@@ -141,10 +141,23 @@ def status() -> tuple[str, str]:
     return "compiled op", f"compiled with {compiler()} on the first engine call"
 
 
-def _compiled() -> Path:
+class _UnloadableError(RuntimeError):
+    """TensorFlow cannot load the library file."""
+
+
+def _open() -> NativeLibrary:
+    """The cached library, loaded; compiled first when missing or damaged (never trusted)."""
     path = library_file()
     if path.exists():
-        return path
+        try:
+            return _load(path)
+        except _UnloadableError as exc:
+            logger.info("compiling the engine op again: %s", exc)
+            path.unlink(missing_ok=True)
+    return _load(_compile(path))
+
+
+def _compile(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".tmp-{os.getpid()}-{path.name}")
     command = compile_command(staging)
@@ -155,6 +168,7 @@ def _compiled() -> Path:
     except FileNotFoundError:
         raise RuntimeError(f"compiler {command[0]!r} not found (set {COMPILER_ENV})") from None
     if done.returncode != 0:
+        staging.unlink(missing_ok=True)
         errors = [line for line in done.stderr.splitlines() if "error" in line]
         raise RuntimeError(f"compiling {SOURCE.name} failed: "
                            f"{(errors or done.stderr.splitlines() or ['no output'])[0]}")
@@ -168,7 +182,10 @@ def _load(path: Path) -> NativeLibrary:
     runtime = onnxruntime_library()
     if runtime is None:
         raise RuntimeError("this onnxruntime wheel has no libonnxruntime.so to call")
-    ops = tf.load_op_library(str(path))
+    try:
+        ops = tf.load_op_library(str(path))
+    except Exception as exc:
+        raise _UnloadableError(f"{path.name}: {first_line(exc)}") from exc
     c = ctypes.CDLL(str(path))
     _declare(c)
     error = ctypes.create_string_buffer(_ERROR_SIZE)
