@@ -113,3 +113,18 @@ def large_random_graph(n: int, seed: int = 0, unsupported: float = 0.08) -> Grap
         recent.append(f"op{i}")
     nodes.append(node("output", "Identity", [recent[-1]]))
     return Graph(nodes)
+
+
+def full_search(self, n, d, step, position):
+    """TF's CanContractEdge test as written: reverse DFS from d's other in-neighbours for n."""
+    src = self.src
+    stack = [src[e] for e in self.in_edges[d] if src[e] != n]
+    seen = set()
+    while stack:
+        u = stack.pop()
+        if u == n:
+            return True
+        if u not in seen:
+            seen.add(u)
+            stack.extend(src[e] for e in self.in_edges[u])
+    return False

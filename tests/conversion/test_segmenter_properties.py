@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from random_graphs import allow_ops, large_random_graph, random_dags
+from random_graphs import allow_ops, full_search, large_random_graph, random_dags
 
 from workbench.conversion import segmenter
 from workbench.conversion.candidates import SegmenterOptions
@@ -102,21 +102,6 @@ def test_deterministic_and_sweep_equals_fresh_results(graph, options):
         assert partition == fresh
         assert partition.minimum_segment_size == threshold
     assert first.segments == segment_graph(graph, options, allow_ops()).segments
-
-
-def full_search(self, n, d, step, position):
-    """TF's CanContractEdge test as written: reverse DFS from d's other in-neighbours for n."""
-    src = self.src
-    stack = [src[e] for e in self.in_edges[d] if src[e] != n]
-    seen = set()
-    while stack:
-        u = stack.pop()
-        if u == n:
-            return True
-        if u not in seen:
-            seen.add(u)
-            stack.extend(src[e] for e in self.in_edges[u])
-    return False
 
 
 @FAST

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import run_cli
-from random_graphs import graph_of, node
-from test_segmenter_properties import full_search
+from random_graphs import full_search, graph_of, node
 
 import sample_models
 import workbench
