@@ -24,8 +24,9 @@ class LoadedModel:
 
     `function` is a TensorFlow ConcreteFunction whose graph TF-TRT would have converted;
     `input_names`/`output_names` are the signature's structured names, in call order.
-    A SavedModel's function is loaded by `loader` on first use: with its prepared graph in
-    the cache, only native runs need TensorFlow's (slow) `tf.saved_model.load`.
+    A SavedModel's function is loaded by `loader` on first use: preparing its graph (cold,
+    graph/direct_freeze.py, or from the cache) does not need it, only native runs need
+    TensorFlow's (slow) `tf.saved_model.load`.
     """
 
     source: str

@@ -83,8 +83,10 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
 
     `disable_non_trt_optimizers` is TF-TRT's `_test_only_disable_non_trt_optimizers`: every
     Grappler pass but TF-TRT's own is switched off, so the segmenter sees the frozen graph.
-    `fast_freeze` keeps large weights out of the import and Grappler (graph/freeze.py; same
-    result); off, it is TensorFlow's own `convert_variables_to_constants_v2` throughout.
+    `fast_freeze` freezes a SavedModel from its protos and checkpoint, without TensorFlow's
+    load (graph/direct_freeze.py), and keeps large weights out of the import and Grappler
+    (graph/freeze.py); same result. Off, it is TensorFlow's own
+    `convert_variables_to_constants_v2` of the loaded signature throughout.
     """
     timings: dict[str, float] = {}
     frozen, fallback = _freeze(loaded, fast_freeze, timings)
