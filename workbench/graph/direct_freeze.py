@@ -312,16 +312,47 @@ def _inline(graph_def: Any, fetches: list[str]) -> Any:
 
 
 def _to_constants(graph_def: Any, captured: list[str], values: list[Any]) -> Any:
-    """TensorFlow's variables-to-Consts rewrite with the captured values."""
+    """TensorFlow's variables-to-Consts rewrite with the captured values.
+
+    Its Consts are built with `make_tensor_proto`, which copies a weight's bytes three times
+    (VGG16: 1.7 s); large float32 values are given to it empty and written into their Consts
+    once, with the bytes `make_tensor_proto` would write. A While it rewrites reads the
+    values' shapes, so with a While left after inlining every value goes through it whole."""
+    import numpy as np
     from tensorflow.python.framework import convert_to_constants as tf_freezing
     from tensorflow.python.framework import dtypes
 
+    names = [name.split(":")[0] for name in captured]
+    loops = _has_while(graph_def)
+    written = {name: value for name, value in zip(names, values, strict=True)
+               if not loops and value.dtype == np.float32 and value.size > 1}
     data = SimpleNamespace(graph_def=graph_def, tensor_data={
-        name.split(":")[0]: tf_freezing._TensorData(
-            numpy=value, dtype=dtypes.as_dtype(value.dtype).as_datatype_enum, index=i)
-        for i, (name, value) in enumerate(zip(captured, values, strict=True))})
+        name: tf_freezing._TensorData(
+            numpy=np.empty((0,), value.dtype) if name in written else value,
+            dtype=dtypes.as_dtype(value.dtype).as_datatype_enum, index=i)
+        for i, (name, value) in enumerate(zip(names, values, strict=True))})
     converted, _ = tf_freezing._replace_variables_by_constants(data)
+    for node in converted.node:
+        if node.name in written:
+            _write_tensor(node.attr["value"].tensor, written[node.name])
     return converted
+
+
+def _has_while(graph_def: Any) -> bool:
+    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
+    return any(node.op in ("While", "StatelessWhile") for node in nodes)
+
+
+def _write_tensor(tensor: Any, value: Any) -> None:
+    """`value` (float32, more than one element) into `tensor`, as `make_tensor_proto` writes
+    it: dtype, shape, the C-order bytes as `tensor_content`."""
+    from tensorflow.core.framework import types_pb2
+
+    tensor.Clear()
+    tensor.dtype = types_pb2.DT_FLOAT
+    for size in value.shape:
+        tensor.tensor_shape.dim.add(size=size)
+    tensor.tensor_content = value.tobytes()
 
 
 # --- lift_to_graph on NodeDefs ------------------------------------------------------------
