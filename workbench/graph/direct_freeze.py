@@ -81,7 +81,7 @@ def _signature_function(meta_graph: Any, key: str) -> tuple[str, list[int]]:
     """The signature's concrete function name and the object graph nodes it captures."""
     objects = meta_graph.object_graph_def
     if not objects.nodes:
-        raise NotDirect("the SavedModel has no object graph (a TF1 SavedModel)")
+        raise NotDirect("a TF1 SavedModel, without an object graph")
     signatures = _child(objects.nodes[0], "signatures")
     node = None if signatures is None else _child(objects.nodes[signatures], key)
     if node is None or objects.nodes[node].WhichOneof("kind") != "bare_concrete_function":
