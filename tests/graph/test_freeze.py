@@ -1,4 +1,6 @@
-"""Fast freezing (graph/freeze.py) gives the graph TensorFlow's own freezing gives."""
+"""Fast freezing gives the graph TensorFlow's own freezing gives: a SavedModel frozen from its
+protos and checkpoint (graph/direct_freeze.py), the stand-ins through the import and Grappler
+(graph/freeze.py)."""
 
 from __future__ import annotations
 
@@ -27,9 +29,11 @@ def _report(path: str, fast_freeze: bool) -> dict:
 @pytest.mark.parametrize("name", SAMPLES)
 def test_fast_freezing_prepares_tensorflows_graph(name: str) -> None:
     path = str(sample_models.build(name))
-    fast = optimize(load_model(path), fast_freeze=True)
+    loaded = load_model(path)
+    fast = optimize(loaded, fast_freeze=True)
+    assert not fast.freeze_fallback and "tf_freeze_s" not in fast.timings  # from the protos
+    assert loaded.loader is not None  # TensorFlow's load of the model is still to come
     slow = optimize(load_model(path), fast_freeze=False)
-    assert "tf_freeze_s" not in fast.timings
     assert fast.fetches == slow.fetches
     assert [n.name for n in fast.graph_def.node] == [n.name for n in slow.graph_def.node]
     assert fast.graph_def == slow.graph_def  # ops, attrs, Const values, library
@@ -79,11 +83,88 @@ def test_fast_freezing_of_convnext_with_its_functions(tmp_path) -> None:  # noqa
     tf.saved_model.save(owner, str(tmp_path), signatures={"serving_default": serve})
     fast = optimize(load_model(str(tmp_path)), fast_freeze=True)
     slow = optimize(load_model(str(tmp_path)), fast_freeze=False)
+    assert not fast.freeze_fallback
     assert fast.graph_def.library.function  # the functions are there to compare
     assert _canonical_function_names(fast.graph_def) == _canonical_function_names(
         slow.graph_def)
     assert fp32_shapes(fast) == fp32_shapes(slow)
     assert _report(str(tmp_path), True) == _report(str(tmp_path), False)
+
+
+def _same_preparation(path: str, fallback: bool = False) -> None:
+    """The prepared graph of `path` from our freezing and from TensorFlow's own."""
+    fast = optimize(load_model(path), fast_freeze=True)
+    slow = optimize(load_model(path), fast_freeze=False)
+    assert bool(fast.freeze_fallback) == fallback, fast.freeze_fallback
+    assert _canonical_function_names(fast.graph_def) == _canonical_function_names(
+        slow.graph_def)
+    assert fp32_shapes(fast) == fp32_shapes(slow)
+    assert _report(path, True) == _report(path, False)
+
+
+@pytest.mark.slow
+def test_keras_models_saved_by_tensorflow_and_by_export(tmp_path) -> None:  # noqa: ANN001
+    import keras
+    import tensorflow as tf
+
+    net = keras.applications.MobileNetV3Small(weights=None, input_shape=(96, 96, 3))
+    tf.saved_model.save(net, str(tmp_path / "saved"))
+    _same_preparation(str(tmp_path / "saved"))
+    net.export(str(tmp_path / "exported"), verbose=False)
+    _same_preparation(str(tmp_path / "exported"))
+
+
+class _Loop:
+    """A tf.Module whose signature reads a variable inside a while loop and uses a captured
+    constant."""
+
+    @staticmethod
+    def save(path: str, custom_gradient: bool = False) -> None:
+        import tensorflow as tf
+
+        module = tf.Module()
+        module.w = tf.Variable(np.random.default_rng(3).normal(size=(8, 8)).astype(np.float32))
+        bias = tf.constant(np.arange(8, dtype=np.float32))
+
+        @tf.custom_gradient
+        def clip(x: tf.Tensor) -> tuple:
+            return tf.clip_by_value(x, -5.0, 5.0), lambda dy: dy
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32, name="x")])
+        def serve(x: tf.Tensor) -> dict:
+            i = tf.constant(0)
+            _, y = tf.while_loop(lambda i, y: i < 3,
+                                 lambda i, y: (i + 1, tf.tanh(y @ module.w + bias)), (i, x))
+            return {"y": clip(y) if custom_gradient else y}
+
+        tf.saved_model.save(module, path, signatures={"serving_default": serve})
+
+
+@pytest.mark.slow
+def test_a_module_with_a_variable_in_a_while_loop(tmp_path) -> None:  # noqa: ANN001
+    _Loop.save(str(tmp_path))
+    _same_preparation(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_what_the_protos_path_does_not_handle_tensorflow_freezes(tmp_path) -> None:  # noqa: ANN001
+    from workbench.conversion.session import ConversionSession
+
+    _Loop.save(str(tmp_path), custom_gradient=True)
+    _same_preparation(str(tmp_path), fallback=True)
+    session = ConversionSession(load_model(str(tmp_path)), cache=False)
+    session.convert(ConversionParams())
+    assert "froze with TensorFlow (the model registers custom gradients)" in (
+        session.preparation_steps())
+
+
+@pytest.mark.slow
+def test_the_test_only_grappler_configuration_keeps_tensorflows_node_order() -> None:
+    path = str(sample_models.build("digits_cnn"))
+    fast = optimize(load_model(path), disable_non_trt_optimizers=True)
+    slow = optimize(load_model(path), disable_non_trt_optimizers=True, fast_freeze=False)
+    assert not fast.freeze_fallback
+    assert fast.graph_def == slow.graph_def
 
 
 @pytest.mark.slow

@@ -102,8 +102,11 @@ class ConversionSession:
     def preparation_steps(self) -> str:
         """The preparation steps run so far with their times, e.g. for a loading bar:
         `from cache: reading the cache 0.15 s, shapes 0.00 s, clustering 0.05 s`."""
-        steps = ", ".join(f"{label} {self.timings[key]:.2f} s"
-                          for key, label in PREPARATION_STEPS if key in self.timings)
+        fallback = self._optimized.freeze_fallback if self._optimized is not None else ""
+        labels = {**dict(PREPARATION_STEPS), **(
+            {"tf_freeze_s": f"froze with TensorFlow ({fallback})"} if fallback else {})}
+        steps = ", ".join(f"{labels[key]} {self.timings[key]:.2f} s"
+                          for key, _ in PREPARATION_STEPS if key in self.timings)
         cached = self._optimized is not None and self._optimized.from_cache
         return f"from cache: {steps}" if cached else steps
 

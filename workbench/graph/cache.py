@@ -12,7 +12,8 @@ One directory per entry: `graph.pb` (the optimized GraphDef), `shapes.json` (its
 static shapes: a fresh process's first Grappler shape inference costs about a second) and
 `entry.json` (key, fetches, nodes, CRC32s, sizes, times). Entries are written to a temporary
 directory and renamed into place; a partial, corrupt or foreign entry is removed and rebuilt,
-never trusted. The cache is capped in bytes and evicts the least recently used entries first.
+never trusted. The cache is capped in bytes and evicts the least recently used entries first
+(a hit only touches its directory's mtime).
 
 `WORKBENCH_CACHE_DIR` picks the directory (`off` disables the cache); the default is
 `$XDG_CACHE_HOME/tftrt-workbench` or `~/.cache/tftrt-workbench`. `WORKBENCH_CACHE_MAX_BYTES`
@@ -179,10 +180,9 @@ def read_entry(root: Path, key: str) -> OptimizedGraph | None:
     except (OSError, ValueError, KeyError, TypeError):
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    meta["last_used"] = time.time()
-    try:  # only for eviction's order: another process may be touching or replacing the entry
-        _write_json(entry / ENTRY_FILE, meta)
-    except OSError:
+    try:  # the directory's mtime is its last use, for eviction's order (no rewrite, no fsync)
+        os.utime(entry)
+    except OSError:  # another process may be replacing the entry
         pass
     return optimized
 
@@ -242,7 +242,6 @@ def write_entry(root: Path, key: str, optimized: OptimizedGraph) -> None:
         "shapes_crc32": zlib.crc32(shapes),
         "timings": optimized.timings,
         "created": time.time(),
-        "last_used": time.time(),
     }
     staging = None
     try:
@@ -261,16 +260,19 @@ def write_entry(root: Path, key: str, optimized: OptimizedGraph) -> None:
 
 
 def evict(root: Path, cap: int) -> list[str]:
-    """Removes least recently used entries until the cache holds at most `cap` bytes; also
-    clears entries without a readable `entry.json` (partial writes). Returns removed keys."""
+    """Removes least recently used entries (oldest directory mtime) until the cache holds at
+    most `cap` bytes; also clears entries without an `entry.json` (partial writes). Returns
+    removed keys."""
     entries = []
     removed = []
     for entry in root.iterdir():
         if not entry.is_dir():
             continue
         try:
-            last_used = float(json.loads((entry / ENTRY_FILE).read_text())["last_used"])
-        except (OSError, ValueError, KeyError, TypeError):
+            if not (entry / ENTRY_FILE).is_file():
+                raise FileNotFoundError(entry / ENTRY_FILE)
+            last_used = entry.stat().st_mtime  # set by read_entry on every hit
+        except OSError:
             if not entry.name.startswith(".tmp-") or _stale(entry):
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(entry.name)

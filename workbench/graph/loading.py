@@ -24,8 +24,9 @@ class LoadedModel:
 
     `function` is a TensorFlow ConcreteFunction whose graph TF-TRT would have converted;
     `input_names`/`output_names` are the signature's structured names, in call order.
-    A SavedModel's function is loaded by `loader` on first use: with its prepared graph in
-    the cache, only native runs need TensorFlow's (slow) `tf.saved_model.load`.
+    A SavedModel's function is loaded by `loader` on first use: preparing its graph (cold,
+    graph/direct_freeze.py, or from the cache) does not need it, only native runs need
+    TensorFlow's (slow) `tf.saved_model.load`.
     """
 
     source: str
@@ -146,7 +147,7 @@ def _from_saved_model(
 ) -> LoadedModel:
     tags = tuple(tags) if tags else DEFAULT_TAGS
     key = signature_key or DEFAULT_SIGNATURE_KEY
-    meta_graph = _find_meta_graph(read_saved_model_proto(path), tags, path)
+    meta_graph = find_meta_graph(read_saved_model_proto(path), tags, path)
     _reject_tftrt_graph(meta_graph, path)
     # TF stores an internal init signature next to the user's; it is not a choice to offer.
     signatures = sorted(k for k in meta_graph.signature_def if not k.startswith("__"))
@@ -172,7 +173,8 @@ def _load_signature(path: Path, tags: tuple[str, ...], key: str) -> tuple[Any, A
         raise ModelLoadError(f"TensorFlow could not load {path}: {first_line(exc)}") from None
 
 
-def _find_meta_graph(proto: Any, tags: tuple[str, ...], path: Path) -> Any:
+def find_meta_graph(proto: Any, tags: Sequence[str], path: Path) -> Any:
+    """The MetaGraph of `proto` with exactly the tag set `tags`."""
     for meta_graph in proto.meta_graphs:
         if set(meta_graph.meta_info_def.tags) == set(tags):
             return meta_graph

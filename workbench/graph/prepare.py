@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from workbench.errors import ModelLoadError, first_line
 from workbench.graph.build import graph_from_graph_def, specs_from_op_properties
 from workbench.graph.control_flow import NEXT_ITERATION_OPS
+from workbench.graph.direct_freeze import NotDirect, freeze_saved_model
 from workbench.graph.freeze import FrozenGraph, freeze_function, optimize_with_stand_ins
 from workbench.graph.functions import rename_changed_functions
-from workbench.graph.loading import LoadedModel
+from workbench.graph.loading import LoadedModel, find_meta_graph, read_saved_model_proto
 from workbench.graph.nodes import Graph, TensorSpec
 
 # The optimizers TF-TRT's TrtGraphConverterV2 asks Grappler for, in this order; TF-TRT's own
@@ -48,6 +50,7 @@ class OptimizedGraph:
     timings: dict[str, float] = field(default_factory=dict)
     from_cache: bool = False  # read from the prepared-graph cache (workbench.graph.cache)
     fp32_shapes: dict[str, list[TensorSpec]] | None = None  # memo of `fp32_shapes()`
+    freeze_fallback: str = ""  # why TensorFlow loaded and froze the SavedModel, if it did
 
     @property
     def input_specs(self) -> list[Any]:
@@ -80,19 +83,19 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
 
     `disable_non_trt_optimizers` is TF-TRT's `_test_only_disable_non_trt_optimizers`: every
     Grappler pass but TF-TRT's own is switched off, so the segmenter sees the frozen graph.
-    `fast_freeze` keeps large weights out of the import and Grappler (graph/freeze.py; same
-    result); off, it is TensorFlow's own `convert_variables_to_constants_v2` throughout.
+    `fast_freeze` freezes a SavedModel from its protos and checkpoint, without TensorFlow's
+    load (graph/direct_freeze.py), and keeps large weights out of the import and Grappler
+    (graph/freeze.py); same result. Off, it is TensorFlow's own
+    `convert_variables_to_constants_v2` of the loaded signature throughout.
     """
+    timings: dict[str, float] = {}
+    frozen, fallback = _freeze(loaded, fast_freeze, timings)
     start = time.perf_counter()
-    function = loaded.function  # a SavedModel's weights are read here, on first use
-    timings = {"read_weights_s": time.perf_counter() - start}
-    start = time.perf_counter()
-    frozen, step = _freeze(loaded, function, fast_freeze)
     graph_def = frozen.graph_def
     canonical_loops(graph_def)
     for node in graph_def.node:
         node.device = ""
-    timings[step] = time.perf_counter() - start
+    timings[next(reversed(timings))] += time.perf_counter() - start  # the freezing step
 
     fetches = frozen.inputs + frozen.outputs
     start = time.perf_counter()
@@ -113,6 +116,7 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
         input_nodes=_node_names(frozen.inputs),
         output_nodes=_node_names(frozen.outputs),
         timings=timings,
+        freeze_fallback=fallback,
     )
     if stand_in_result is not None:
         # Shapes of the stand-in graph: the same tensors' shapes, without carrying the weights
@@ -124,18 +128,47 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
     return result
 
 
-def _freeze(loaded: LoadedModel, function: Any, fast: bool) -> tuple[FrozenGraph, str]:
-    """The frozen graph and its timing step; TensorFlow's own freezing when the fast path's
-    TensorFlow internals are missing (another TensorFlow version)."""
+def _freeze(loaded: LoadedModel, fast: bool,
+            timings: dict[str, float]) -> tuple[FrozenGraph, str]:
+    """The frozen graph (its steps timed into `timings`) and why TensorFlow froze it ("" when
+    it did not have to). A SavedModel is frozen from its protos and checkpoint
+    (graph/direct_freeze.py), without TensorFlow's load; what that path does not handle is
+    loaded and frozen by TensorFlow, with the fast path's stand-ins, or TensorFlow's own
+    freezing when the fast path's TensorFlow internals are missing (another version)."""
+    fallback = ""
+    if fast and loaded.kind == "saved_model":
+        try:
+            return _freeze_direct(loaded, timings), ""
+        except Exception as exc:  # NotDirect, or TensorFlow internals this version lacks
+            fallback = first_line(exc) if isinstance(exc, NotDirect) else (
+                f"freezing from the protos failed: {type(exc).__name__}: {first_line(exc)}")
+            timings.clear()
+    start = time.perf_counter()
+    function = loaded.function  # a SavedModel is loaded by TensorFlow here, on first use
+    timings["read_weights_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    step = "tf_freeze_s" if fallback else "freeze_s"
     try:
         try:
-            return freeze_function(function, fast=fast), "freeze_s"
-        except AttributeError:
+            frozen = freeze_function(function, fast=fast)
+        except AttributeError as exc:
             if not fast:
                 raise
-            return freeze_function(function, fast=False), "tf_freeze_s"
+            fallback = fallback or f"the fast path's TensorFlow internals are missing ({exc})"
+            step, frozen = "tf_freeze_s", freeze_function(function, fast=False)
     except Exception as exc:
         raise ModelLoadError(f"Could not freeze {loaded.source}: {first_line(exc)}") from None
+    timings[step] = time.perf_counter() - start
+    return frozen, fallback
+
+
+def _freeze_direct(loaded: LoadedModel, timings: dict[str, float]) -> FrozenGraph:
+    start = time.perf_counter()
+    path = Path(loaded.source)
+    meta_graph = find_meta_graph(read_saved_model_proto(path), loaded.tags, path)
+    frozen = freeze_saved_model(path, meta_graph, loaded.signature_key, timings)
+    timings["freeze_s"] = time.perf_counter() - start - timings.get("read_weights_s", 0.0)
+    return frozen
 
 
 def canonical_loops(graph_def: Any) -> None:
