@@ -180,8 +180,12 @@ def read_entry(root: Path, key: str) -> OptimizedGraph | None:
     except (OSError, ValueError, KeyError, TypeError):
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    try:  # the directory's mtime is its last use, for eviction's order (no rewrite, no fsync)
-        os.utime(entry)
+    # The directory's mtime is its last use, for eviction's order (no rewrite, no fsync). An
+    # explicit time: the kernel stamps files from a coarse clock (milliseconds), which could
+    # tie this hit with an entry written just before it.
+    try:
+        now = time.time_ns()
+        os.utime(entry, ns=(now, now))
     except OSError:  # another process may be replacing the entry
         pass
     return optimized
