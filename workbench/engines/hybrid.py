@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from workbench.engines.segment import SegmentGraph
 
 NATIVE_SUFFIX = "_native_segment"
+WEIGHT_PREFIX = "TensorRTWeightPH_"  # a native segment function's weight arguments
 NOINLINE = "_noinline"  # FunctionDef attribute: TensorFlow calls the function, never inlines it
 
 
@@ -130,16 +131,20 @@ def _reachable(nodes: list[Any], fetch_nodes: Sequence[str]) -> list[Any]:
     return [n for n in nodes if n.name in keep]
 
 
-def native_function_def(segment: SegmentGraph) -> FunctionDef:
+def native_function_def(segment: SegmentGraph, weights: Sequence[str] = ()) -> FunctionDef:
     """The `<engine>_native_segment` FunctionDef of a SegmentGraph (placeholders become
-    arguments, the output Identities' inputs its results)."""
+    arguments, the output Identities' inputs its results). The Consts named in `weights`
+    become trailing arguments instead (`TensorRTWeightPH_<i>`), for the caller to feed."""
     import tensorflow as tf
     from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
 
+    graph_def = _consts_as_arguments(segment.graph_def, weights) if weights else \
+        segment.graph_def
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(segment.graph_def, name="")
-    inputs = [graph.get_tensor_by_name(f"{n}:0") for n in segment.input_names]
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    names = [*segment.input_names, *(f"{WEIGHT_PREFIX}{i}" for i in range(len(weights)))]
+    inputs = [graph.get_tensor_by_name(f"{n}:0") for n in names]
     identities = [graph.get_operation_by_name(n) for n in segment.output_names]
     outputs = [op.inputs[0] for op in identities]
     skip = {op.name for op in identities}
@@ -148,6 +153,31 @@ def native_function_def(segment: SegmentGraph) -> FunctionDef:
                                  out_names=[n.lower() for n in segment.output_names])
     fdef.signature.name = native_function_name(segment.engine.name)
     return fdef
+
+
+def _consts_as_arguments(graph_def: GraphDef, weights: Sequence[str]) -> GraphDef:
+    from tensorflow.core.framework import graph_pb2
+
+    from workbench.engines.weights import stand_in
+
+    renamed = {name: f"{WEIGHT_PREFIX}{i}" for i, name in enumerate(weights)}
+    out = graph_pb2.GraphDef()
+    out.versions.CopyFrom(graph_def.versions)
+    out.library.CopyFrom(graph_def.library)
+    for node in graph_def.node:
+        if node.name in renamed:
+            out.node.append(stand_in(renamed[node.name], node.attr["value"].tensor))
+            continue
+        copy = out.node.add()
+        copy.CopyFrom(node)
+        del copy.input[:]
+        for text in node.input:
+            ref = TensorRef.parse(text.lstrip("^"))
+            if ref.node not in renamed:
+                copy.input.append(text)
+            elif not text.startswith("^"):
+                copy.input.append(renamed[ref.node])
+    return out
 
 
 def engines_in_loops(converted: GraphDef) -> set[str]:
@@ -163,8 +193,10 @@ def engines_in_loops(converted: GraphDef) -> set[str]:
     return {node.name for node in graph.real_nodes if frames.in_loop(node.name)}
 
 
-def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph]) -> GraphDef:
-    """The converted GraphDef with every native segment function in its library."""
+def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph],
+                          weights: dict[str, list[str]] | None = None) -> GraphDef:
+    """The converted GraphDef with every native segment function in its library; `weights`
+    names, by engine, the Consts its function takes as arguments (see native_function_def)."""
     from tensorflow.core.framework import graph_pb2
 
     out = graph_pb2.GraphDef()
@@ -172,7 +204,7 @@ def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph])
     present = {f.signature.name for f in out.library.function}
     in_loops = engines_in_loops(converted)
     for segment in segments:
-        fdef = native_function_def(segment)
+        fdef = native_function_def(segment, (weights or {}).get(segment.engine.name, ()))
         if segment.engine.name in in_loops:
             fdef.attr[NOINLINE].b = True
         if fdef.signature.name not in present:

@@ -1,0 +1,53 @@
+"""Large Consts (weights) of a GraphDef, and the Placeholders that stand in for them.
+
+Shape inference needs only a weight's shape (`build_shapes`); a saved model feeds its weights
+from variables (`saved_weights`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+    from tensorflow.core.framework.tensor_pb2 import TensorProto
+
+SMALL_CONST = 1024  # elements: shape computations fold Consts up to this size
+_DT_STRING = 7
+
+
+def large_const(node: NodeDef) -> TensorProto | None:
+    """The value of a Const of more than SMALL_CONST elements with no control inputs (one in
+    a loop frame has its frame's), else None."""
+    if node.op != "Const" or node.input:
+        return None
+    tensor = node.attr["value"].tensor
+    if tensor.dtype == _DT_STRING or math.prod(d.size for d in tensor.tensor_shape.dim) \
+            <= SMALL_CONST:
+        return None
+    return tensor
+
+
+def stand_in(name: str, tensor: TensorProto, device: str = "") -> NodeDef:
+    """A Placeholder of the tensor's dtype and shape."""
+    from tensorflow.core.framework import node_def_pb2
+
+    node = node_def_pb2.NodeDef(name=name, op="Placeholder", device=device)
+    node.attr["dtype"].type = tensor.dtype
+    node.attr["shape"].shape.CopyFrom(tensor.tensor_shape)
+    return node
+
+
+def without_weights(graph_def: GraphDef) -> GraphDef:
+    """The GraphDef with its large Consts as Placeholders of their shape."""
+    from tensorflow.core.framework import graph_pb2
+
+    out = graph_pb2.GraphDef()
+    out.versions.CopyFrom(graph_def.versions)
+    out.library.CopyFrom(graph_def.library)
+    for node in graph_def.node:
+        tensor = large_const(node)
+        out.node.append(node if tensor is None else stand_in(node.name, tensor, node.device))
+    return out
