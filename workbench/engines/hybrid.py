@@ -367,11 +367,15 @@ def engine_function(op: EngineOp, segment: SegmentGraph, inline: bool = True,
 
 
 def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[Any],
-                   fetches: Sequence[str], engine_functions: dict[str, Any] | None = None) -> Any:
+                   fetches: Sequence[str], engine_functions: dict[str, Any] | None = None,
+                   captured: dict[str, Any] | None = None) -> Any:
     """A ConcreteFunction of the converted GraphDef taking `feeds` (tensor names, with their
     tf.TensorSpecs) positionally and returning `fetches` as a list. With `engine_functions`,
     engine nodes call them instead of their native segments (which then need not be in the
-    library: their fixed names stay out of TensorFlow's process-wide function registry)."""
+    library: their fixed names stay out of TensorFlow's process-wide function registry).
+    `captured` maps Placeholders (the lifted weights, see `weights.lift_weights`) to eager
+    tensors the function captures: as Consts, TensorFlow's function instantiation and
+    optimization copied them many times (ConvNeXtLarge: 10 GB for 0.8 GB of weights)."""
     import tensorflow as tf
 
     graph_def = _with_engine_calls(converted, engine_functions) if engine_functions else converted
@@ -379,9 +383,12 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
     def _import(*args: Any) -> list[Any]:
         for function in (engine_functions or {}).values():
             function.add_to_graph()
+        input_map = dict(zip(feeds, args, strict=True))
+        graph = tf.compat.v1.get_default_graph()
+        input_map.update({f"{name}:0": graph.capture(tensor)
+                          for name, tensor in (captured or {}).items()})
         return tf.compat.v1.import_graph_def(
-            graph_def, input_map=dict(zip(feeds, args, strict=True)),
-            return_elements=list(fetches), name="")
+            graph_def, input_map=input_map, return_elements=list(fetches), name="")
 
     return tf.compat.v1.wrap_function(_import, list(feed_specs))
 

@@ -8,12 +8,10 @@ the checkpoint stores once; plain `tf.saved_model.load` restores them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from workbench.engines.weights import large_const, stand_in
+from workbench.engines.weights import LiftedGraph, lift_weights, stand_in, stored_weight
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -23,65 +21,34 @@ if TYPE_CHECKING:
     from workbench.engines.segment import SegmentGraph
 
 
-def _stored_weight(node: NodeDef) -> TensorProto | None:
-    """A large Const whose bytes are stored (not one repeated value, which the proto keeps
-    small and a variable would not)."""
-    tensor = large_const(node)
-    if tensor is None:
-        return None
-    elements = math.prod(d.size for d in tensor.tensor_shape.dim)
-    return tensor if tensor.ByteSize() >= elements else None
-
-
-@dataclass
-class LiftedGraph:
-    """A converted GraphDef whose large weights are top-level Placeholders to feed."""
-
-    graph_def: GraphDef  # the native segment functions in its library
-    weights: dict[str, TensorProto] = field(default_factory=dict)  # Placeholder -> value
-
-
-def lift_weights(converted: GraphDef, segments: Sequence[SegmentGraph]) -> LiftedGraph:
+def lift_saved_weights(converted: GraphDef, segments: Sequence[SegmentGraph]) -> LiftedGraph:
     """`converted` with its native segment functions (`with_native_functions`), every large
     weight, top-level or in a segment, a top-level Placeholder named after its Const (one per
     Const of the prepared graph, so a weight two segments read is fed once). A segment's
     weights become trailing arguments of its function and inputs of its call node. Engines in
     a loop frame keep theirs (a node may not read two frames), as do segments called from
     inside library functions."""
-    from tensorflow.core.framework import graph_pb2
-
     from workbench.engines.hybrid import engines_in_loops, with_native_functions
 
+    lifted = lift_weights(converted)
     in_loops = engines_in_loops(converted)
-    calls = {n.name for n in converted.node if n.op == "PartitionedCall"}
-    lifted = LiftedGraph(graph_pb2.GraphDef())
+    calls = {n.name: n for n in lifted.graph_def.node if n.op == "PartitionedCall"}
+    top_level = {n.name for n in lifted.graph_def.node}
     per_engine: dict[str, list[str]] = {}
     for segment in segments:
         name = segment.engine.name
-        if name in calls and name not in in_loops:
-            found = {n.name: t for n in segment.graph_def.node
-                     if (t := _stored_weight(n)) is not None}
-            per_engine[name] = list(found)
-            for weight, tensor in found.items():
-                lifted.weights.setdefault(weight, tensor)
-    out = lifted.graph_def
-    out.versions.CopyFrom(converted.versions)
-    out.library.CopyFrom(converted.library)
-    top_level = set()
-    for node in converted.node:
-        top_level.add(node.name)
-        tensor = _stored_weight(node)
-        if tensor is not None:
-            lifted.weights.setdefault(node.name, tensor)
-            out.node.append(stand_in(node.name, tensor, node.device))
+        if name not in calls or name in in_loops:
             continue
-        copy = out.node.add()
-        copy.CopyFrom(node)
-        if node.name in per_engine:
-            _feed_weights(copy, per_engine[node.name], lifted.weights)
-    out.node.extend(stand_in(name, tensor) for name, tensor in lifted.weights.items()
-                    if name not in top_level)
-    lifted.graph_def = with_native_functions(out, segments, per_engine)
+        found = {n.name: t for n in segment.graph_def.node
+                 if (t := stored_weight(n)) is not None}
+        per_engine[name] = list(found)
+        for weight, tensor in found.items():
+            if weight not in top_level:
+                lifted.graph_def.node.append(stand_in(weight, tensor))
+                top_level.add(weight)
+            lifted.weights.setdefault(weight, tensor)
+        _feed_weights(calls[name], per_engine[name], lifted.weights)
+    lifted.graph_def = with_native_functions(lifted.graph_def, segments, per_engine)
     return lifted
 
 

@@ -134,9 +134,9 @@ def _save_signature(graph: RuntimeGraph, out: Path) -> None:
     import tensorflow as tf
 
     from workbench.engines.hybrid import wrap_converted
-    from workbench.engines.saved_weights import lift_weights
+    from workbench.engines.saved_weights import lift_saved_weights
 
-    lifted = lift_weights(graph.converted_graph_def, graph.segments)
+    lifted = lift_saved_weights(graph.converted_graph_def, graph.segments)
     module = tf.Module()
     module.weights = [tf.Variable(tf.make_ndarray(tensor), trainable=False)
                       for tensor in lifted.weights.values()]

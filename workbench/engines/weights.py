@@ -7,6 +7,7 @@ from variables (`saved_weights`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -51,3 +52,39 @@ def without_weights(graph_def: GraphDef) -> GraphDef:
         tensor = large_const(node)
         out.node.append(node if tensor is None else stand_in(node.name, tensor, node.device))
     return out
+
+
+def stored_weight(node: NodeDef) -> TensorProto | None:
+    """A large Const whose bytes are stored (not one repeated value, which the proto keeps
+    small and a variable would not)."""
+    tensor = large_const(node)
+    if tensor is None:
+        return None
+    elements = math.prod(d.size for d in tensor.tensor_shape.dim)
+    return tensor if tensor.ByteSize() >= elements else None
+
+
+@dataclass
+class LiftedGraph:
+    """A converted GraphDef whose large weights are top-level Placeholders to feed."""
+
+    graph_def: GraphDef  # the native segment functions in its library
+    weights: dict[str, TensorProto] = field(default_factory=dict)  # Placeholder -> value
+
+
+def lift_weights(graph_def: GraphDef) -> LiftedGraph:
+    """The GraphDef with each stored large weight a Placeholder of its name, to feed."""
+    from tensorflow.core.framework import graph_pb2
+
+    lifted = LiftedGraph(graph_pb2.GraphDef())
+    out = lifted.graph_def
+    out.versions.CopyFrom(graph_def.versions)
+    out.library.CopyFrom(graph_def.library)
+    for node in graph_def.node:
+        tensor = stored_weight(node)
+        if tensor is None:
+            out.node.append(node)
+        else:
+            lifted.weights[node.name] = tensor
+            out.node.append(stand_in(node.name, tensor, node.device))
+    return lifted
