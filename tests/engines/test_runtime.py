@@ -290,6 +290,22 @@ def test_saved_weights_are_variables_not_consts_and_plain_tensorflow_runs_them(
                                converter.session.loaded(x)["logits"], atol=1e-5)
 
 
+def test_the_converted_function_captures_its_large_weights_instead_of_holding_consts(
+        ) -> None:
+    x = sample_models.data("digits_cnn")["x_test"][:8]
+    converter = converter_for("digits_cnn", minimum_segment_size=1000)  # every weight native
+    func = converter.convert()
+    assert not converter.result.engines
+    np.testing.assert_allclose(func(x)["logits"], converter.session.loaded(x)["logits"],
+                               atol=1e-5)
+    graph = func.function.graph.as_graph_def()
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    consts = [n.attr["value"].tensor for n in nodes if n.op == "Const"]
+    assert max(np.prod([d.size for d in c.tensor_shape.dim]) for c in consts) <= SMALL_CONST
+    weights = [t for t in func.function.captured_inputs if t.shape.num_elements() > SMALL_CONST]
+    assert len(weights) >= 2  # the convolution and dense kernels
+
+
 def test_digits_cnn_fp32_matches_native_and_reloads_without_rebuilding(tmp_path: Path) -> None:
     data = sample_models.data("digits_cnn")
     converter = converter_for("digits_cnn")
