@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.engines.profiles import ShapeSet
-from workbench.engines.weights import without_weights
+from workbench.engines.weights import large_const, lift_weights
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorRef
 
@@ -44,7 +44,9 @@ def engine_input_shapes(graph_def: Any, input_tensors: Sequence[str], shapes: Sh
         feeds = {tensor: tf.compat.v1.placeholder(
                      tf.dtypes.as_dtype(dtypes[TensorRef.parse(tensor).node]), shape)
                  for tensor, shape in zip(input_tensors, shapes, strict=True)}
-        tf.compat.v1.import_graph_def(without_weights(graph_def), input_map=feeds, name="")
+        # Shape inference needs only the weights' shapes (VGG16's 550 MB took seconds to import).
+        tf.compat.v1.import_graph_def(lift_weights(graph_def, large_const).graph_def,
+                                      input_map=feeds, name="")
     fed = {TensorRef.parse(t): tuple(s) for t, s in zip(input_tensors, shapes, strict=True)}
 
     def shape_of(text: str) -> tuple[int, ...] | None:
