@@ -22,6 +22,7 @@ from workbench.engines.engine_op import (
 from workbench.engines.profiles import optimization_profiles
 from workbench.engines.saving import FORMAT, MANIFEST, DamagedModelError
 from workbench.engines.settings import BuildRequest, EngineSettings
+from workbench.engines.weights import SMALL_CONST
 from workbench.errors import WorkbenchError
 
 # --- a tiny segment, y = 2x + 1, with an honest numpy engine ---------------------------------
@@ -248,20 +249,61 @@ def test_user_guide_quickstart_with_one_import_changed(tmp_path: Path) -> None:
                                native(x)["logits"], atol=1e-5)
 
 
-def test_saved_model_keeps_each_segment_as_a_function_named_after_its_engine(
-        tmp_path: Path) -> None:
+def saved_graph(directory: Path) -> Any:
     from tensorflow.core.protobuf import saved_model_pb2
 
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((directory / "saved_model.pb").read_bytes())
+    return proto.meta_graphs[0].graph_def
+
+
+def test_saved_model_keeps_each_segment_as_a_function_named_after_its_engine(
+        tmp_path: Path) -> None:
     converter = converter_for("digits_cnn")
     converter.convert()
     converter.save(str(tmp_path / "out"))
-    proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString((tmp_path / "out" / "saved_model.pb").read_bytes())
-    functions = {f.signature.name: f for f in proto.meta_graphs[0].graph_def.library.function}
+    functions = {f.signature.name: f for f in saved_graph(tmp_path / "out").library.function}
     for engine in converter.result.engines:
         native = functions[f"{engine.name}_native_segment"]
-        assert {n.name for n in native.node_def} >= set(engine.nodes)
+        # The segment's large weights are its trailing arguments, fed from variables.
+        weights = [a.name for a in native.signature.input_arg
+                   if a.name.startswith("TensorRTWeightPH_")]
+        missing = set(engine.nodes) - {n.name for n in native.node_def}
+        assert len(missing) == len(weights) > 0
         assert (tmp_path / "out" / "assets" / f"{engine.name}.onnx").is_file()
+
+
+def test_saved_weights_are_variables_not_consts_and_plain_tensorflow_runs_them(
+        tmp_path: Path) -> None:
+    x = sample_models.data("digits_cnn")["x_test"][:8]
+    converter = converter_for("digits_cnn")
+    func = converter.convert()
+    converter.save(str(tmp_path / "out"))
+    graph = saved_graph(tmp_path / "out")
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    const_bytes = [n.attr["value"].tensor.ByteSize() for n in nodes if n.op == "Const"]
+    checkpoint = sum(f.stat().st_size for f in (tmp_path / "out" / "variables").iterdir())
+    assert max(const_bytes) < 4 * SMALL_CONST  # no Const holds more than SMALL_CONST floats
+    assert sum(const_bytes) < checkpoint / 5  # the weights are in the checkpoint, once
+    plain = tf.saved_model.load(str(tmp_path / "out")).signatures["serving_default"]
+    np.testing.assert_allclose(plain(**{func.input_names[0]: tf.constant(x)})["logits"],
+                               converter.session.loaded(x)["logits"], atol=1e-5)
+
+
+def test_the_converted_function_captures_its_large_weights_instead_of_holding_consts(
+        ) -> None:
+    x = sample_models.data("digits_cnn")["x_test"][:8]
+    converter = converter_for("digits_cnn", minimum_segment_size=1000)  # every weight native
+    func = converter.convert()
+    assert not converter.result.engines
+    np.testing.assert_allclose(func(x)["logits"], converter.session.loaded(x)["logits"],
+                               atol=1e-5)
+    graph = func.function.graph.as_graph_def()
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    consts = [n.attr["value"].tensor for n in nodes if n.op == "Const"]
+    assert max(np.prod([d.size for d in c.tensor_shape.dim]) for c in consts) <= SMALL_CONST
+    weights = [t for t in func.function.captured_inputs if t.shape.num_elements() > SMALL_CONST]
+    assert len(weights) >= 2  # the convolution and dense kernels
 
 
 def test_digits_cnn_fp32_matches_native_and_reloads_without_rebuilding(tmp_path: Path) -> None:

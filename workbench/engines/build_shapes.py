@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.engines.profiles import ShapeSet
+from workbench.engines.weights import large_const, lift_weights
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorRef
 
@@ -43,7 +44,9 @@ def engine_input_shapes(graph_def: Any, input_tensors: Sequence[str], shapes: Sh
         feeds = {tensor: tf.compat.v1.placeholder(
                      tf.dtypes.as_dtype(dtypes[TensorRef.parse(tensor).node]), shape)
                  for tensor, shape in zip(input_tensors, shapes, strict=True)}
-        tf.compat.v1.import_graph_def(_without_weights(graph_def), input_map=feeds, name="")
+        # Shape inference needs only the weights' shapes (VGG16's 550 MB took seconds to import).
+        tf.compat.v1.import_graph_def(lift_weights(graph_def, large_const).graph_def,
+                                      input_map=feeds, name="")
     fed = {TensorRef.parse(t): tuple(s) for t, s in zip(input_tensors, shapes, strict=True)}
 
     def shape_of(text: str) -> tuple[int, ...] | None:
@@ -70,33 +73,6 @@ def engine_input_shapes(graph_def: Any, input_tensors: Sequence[str], shapes: Sh
                 function.body.graph_def, [f"{a}:0" for a in function.body.args],
                 tuple(arg_shapes), function.engines))  # type: ignore[arg-type]
     return found
-
-
-SMALL_CONST = 1024  # elements: shape computations fold Consts up to this size
-
-
-def _without_weights(graph_def: Any) -> Any:
-    """The GraphDef with its large Consts as Placeholders of their shape: shape inference
-    needs their shapes only, and importing VGG16's 550 MB of weights took seconds."""
-    import math
-
-    from tensorflow.core.framework import graph_pb2, node_def_pb2
-
-    out = graph_pb2.GraphDef()
-    out.versions.CopyFrom(graph_def.versions)
-    out.library.CopyFrom(graph_def.library)
-    for node in graph_def.node:
-        tensor = node.attr["value"].tensor if node.op == "Const" else None
-        dims = [d.size for d in tensor.tensor_shape.dim] if tensor is not None else []
-        if tensor is None or math.prod(dims) <= SMALL_CONST or any(
-                name.startswith("^") for name in node.input):
-            out.node.append(node)
-            continue
-        stand_in = node_def_pb2.NodeDef(name=node.name, op="Placeholder", device=node.device)
-        stand_in.attr["dtype"].type = tensor.dtype
-        stand_in.attr["shape"].shape.CopyFrom(tensor.tensor_shape)
-        out.node.append(stand_in)
-    return out
 
 
 def data_run_error(exc: Exception, engines: Sequence[str], index: int, ops: dict[str, str],

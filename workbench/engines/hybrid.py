@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from workbench.engines.segment import SegmentGraph
 
 NATIVE_SUFFIX = "_native_segment"
+WEIGHT_PREFIX = "TensorRTWeightPH_"  # a native segment function's weight arguments
 NOINLINE = "_noinline"  # FunctionDef attribute: TensorFlow calls the function, never inlines it
 
 
@@ -131,16 +132,20 @@ def _reachable(nodes: list[Any], fetch_nodes: Sequence[str]) -> list[Any]:
     return [n for n in nodes if n.name in keep]
 
 
-def native_function_def(segment: SegmentGraph) -> FunctionDef:
+def native_function_def(segment: SegmentGraph, weights: Sequence[str] = ()) -> FunctionDef:
     """The `<engine>_native_segment` FunctionDef of a SegmentGraph (placeholders become
-    arguments, the output Identities' inputs its results)."""
+    arguments, the output Identities' inputs its results). The Consts named in `weights`
+    become trailing arguments instead (`TensorRTWeightPH_<i>`), for the caller to feed."""
     import tensorflow as tf
     from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
 
+    graph_def = _consts_as_arguments(segment.graph_def, weights) if weights else \
+        segment.graph_def
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(segment.graph_def, name="")
-    inputs = [graph.get_tensor_by_name(f"{n}:0") for n in segment.input_names]
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    names = [*segment.input_names, *(f"{WEIGHT_PREFIX}{i}" for i in range(len(weights)))]
+    inputs = [graph.get_tensor_by_name(f"{n}:0") for n in names]
     identities = [graph.get_operation_by_name(n) for n in segment.output_names]
     outputs = [op.inputs[0] for op in identities]
     skip = {op.name for op in identities}
@@ -149,6 +154,31 @@ def native_function_def(segment: SegmentGraph) -> FunctionDef:
                                  out_names=[n.lower() for n in segment.output_names])
     fdef.signature.name = native_function_name(segment.engine.name)
     return fdef
+
+
+def _consts_as_arguments(graph_def: GraphDef, weights: Sequence[str]) -> GraphDef:
+    from tensorflow.core.framework import graph_pb2
+
+    from workbench.engines.weights import stand_in
+
+    renamed = {name: f"{WEIGHT_PREFIX}{i}" for i, name in enumerate(weights)}
+    out = graph_pb2.GraphDef()
+    out.versions.CopyFrom(graph_def.versions)
+    out.library.CopyFrom(graph_def.library)
+    for node in graph_def.node:
+        if node.name in renamed:
+            out.node.append(stand_in(renamed[node.name], node.attr["value"].tensor))
+            continue
+        copy = out.node.add()
+        copy.CopyFrom(node)
+        del copy.input[:]
+        for text in node.input:
+            ref = TensorRef.parse(text.lstrip("^"))
+            if ref.node not in renamed:
+                copy.input.append(text)
+            elif not text.startswith("^"):
+                copy.input.append(renamed[ref.node])
+    return out
 
 
 def engines_in_loops(converted: GraphDef) -> set[str]:
@@ -164,8 +194,10 @@ def engines_in_loops(converted: GraphDef) -> set[str]:
     return {node.name for node in graph.real_nodes if frames.in_loop(node.name)}
 
 
-def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph]) -> GraphDef:
-    """The converted GraphDef with every native segment function in its library."""
+def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph],
+                          weights: dict[str, list[str]] | None = None) -> GraphDef:
+    """The converted GraphDef with every native segment function in its library; `weights`
+    names, by engine, the Consts its function takes as arguments (see native_function_def)."""
     from tensorflow.core.framework import graph_pb2
 
     out = graph_pb2.GraphDef()
@@ -173,7 +205,7 @@ def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph])
     present = {f.signature.name for f in out.library.function}
     in_loops = engines_in_loops(converted)
     for segment in segments:
-        fdef = native_function_def(segment)
+        fdef = native_function_def(segment, (weights or {}).get(segment.engine.name, ()))
         if segment.engine.name in in_loops:
             fdef.attr[NOINLINE].b = True
         if fdef.signature.name not in present:
@@ -341,11 +373,15 @@ def engine_function(op: EngineOp, segment: SegmentGraph, inline: bool = True,
 
 
 def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[Any],
-                   fetches: Sequence[str], engine_functions: dict[str, Any] | None = None) -> Any:
+                   fetches: Sequence[str], engine_functions: dict[str, Any] | None = None,
+                   captured: dict[str, Any] | None = None) -> Any:
     """A ConcreteFunction of the converted GraphDef taking `feeds` (tensor names, with their
     tf.TensorSpecs) positionally and returning `fetches` as a list. With `engine_functions`,
     engine nodes call them instead of their native segments (which then need not be in the
-    library: their fixed names stay out of TensorFlow's process-wide function registry)."""
+    library: their fixed names stay out of TensorFlow's process-wide function registry).
+    `captured` maps Placeholders (the lifted weights, see `weights.lift_weights`) to eager
+    tensors the function captures: as Consts, TensorFlow's function instantiation and
+    optimization copied them many times (ConvNeXtLarge: 10 GB for 0.8 GB of weights)."""
     import tensorflow as tf
 
     graph_def = _with_engine_calls(converted, engine_functions) if engine_functions else converted
@@ -353,9 +389,12 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
     def _import(*args: Any) -> list[Any]:
         for function in (engine_functions or {}).values():
             function.add_to_graph()
+        input_map = dict(zip(feeds, args, strict=True))
+        graph = tf.compat.v1.get_default_graph()
+        input_map.update({f"{name}:0": graph.capture(tensor)
+                          for name, tensor in (captured or {}).items()})
         return tf.compat.v1.import_graph_def(
-            graph_def, input_map=dict(zip(feeds, args, strict=True)),
-            return_elements=list(fetches), name="")
+            graph_def, input_map=input_map, return_elements=list(fetches), name="")
 
     return tf.compat.v1.wrap_function(_import, list(feed_specs))
 

@@ -25,6 +25,7 @@ from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
 from workbench.engines.segment import NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
+from workbench.engines.weights import lift_weights
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
 
@@ -121,6 +122,7 @@ class ConvertedModel:
         self._engine_functions: dict[tuple[str, bool], Any] = {}
         self._fast: frozenset[str] | None = None  # engines the current function calls so
         self._demoted: set[str] = set()  # engines that missed or failed: always with fallback
+        self._weights: tuple[Any, dict[str, Any]] | None = None  # see _lifted_weights
 
     # --- the pieces, made on first use --------------------------------------------------------
 
@@ -250,10 +252,23 @@ class ConvertedModel:
                 functions[name] = self._engine_functions[key]
             # Kept: this one and the all-fallback one (calibration and shape collection).
             self._functions = {k: f for k, f in self._functions.items() if not k}
+            lifted, weights = self._lifted_weights()
             self._functions[fast] = wrap_converted(
-                graph.converted_graph_def, graph.input_tensors, graph.feed_specs(),
-                graph.output_tensors, functions)
+                lifted, graph.input_tensors, graph.feed_specs(), graph.output_tensors,
+                functions, captured=weights)
         return self._functions[fast]
+
+    def _lifted_weights(self) -> tuple[Any, dict[str, Any]]:
+        """The converted GraphDef with its large weights as Placeholders, and the weights as
+        eager tensors for the function to capture (made once, shared by its versions)."""
+        if self._weights is None:
+            import tensorflow as tf
+
+            lifted = lift_weights(self.graph.converted_graph_def)
+            self._weights = lifted.graph_def, {
+                name: tf.constant(tf.make_ndarray(tensor))
+                for name, tensor in lifted.weights.items()}
+        return self._weights
 
     # --- calling ------------------------------------------------------------------------------
 

@@ -133,19 +133,25 @@ def _write_saved_model(graph: RuntimeGraph, out: Path) -> None:
 def _save_signature(graph: RuntimeGraph, out: Path) -> None:
     import tensorflow as tf
 
-    from workbench.engines.hybrid import with_native_functions, wrap_converted
+    from workbench.engines.hybrid import wrap_converted
+    from workbench.engines.saved_weights import lift_saved_weights
 
-    converted = with_native_functions(graph.converted_graph_def, graph.segments)
-    native = wrap_converted(converted, graph.input_tensors, graph.feed_specs(),
-                            graph.output_tensors)
-    del converted  # every native weight again, already imported into `native`'s graph
+    lifted = lift_saved_weights(graph.converted_graph_def, graph.segments)
+    module = tf.Module()
+    module.weights = [tf.Variable(tf.make_ndarray(tensor), trainable=False)
+                      for tensor in lifted.weights.values()]
+    weight_specs = [tf.TensorSpec(v.shape, v.dtype) for v in module.weights]
+    native = wrap_converted(lifted.graph_def, [*graph.input_tensors,
+                                               *(f"{n}:0" for n in lifted.weights)],
+                            [*graph.feed_specs(), *weight_specs], graph.output_tensors)
+    del lifted
     names = graph.output_names
 
     @tf.function(input_signature=graph.feed_specs(), autograph=False)
     def serve(*args: Any) -> dict[str, Any]:
-        return dict(zip(names, native(*args), strict=True))
+        weights = [tf.convert_to_tensor(v) for v in module.weights]
+        return dict(zip(names, native(*args, *weights), strict=True))
 
-    module = tf.Module()
     module.serve = serve
     tf.saved_model.save(module, str(out), signatures={graph.signature_key:
                                                       serve.get_concrete_function()})
