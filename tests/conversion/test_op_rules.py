@@ -54,6 +54,13 @@ def both(op, inputs=(), attrs=None):
     return run(op, inputs, attrs, IB), run(op, inputs, attrs, EB)
 
 
+def assert_rule_case(op, inputs, attrs, expect_ib, expect_eb):
+    """A case table's row: the implicit- and explicit-batch verdicts ("same": as implicit)."""
+    got_ib, got_eb = both(op, inputs, attrs)
+    assert got_ib == expect_ib
+    assert got_eb == (expect_ib if expect_eb == "same" else expect_eb)
+
+
 F = {"T": "float"}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_op_rules import X4, both, const, ph, run
+from test_op_rules import X4, assert_rule_case, both, const, ph, run
 
 from workbench.conversion.validator import ValidatorSettings
 
@@ -180,9 +180,7 @@ CASES = [
 @pytest.mark.parametrize("op, inputs, attrs, expect_ib, expect_eb", CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_family_rules(op, inputs, attrs, expect_ib, expect_eb):
-    got_ib, got_eb = both(op, inputs, attrs)
-    assert got_ib == expect_ib
-    assert got_eb == (expect_ib if expect_eb == "same" else expect_eb)
+    assert_rule_case(op, inputs, attrs, expect_ib, expect_eb)
 
 
 def test_batch_norm():

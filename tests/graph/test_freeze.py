@@ -12,7 +12,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.report import ConversionReport
 from workbench.conversion.session import ConversionSession
 from workbench.graph import freeze
-from workbench.graph.functions import _func_values, _rename_in
+from workbench.graph.functions import _rename_in, function_refs
 from workbench.graph.loading import load_model
 from workbench.graph.prepare import fp32_shapes, optimize
 
@@ -49,7 +49,7 @@ def _canonical_function_names(graph_def):  # noqa: ANN001, ANN202
     graph = graph_pb2.GraphDef()
     graph.CopyFrom(graph_def)
     renames: dict[str, str] = {}
-    for value in _func_values(graph.node):
+    for value in function_refs(graph.node):
         renames.setdefault(value.name, f"function_{len(renames)}")
     for function in graph.library.function:
         renames.setdefault(function.signature.name, f"function_{len(renames)}")

@@ -19,6 +19,7 @@ from workbench.engines.native_op import engine_call
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
+from workbench.graph.functions import function_refs
 from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
 
 if TYPE_CHECKING:
@@ -298,12 +299,7 @@ def _with_engine_calls(graph_def: GraphDef, engine_functions: dict[str, Any]) ->
 
 def _called(node: NodeDef) -> set[str]:
     """The functions a node's attributes name."""
-    names = set()
-    for value in node.attr.values():
-        if value.func.name:
-            names.add(value.func.name)
-        names.update(f.name for f in value.list.func)
-    return names
+    return {ref.name for ref in function_refs([node]) if ref.name}
 
 
 def _rename_calls(nodes: Any, renamed: dict[str, str]) -> None:
@@ -311,11 +307,8 @@ def _rename_calls(nodes: Any, renamed: dict[str, str]) -> None:
         if not _called(node) & renamed.keys():
             continue
         node.op = _STATEFUL_CALLERS.get(node.op, node.op)
-        for value in node.attr.values():
-            if value.func.name in renamed:
-                value.func.name = renamed[value.func.name]
-            for func in value.list.func:
-                func.name = renamed.get(func.name, func.name)
+        for ref in function_refs([node]):
+            ref.name = renamed.get(ref.name, ref.name)
 
 
 def engine_function(op: EngineOp, segment: SegmentGraph, inline: bool = True,

@@ -8,10 +8,11 @@ saved a function (ConvNeXtLarge's first call: 13.9 GB for 0.8 GB of weights).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from workbench.graph.nodes import dtype_enum, element_count
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from tensorflow.core.framework.tensor_pb2 import TensorProto
 
 SMALL_CONST = 1024  # elements: shape computations fold Consts up to this size
-_DT_STRING = 7
+_DT_STRING = dtype_enum("string")
 
 
 def large_const(node: NodeDef) -> TensorProto | None:
@@ -28,8 +29,7 @@ def large_const(node: NodeDef) -> TensorProto | None:
     if node.op != "Const" or node.input:
         return None
     tensor = node.attr["value"].tensor
-    if tensor.dtype == _DT_STRING or math.prod(d.size for d in tensor.tensor_shape.dim) \
-            <= SMALL_CONST:
+    if tensor.dtype == _DT_STRING or element_count(tensor) <= SMALL_CONST:
         return None
     return tensor
 
@@ -50,8 +50,7 @@ def stored_weight(node: NodeDef) -> TensorProto | None:
     tensor = large_const(node)
     if tensor is None:
         return None
-    elements = math.prod(d.size for d in tensor.tensor_shape.dim)
-    return tensor if tensor.ByteSize() >= elements else None
+    return tensor if tensor.ByteSize() >= element_count(tensor) else None
 
 
 @dataclass

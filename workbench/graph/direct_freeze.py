@@ -34,7 +34,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from workbench.graph.freeze import FrozenGraph, take_weights
-from workbench.graph.functions import rename_changed_functions
+from workbench.graph.functions import function_refs, rename_changed_functions
 
 CHECKPOINT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 VARIABLE_VALUE = "VARIABLE_VALUE"
@@ -203,13 +203,7 @@ def _called_functions(nodes: Any, library: dict[str, Any]) -> list[str]:
 
 
 def _callees(node: Any) -> list[str]:
-    names = [node.op]
-    for value in node.attr.values():
-        if value.HasField("func"):
-            names.append(value.func.name)
-        elif value.HasField("list"):
-            names.extend(f.name for f in value.list.func)
-    return names
+    return [node.op, *(ref.name for ref in function_refs([node]))]  # a function can be an op
 
 
 def _as_imported(node: Any) -> None:

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.graph.nodes import element_count
+
 MIN_STAND_IN_ELEMENTS = 1024  # smaller weights stay in: they cost nothing to carry
 MAX_RETRIES = 3  # Grappler reruns with fewer stand-ins before it runs on the real weights
 
@@ -92,10 +94,10 @@ def take_weights(graph_def: Any) -> tuple[dict[str, Any], dict[str, int]]:
         if node.op != "Const" or node.name in folded:
             continue
         tensor = node.attr["value"].tensor
-        if tensor.dtype != types_pb2.DT_FLOAT or _count(tensor) < MIN_STAND_IN_ELEMENTS:
+        if tensor.dtype != types_pb2.DT_FLOAT or element_count(tensor) < MIN_STAND_IN_ELEMENTS:
             continue
         content = tensor.tensor_content  # each read of the field copies the bytes
-        if not _eligible(content, _count(tensor)):
+        if not _eligible(content, element_count(tensor)):
             continue
         real = tensor_pb2.TensorProto()
         real.CopyFrom(tensor)
@@ -144,13 +146,6 @@ def _feeds_constant_computation(graph_def: Any) -> set[str]:
                 folded.add(name)
                 break
     return folded
-
-
-def _count(tensor: Any) -> int:
-    count = 1
-    for dim in tensor.tensor_shape.dim:
-        count *= dim.size
-    return count
 
 
 def _eligible(content: bytes, count: int) -> bool:

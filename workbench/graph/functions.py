@@ -51,7 +51,7 @@ def _digest(function: Any) -> str:
     return hashlib.sha256(function.SerializeToString(deterministic=True)).hexdigest()
 
 
-def _func_values(nodes: Any) -> Iterator[Any]:
+def function_refs(nodes: Any) -> Iterator[Any]:
     """Every `NameAttrList` a node attr holds (`f`, `then_branch`, lists of them)."""
     for node in nodes:
         for value in node.attr.values():
@@ -62,12 +62,12 @@ def _func_values(nodes: Any) -> Iterator[Any]:
 
 
 def _called(nodes: Any) -> set[str]:
-    names = {value.name for value in _func_values(nodes)}
+    names = {value.name for value in function_refs(nodes)}
     return names | {node.op for node in nodes}  # a function can be called as an op
 
 
 def _rename_in(nodes: Any, renames: dict[str, str]) -> None:
-    for value in _func_values(nodes):
+    for value in function_refs(nodes):
         value.name = renames.get(value.name, value.name)
     for node in nodes:
         node.op = renames.get(node.op, node.op)

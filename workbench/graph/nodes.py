@@ -43,6 +43,14 @@ def dtype_enum(tf_name: str) -> int:
     return DTYPE_ENUMS[tf_name]
 
 
+def element_count(tensor: Any) -> int:
+    """The number of elements a TensorProto's shape holds (1 for a scalar)."""
+    count = 1
+    for dim in tensor.tensor_shape.dim:
+        count *= dim.size
+    return count
+
+
 def numpy_dtype_name(tf_name: str) -> str:
     """The numpy-style name (`float32`) for TF's short name (`float`)."""
     return NUMPY_NAMES.get(tf_name, tf_name)
