@@ -204,3 +204,21 @@ def test_cli_json_advice_is_empty_when_nothing_helps(tiny_saved_model: Path) -> 
     done = run_cli("convert", str(tiny_saved_model), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["advice"] == []
+
+
+def test_summary_tab_and_html_report_open_with_the_advice() -> None:
+    from workbench.ui.html_report import html_report
+    from workbench.ui.tabs import SummaryTab
+    from workbench.viz.view import build_view
+
+    session = session_for("detector")
+    view = build_view(session, ConversionParams())
+    why = view.advice[0].why
+    tab = SummaryTab()
+    tab.update(view)
+    assert tab.html.value.startswith("<b>Advice</b>")
+    assert tab.html.value.index("use_dynamic_shape") < tab.html.value.index("<b>Engines</b>")
+    page = html_report(session, ConversionParams())
+    advice_section = page[page.index('<section id="advice">'):]
+    assert advice_section.index("use_dynamic_shape") < advice_section.index("</section>")
+    assert why.split(";")[0] in page

@@ -37,6 +37,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.graph.nodes import SINK, SOURCE, Graph
 
 RANGE = "Range"  # TF-TRT's default strategy; ImplicitBatchModeCompatible is deprecated
+MAX_DENYLIST_TRIALS = 8  # op types tried on the denylist: those emptying the most engines
 NAMED_OPS = 3  # op types a reason names before "and N more"
 # Op types never worth denylisting: weights, graph plumbing, or nothing to compute.
 NOT_DENYLISTED = frozenset({"Const", "NoOp", *NOOP_OPS})
@@ -176,16 +177,18 @@ def _denylist_trials(session: ConversionSession, params: ConversionParams,
 def _engine_removing_ops(segmentation: Segmentation, now: ConversionResult,
                          params: ConversionParams) -> list[str]:
     """Op types whose denylisting would leave some engine below the threshold: the only way a
-    denylisting removes engines (the greedy clustering's own reshuffles aside)."""
+    denylisting removes engines (the greedy clustering's own reshuffles aside). The ones that
+    would empty the most engines first, at most MAX_DENYLIST_TRIALS (each is a clustering)."""
     if len(now.engines) < 2:
         return []  # denylisting cannot lower one engine but to none
     graph, threshold = segmentation.graph, max(params.minimum_segment_size, 1)
-    found: set[str] = set()
+    emptied: Counter[str] = Counter()  # op type -> engines its denylisting would empty
     for engine in now.engines:
         ops = Counter(graph[name].op for name in engine.nodes)
-        found.update(op for op, count in ops.items()
-                     if op not in NOT_DENYLISTED and engine.effective_size - count < threshold)
-    return sorted(found)
+        emptied.update(op for op, count in ops.items()
+                       if op not in NOT_DENYLISTED and engine.effective_size - count < threshold)
+    ranked = sorted(emptied.items(), key=lambda item: (-item[1], item[0]))
+    return [op for op, _ in ranked[:MAX_DENYLIST_TRIALS]]
 
 
 def _engine_limit_needed(segmentation: Segmentation, params: ConversionParams) -> int | None:
