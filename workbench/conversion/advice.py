@@ -97,8 +97,7 @@ def advise(session: ConversionSession, params: ConversionParams) -> list[Advice]
     if params.minimum_segment_size == -1:
         return []  # the main graph is not converted; no setting but the threshold matters
     now = session.convert(params)
-    strict: list[tuple[tuple, Advice]] = []
-    trades: list[tuple[tuple, Advice]] = []
+    found: list[Advice] = []
     for trial in _trials(session, params, now):
         changed = replace(params, **trial.changes).validated()
         then = session.convert(changed)
@@ -107,10 +106,10 @@ def advise(session: ConversionSession, params: ConversionParams) -> list[Advice]
                  and then.engines and _beats_thresholds(session, params, then))
         if gain or trade:
             why = _why(session, params, changed, trial, now, then)
-            advice = _advice(trial, then, why, trade)
-            (strict if gain else trades).append((_key(then), advice))
-    trades.sort(key=lambda item: (item[1].engines, item[1].native_nodes))
-    return [a for _, a in sorted(strict, key=lambda item: item[0])] + [a for _, a in trades]
+            found.append(_advice(trial, then, why, trade))
+    # Strict gains by the gain order, then trade-offs, fewest engines first.
+    return sorted(found, key=lambda a: (a.trade_off, (a.engines, a.native_nodes) if a.trade_off
+                                        else (a.native_nodes, a.engines, -a.largest_engine)))
 
 
 def _key(result: ConversionResult) -> tuple[int, int, int]:
