@@ -222,3 +222,16 @@ def test_summary_tab_and_html_report_open_with_the_advice() -> None:
     advice_section = page[page.index('<section id="advice">'):]
     assert advice_section.index("use_dynamic_shape") < advice_section.index("</section>")
     assert why.split(";")[0] in page
+
+
+def test_converter_report_has_the_advice() -> None:
+    from workbench import trt_convert as trt
+
+    converter = trt.TrtGraphConverterV2(
+        input_saved_model_dir=str(sample_models.build("detector")))
+    converter.convert()
+    assert [a.setting for a in converter.advice] == ["use_dynamic_shape"]
+    frame = converter.report.advice
+    assert list(frame["setting"]) == ["use_dynamic_shape"]
+    assert frame["why"][0].startswith("implicit batch rejects CombinedNonMaxSuppression")
+    assert json.loads(converter.report.to_json())["advice"][0]["value"] is True
