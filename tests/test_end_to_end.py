@@ -169,7 +169,7 @@ def test_cli_json_is_one_document_matching_the_api() -> None:
     assert document["model"] == str(path)
     assert list(document) == ["model", "signature_key", "params", "engines", "unconverted",
                               "converted_nodes", "total_nodes", "percent_converted",
-                              "tensorflow_version"]
+                              "tensorflow_version", "advice"]
     import tensorflow as tf
 
     assert document["tensorflow_version"] == tf.__version__

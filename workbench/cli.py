@@ -251,6 +251,7 @@ def _open_session(args: argparse.Namespace) -> ConversionSession:
 
 
 def _run_convert(args: argparse.Namespace) -> int:
+    from workbench.conversion.advice import advice_lines, advise
     from workbench.conversion.report import (
         ConversionReport,
         detailed_report_setting,
@@ -260,9 +261,11 @@ def _run_convert(args: argparse.Namespace) -> int:
     from workbench.conversion.summary import summary_lines
 
     params = _conversion_params(args)
-    result = _open_session(args).convert(params)
+    session = _open_session(args)
+    result = session.convert(params)
+    advice = advise(session, params)
     if args.json:
-        print(ConversionReport(result).to_json())
+        print(ConversionReport(result, advice).to_json())
         return 0
     for line in summary_lines(result):
         print(line)
@@ -273,6 +276,7 @@ def _run_convert(args: argparse.Namespace) -> int:
             error = write_nonconversion_csv(result.nonconversion, csv_path)
             print(error or f"TF-TRT Non-Conversion Report saved at: `{csv_path}`",
                   file=sys.stderr)
+    print("\n".join(advice_lines(advice)))
     return 0
 
 

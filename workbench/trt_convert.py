@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from workbench.conversion.advice import Advice, advise
 from workbench.conversion.converted import converted_top_level, tftrt_dot
 from workbench.conversion.params import (
     DEFAULT_MAX_WORKSPACE_SIZE_BYTES,
@@ -226,8 +227,15 @@ class TrtGraphConverterV2:
 
     @property
     def report(self) -> ConversionReport:
-        """Engines and non-converted nodes as DataFrames, and the CLI's JSON (`to_json()`)."""
-        return ConversionReport(self.result)
+        """Engines, non-converted nodes and the advice on every knob as DataFrames, and the
+        CLI's JSON (`to_json()`)."""
+        return ConversionReport(self.result, self.advice)
+
+    @property
+    def advice(self) -> list[Advice]:
+        """What each other TF-TRT setting would give (measured), largest gain first: see
+        `workbench.conversion.advice`."""
+        return advise(self.session, self._params)
 
     @property
     def session(self) -> ConversionSession:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
@@ -52,6 +52,8 @@ ENGINE_COLUMNS = (
 )
 NONCONVERSION_COLUMNS = ("op", "reason", "count")
 UNCONVERTED_COLUMNS = ("name", "op", "reason", "in_tftrt_report")
+ADVICE_COLUMNS = ("setting", "value", "engines", "percent_converted", "largest_engine",
+                  "native_nodes", "why", "trade_off")
 
 
 # ----------------------------------------------------------------------------- ordering
@@ -249,10 +251,15 @@ def _function_json(conversion: Any) -> dict[str, Any]:
 
 
 class ConversionReport:
-    """One conversion's engines, non-conversion counts and unconverted nodes as data."""
+    """One conversion's engines, non-conversion counts and unconverted nodes as data, and the
+    advice on every knob when given (`advice.advise`: `Advice` entries, largest gain first)."""
 
-    def __init__(self, result: ConversionResult):
+    def __init__(self, result: ConversionResult, advice: Sequence[Any] | None = None):
         self.result = result
+        self.advice_entries = None if advice is None else list(advice)
+        self.advice = pd.DataFrame(
+            [{k: v for k, v in a.to_json().items() if k != "params"}
+             for a in self.advice_entries or []], columns=list(ADVICE_COLUMNS))
         engines = engines_by_name(result)
         self.engines = pd.DataFrame(
             [_engine_row(e) for e in engines], columns=list(ENGINE_COLUMNS)
@@ -296,7 +303,9 @@ class ConversionReport:
             "percent_converted": result.percent_converted,
             "tensorflow_version": result.tensorflow_version or None,
         } | ({"functions": [_function_json(f) for f in result.functions]}
-             if result.functions else {})
+             if result.functions else {}) | (
+            {"advice": [a.to_json() for a in self.advice_entries]}
+            if self.advice_entries is not None else {})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)

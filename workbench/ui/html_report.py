@@ -104,6 +104,7 @@ def html_report(session: ConversionSession, params: ConversionParams,
     sections = [
         _section("Parameters", _params_table(data.params)),
         _section("Result", _headline(data.headline)),
+        _section("Advice", _advice(data)),
         _section("TF-TRT summary()", _summary(data)),
         _section("TF-TRT non-conversion report", _nonconversion(data)),
         _section("Charts", _charts(data)),
@@ -208,6 +209,18 @@ def _headline(headline: Headline) -> str:
         f'<div class="label">{escape(label)}</div></div>'
         for value, label in cards
     ) + "</div>"
+
+
+def _advice(data: ConversionView) -> str:
+    if not data.advice:
+        return '<p class="empty">No other TF-TRT setting converts more nodes or makes fewer ' \
+               "engines.</p>"
+    rows = [(a.setting, a.value_text, a.engines, f"{a.percent_converted:.2f}%",
+             a.largest_engine, a.why) for a in data.advice]
+    return ('<p class="note">Each setting converted for real, largest gain first (fewer nodes '
+            "left to TensorFlow, then fewer engines).</p>"
+            + _table(["Setting", "Value", "Engines", "Converted", "Largest engine", "Why"], rows,
+                     numeric={2, 4}))
 
 
 def _summary(data: ConversionView) -> str:

@@ -17,6 +17,7 @@ import pandas as pd
 from IPython import get_ipython
 
 from workbench.checks.conversion_check import parse_batch_sizes
+from workbench.conversion.advice import Advice
 from workbench.errors import WorkbenchError
 from workbench.tf_compat import graph_origin
 from workbench.ui.store import ExperimentStore
@@ -53,8 +54,20 @@ def headline_html(headline: Headline) -> str:
     )
 
 
+def advice_html(advice: tuple[Advice, ...]) -> str:
+    """The advice on every knob, largest gain first (measured conversions, not estimates)."""
+    if not advice:
+        return note_html("Advice: no other TF-TRT setting converts more nodes or makes fewer "
+                         "engines here.")
+    rows = pd.DataFrame([{"setting": a.setting, "value": a.value_text, "engines": a.engines,
+                          "% converted": a.percent_converted, "largest engine": a.largest_engine,
+                          "why": a.why} for a in advice])
+    return "<b>Advice</b> <span class='wb-note'>(largest gain first)</span>" + table_html(rows)
+
+
 class SummaryTab:
-    """The engine table, each engine's op histogram and TF-TRT's summary()."""
+    """The advice on every knob, the engine table, each engine's op histogram and TF-TRT's
+    summary()."""
 
     title = "Summary"
 
@@ -64,7 +77,8 @@ class SummaryTab:
 
     def update(self, view: ConversionView) -> None:
         self.html.value = (
-            "<b>Engines</b>"
+            advice_html(view.advice)
+            + "<b>Engines</b>"
             + table_html(view.report.engines.drop(columns=["ops"], errors="ignore"))
             + "<b>Op histogram per engine</b>" + table_html(view.op_histogram, "No engines.")
             + "<b>As TF-TRT's <code>summary()</code> prints it</b>" + pre_html(view.summary_text)

@@ -1,6 +1,6 @@
 """One view of a conversion: what the notebook app's tabs and the HTML report both show.
 
-`build_view` computes it once per change (result, report, sweep, recommendation, headline
+`build_view` computes it once per change (result, report, sweep, recommendation, advice, headline
 figures, tables) from a session, the parameters and the latest measurements; the app's tabs and
 the report only render it, so the two cannot disagree (they once swept different thresholds and
 recommended different values).
@@ -14,6 +14,7 @@ from functools import cached_property
 import pandas as pd
 
 from workbench.checks.conversion_check import ConversionCheck
+from workbench.conversion.advice import Advice, advise
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
 from workbench.conversion.report import ConversionReport, nonconversion_report
@@ -73,6 +74,7 @@ class ConversionView:
     report: ConversionReport
     sweep: tuple[ConversionResult, ...]  # thresholds 1 .. sweep_limit(largest segment)
     recommendation: Recommendation
+    advice: tuple[Advice, ...] = ()  # other settings that convert better, largest gain first
     check: ConversionCheck | None = None
     profile: pd.DataFrame | None = None
     blocking: pd.DataFrame | None = None
@@ -142,13 +144,15 @@ def build_view(
     result = session.convert(params)
     limit = sweep_limit(largest_segment(session, params))
     sweep = tuple(session.sweep(params, range(1, limit + 1)))
+    advice = tuple(advise(session, params))
     return ConversionView(
         params=params,
         graph=session.prepared(params.precision_mode).graph,
         result=result,
-        report=ConversionReport(result),
+        report=ConversionReport(result, advice),
         sweep=sweep,
         recommendation=recommend_minimum_segment_size(sweep, params.minimum_segment_size),
+        advice=advice,
         check=check,
         profile=profile,
         blocking=blocking,
