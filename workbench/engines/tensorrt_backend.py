@@ -1,23 +1,37 @@
-"""TensorRT engines through the real `tensorrt` Python API (10.x/11.x), chosen on GPU machines.
+"""TensorRT engines through TensorRT's Python API: one backend family for `tensorrt` (TensorRT
+10/11, GPU machines) and `tensorrt_rtx` (TensorRT for RTX), the API differences in `tensorrt_api`.
 
-UNTESTED on our machines: there is no GPU here and TensorRT cannot be installed. The calls were
-reviewed against NVIDIA's TensorRT Python API documentation (class and method named in each
-comment); only the pure helpers (`profile_shapes`, `implicit_batch_profile`, `precision_flags`,
-`status`) are exercised by the tests. `tensorrt` (and `cuda.bindings` for device memory) are
-imported lazily so this module imports everywhere.
+`build_plan` is the shared part every TensorRT build goes through: parse the segment's ONNX,
+configure profiles (TF-TRT's implicit-batch profile, or the dynamic-shape profiles, shape-tensor
+values included) and precision, build a serialized plan, and keep TensorRT's own words: the
+parser's and builder's errors and the number of layers of the built engine (from the builder's
+layer listing). It runs wherever the package imports: TensorRT-RTX's builder needs no GPU, so
+every machine gets TensorRT's verdict (`tensorrt_verdict`).
+
+Running engines (`TensorRTEngine`: device memory through cuda-python's runtime bindings,
+`execute_async_v3`, `IProfiler` timings, the inspector's layer JSON) needs an NVIDIA GPU
+TensorRT supports (TensorRT-RTX: compute capability 8.0, 8.6, 8.9 or 12.x). That path is
+UNTESTED on our machines, which have no GPU; it is type-checked against the real APIs
+(`make typecheck`: the installed `tensorrt_rtx`, and `tensorrt-stubs` for `tensorrt`).
+The packages are imported lazily so this module imports everywhere.
 """
 
 from __future__ import annotations
 
-import os
+import json
+import re
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from workbench.engines.backend import (
+    BackendUnavailableError,
     EngineBase,
     EngineBuildError,
     EngineRunError,
@@ -28,25 +42,24 @@ from workbench.engines.backend import (
 from workbench.engines.layer_table import layer_table, precision_of_format
 from workbench.engines.profiles import Profile, Shape
 from workbench.engines.settings import NO_REQUEST, BuildRequest, EngineSettings
-from workbench.errors import WorkbenchError
+from workbench.engines.tensorrt_api import (
+    TENSORRT,
+    TENSORRT_RTX,
+    TensorRTApi,
+    precision_flags,
+)
+from workbench.errors import first_line
 
 if TYPE_CHECKING:
     import onnx
     import pandas as pd
 
 NAME = "tensorrt"
+RTX_NAME = "tensorrt-rtx"
+__all__ = ["precision_flags"]  # re-exported: the flags TF-TRT set, named where they were
 
-# TF-TRT's builder flags per precision mode: INT8 also enables FP16 so layers without INT8
-# kernels fall back to half precision (convert_nodes.cc, TF 2.16/2.17).
-_PRECISION_FLAGS = {"FP32": (), "FP16": ("FP16",), "INT8": ("FP16", "INT8")}
-
-
-def precision_flags(precision: str) -> tuple[str, ...]:
-    """Names of the `tensorrt.BuilderFlag` members a precision mode sets."""
-    try:
-        return _PRECISION_FLAGS[precision.upper()]
-    except KeyError:
-        raise WorkbenchError(f"unknown precision {precision!r}") from None
+# A shape tensor input's values: (min, opt, max), one tuple of ints each.
+ShapeValues = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
 def profile_shapes(profile: Profile, index: int) -> tuple[Shape, Shape, Shape]:
@@ -94,101 +107,246 @@ def _gpu_model(gpu: Path) -> str:
 
 def version() -> str | None:
     """The version of the `tensorrt` package, or None where it does not import."""
-    try:
-        import tensorrt
-    except ImportError:
-        return None
-    return str(getattr(tensorrt, "__version__", "unknown version"))
+    return TENSORRT.version()
+
+
+def rtx_version() -> str | None:
+    """The version of the `tensorrt_rtx` package, or None where it does not import."""
+    return TENSORRT_RTX.version()
 
 
 def status() -> tuple[bool, str]:
     """Available when `tensorrt` imports and a GPU exists; otherwise says which is missing."""
-    try:
-        import tensorrt  # noqa: F401
-    except ImportError:
+    if TENSORRT.version() is None:
         return False, "the tensorrt Python package is not installed"
     if not gpu_present():
         return False, "no NVIDIA GPU found"
     return True, ""
 
 
+def rtx_status() -> tuple[bool, str]:
+    """Available to run engines when `tensorrt_rtx` imports and a GPU exists. Without a GPU it
+    still builds plans (TensorRT's verdict), which `build_device` says."""
+    if TENSORRT_RTX.version() is None:
+        return False, f"not installed: {TENSORRT_RTX.install}"
+    if not gpu_present():
+        return False, (f"{build_device(TENSORRT_RTX)}: no NVIDIA GPU to run engines on "
+                       "(runs need compute capability 8.0, 8.6, 8.9 or 12.x)")
+    return True, ""
+
+
+def build_device(api: TensorRTApi) -> str:
+    """What figures made with `api` are labelled with: the GPU, or for a builder without one
+    `TensorRT-RTX 1.7.1 builder (CPU: build only)`."""
+    names = gpu_names()
+    if names:
+        return f"GPU ({names[0]})"
+    version = ".".join((api.version() or "?").split(".")[:3])
+    return f"{api.label} {version} builder (CPU: build only)"
+
+
+# --- the shared build: ONNX -> network -> serialized plan, with TensorRT's own words ---------
+
+@dataclass
+class PlanBuild:
+    """One build's outcome: the plan, or how far it got and TensorRT's error text."""
+
+    parsed: bool
+    built: bool
+    error: str | None
+    plan: bytes | None
+    build_s: float | None
+    layers: int | None
+    builder: str
+
+
+def build_plan(api: TensorRTApi, model: onnx.ModelProto, precision: str,
+               request: BuildRequest = NO_REQUEST, *,
+               batches: Sequence[tuple[np.ndarray, ...]] = (),
+               shape_values: Mapping[str, ShapeValues] | None = None,
+               workspace_bytes: int | None = None) -> PlanBuild:
+    """`model` parsed and built by `api`'s builder at `precision` for `request`'s profiles (or
+    its implicit batch size). `batches` are engine inputs: INT8's calibration data.
+    `shape_values` give each shape-tensor input's (min, opt, max) values. Never raises for
+    what TensorRT refuses: the result carries its error text."""
+    trt = api.module()
+    builder_name = f"{api.label} {trt.__version__}"
+    start = time.perf_counter()
+
+    def outcome(parsed: bool, error: str | None, plan: bytes | None = None,
+                layers: int | None = None) -> PlanBuild:
+        return PlanBuild(parsed, plan is not None, error, plan,
+                         time.perf_counter() - start if parsed else None, layers, builder_name)
+
+    try:
+        typed = api.typed_model(model, precision, list(batches))
+    except Exception as error:  # quantization or float16 conversion failed, before TensorRT
+        return outcome(False, f"could not make the {precision} model: {first_line(error)}")
+    log = _BuildLog(trt)
+    builder = trt.Builder(log)  # tensorrt.Builder
+    network = builder.create_network(0)  # explicit batch: the only mode in TensorRT 10
+    parser = trt.OnnxParser(network, log)  # tensorrt.OnnxParser.parse
+    if not parser.parse(typed.SerializeToString()):
+        errors = [_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
+        return outcome(False, "; ".join(dict.fromkeys(errors)) or log.error_text())
+    start = time.perf_counter()  # build seconds: the builder's time, not the parser's
+    config = builder.create_builder_config()  # tensorrt.IBuilderConfig
+    try:
+        _configure(api, trt, builder, network, config, precision, request, batches,
+                   shape_values or {}, workspace_bytes)
+    except EngineBuildError as error:
+        return outcome(True, str(error))
+    plan = builder.build_serialized_network(network, config)  # -> IHostMemory or None
+    if plan is None:
+        return outcome(True, log.error_text() or "the builder returned no plan")
+    return outcome(True, None, bytes(plan), log.layer_count())
+
+
+def _parser_error(error: Any) -> str:
+    """`node <name> (<op>): <description>` from a tensorrt.ParserError, on one line."""
+    node, op = error.node_name(), error.node_operator()
+    where = f"node {node} ({op}): " if node else f"{op}: " if op else ""
+    return where + _one_line(str(error.desc()))
+
+
+# What a CPU-only builder logs on every failure (it has no GPU to report to): not the reason.
+_NO_GPU_NOISE = "CUDA driver version is insufficient"
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(line for line in lines if _NO_GPU_NOISE not in line)
+
+
+def _configure(api: TensorRTApi, trt: ModuleType, builder: Any, network: Any, config: Any,
+               precision: str, request: BuildRequest, batches: Sequence[tuple[np.ndarray, ...]],
+               shape_values: Mapping[str, ShapeValues], workspace_bytes: int | None) -> None:
+    api.configure_precision(trt, config, precision)
+    if workspace_bytes:
+        # IBuilderConfig.set_memory_pool_limit(MemoryPoolType.WORKSPACE, bytes)
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace_bytes)
+    # DETAILED so the builder lists the engine's layers and the inspector reports precisions.
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    inputs = [network.get_input(i) for i in range(network.num_inputs)]
+    profiles = list(request.profiles)
+    if not profiles and request.max_batch_size:
+        profiles = [implicit_batch_profile(request.max_batch_size,
+                                           [tuple(i.shape) for i in inputs])]
+    for profile in profiles:
+        trt_profile = builder.create_optimization_profile()  # IOptimizationProfile
+        for index, tensor in enumerate(inputs):
+            trt_profile.set_shape(tensor.name, *profile_shapes(profile, index))
+            if tensor.is_shape_tensor:  # its values size other tensors: TensorRT needs them
+                if tensor.name not in shape_values:
+                    raise EngineBuildError(
+                        f"input {tensor.name} is a shape tensor: its values are needed to "
+                        "build (run the model on inputs first)")
+                trt_profile.set_shape_input(tensor.name, *shape_values[tensor.name])
+        config.add_optimization_profile(trt_profile)
+    if api.calibrates(precision) and batches:
+        if not hasattr(trt, "IInt8EntropyCalibrator2"):
+            raise EngineBuildError(
+                "this TensorRT has no INT8 calibrator (implicit quantization was removed); "
+                "give the segment explicit QuantizeLinear/DequantizeLinear nodes instead")
+        if profiles:  # dynamic shapes calibrate at the first-seen shape, like TF-TRT
+            shapes = [tuple(x.shape) for x in batches[0]]
+            calib = builder.create_optimization_profile()
+            for tensor, shape in zip(inputs, shapes, strict=True):
+                calib.set_shape(tensor.name, shape, shape, shape)
+            config.set_calibration_profile(calib)  # IBuilderConfig.set_calibration_profile
+        # IBuilderConfig.int8_calibrator: deprecated in TensorRT 10 (explicit Q/DQ preferred)
+        config.int8_calibrator = _calibrator(trt, [i.name for i in inputs], list(batches))
+
+
+def _logger_base(trt: ModuleType) -> type:
+    return trt.ILogger  # type: ignore[no-any-return]
+
+
+class _BuildLog:
+    """An ILogger keeping errors and the builder's layer listing (VERBOSE, DETAILED profiling
+    verbosity: `Layers:` then one `Name: ...` line per engine layer)."""
+
+    def __new__(cls, trt: ModuleType) -> Any:
+        base = _logger_base(trt)
+        severity = trt.ILogger.Severity  # type: ignore[attr-defined]
+
+        class BuildLog(base):  # type: ignore[valid-type, misc]
+            def __init__(self) -> None:
+                base.__init__(self)
+                self.errors: list[str] = []
+                self.layers: int | None = None
+
+            def log(self, level: Any, message: str) -> None:  # ILogger.log
+                if level in (severity.ERROR, severity.INTERNAL_ERROR):
+                    if _NO_GPU_NOISE not in message:
+                        self.errors.append(_one_line(message))
+                elif message.startswith("Layers:"):
+                    self.layers = len(_LAYER_LINE.findall(message))
+
+            def error_text(self) -> str:
+                return "; ".join(dict.fromkeys(self.errors))
+
+            def layer_count(self) -> int | None:
+                return self.layers
+
+        return BuildLog()
+
+
+_LAYER_LINE = re.compile(r"^Name: ", re.MULTILINE)
+
+
+# --- the backends --------------------------------------------------------------------------
+
 class TensorRTBackend:
-    """Builds TensorRT engines from ONNX with the builder, parser and (for INT8) a calibrator."""
+    """Builds TensorRT engines from ONNX with the parser and builder (for INT8 on weakly typed
+    TensorRT, a calibrator), and deserializes them into runnable engines (GPU only)."""
 
     name = NAME
+    api: TensorRTApi = TENSORRT
 
     def __init__(self) -> None:
-        import tensorrt as trt
-
+        trt = self.api.module()
         self._trt = trt
         self._logger = trt.Logger(trt.Logger.WARNING)  # tensorrt.Logger
-        self.device = f"GPU ({_device_name()})"
+        self.device = build_device(self.api)
 
     def build(self, model: onnx.ModelProto, settings: EngineSettings, name: str,
               request: BuildRequest = NO_REQUEST) -> TensorRTEngine:
-        trt = self._trt
         precision = settings.precision_mode
         batches = _calibration(model, precision, request)
-        builder = trt.Builder(self._logger)  # tensorrt.Builder
-        network = builder.create_network(0)  # explicit batch is the only mode in TRT 10
-        parser = trt.OnnxParser(network, self._logger)  # tensorrt.OnnxParser.parse
-        if not parser.parse(model.SerializeToString()):
-            errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
-            raise EngineBuildError(f"TensorRT cannot parse {name!r}: {'; '.join(errors)}")
-        config = builder.create_builder_config()  # tensorrt.IBuilderConfig
-        self._configure(builder, network, config, settings, request, batches)
-        plan = builder.build_serialized_network(network, config)  # -> IHostMemory or None
-        if plan is None:
-            raise EngineBuildError(f"TensorRT could not build {precision} engine {name!r}")
-        return self._engine(bytes(plan), name, precision)
+        built = build_plan(self.api, model, precision, request, batches=batches,
+                           workspace_bytes=settings.max_workspace_size_bytes)
+        if built.plan is None:
+            step = "build" if built.parsed else "parse"
+            raise EngineBuildError(
+                f"{self.api.label} cannot {step} {precision} engine {name!r}: {built.error}")
+        return self._engine(built.plan, name, precision)
 
     def deserialize(self, data: bytes, name: str) -> TensorRTEngine:
-        meta, plan = unpack_engine(data, NAME)
+        meta, plan = unpack_engine(data, self.name)
         return self._engine(plan, name, meta["precision"])
 
     def _engine(self, plan: bytes, name: str, precision: str) -> TensorRTEngine:
+        if not gpu_present():
+            raise BackendUnavailableError(
+                f"{self.device}: built a {len(plan)}-byte plan for {name!r} but cannot run it "
+                "without an NVIDIA GPU")
         runtime = self._trt.Runtime(self._logger)  # tensorrt.Runtime.deserialize_cuda_engine
         engine = runtime.deserialize_cuda_engine(plan)
         if engine is None:
-            raise EngineBuildError(f"damaged TensorRT plan for engine {name!r}")
-        return TensorRTEngine(self._trt, engine, plan, name, precision, self.device)
+            raise EngineBuildError(f"{self.api.label} cannot load the plan of {name!r} on this "
+                                   "GPU (TensorRT-RTX runs on compute capability 8.0, 8.6, 8.9 "
+                                   "or 12.x)")
+        return TensorRTEngine(self._trt, engine, plan, name, precision, self.device,
+                              backend=self.name)
 
-    def _configure(self, builder: Any, network: Any, config: Any, settings: EngineSettings,
-                   request: BuildRequest, batches: list[tuple[np.ndarray, ...]]) -> None:
-        trt = self._trt
-        for flag in precision_flags(settings.precision_mode):
-            if not hasattr(trt.BuilderFlag, flag):  # weakly typed precisions may be removed
-                raise EngineBuildError(f"this TensorRT has no BuilderFlag.{flag}")
-            config.set_flag(getattr(trt.BuilderFlag, flag))  # IBuilderConfig.set_flag
-        if settings.max_workspace_size_bytes:
-            # IBuilderConfig.set_memory_pool_limit(MemoryPoolType.WORKSPACE, bytes)
-            config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE,
-                                         settings.max_workspace_size_bytes)
-        # DETAILED so the engine inspector reports layer types, precisions and tactics.
-        config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
-        inputs = [network.get_input(i) for i in range(network.num_inputs)]
-        profiles = list(request.profiles)
-        if not profiles and request.max_batch_size:
-            profiles = [implicit_batch_profile(request.max_batch_size,
-                                               [i.shape for i in inputs])]
-        for profile in profiles:
-            trt_profile = builder.create_optimization_profile()  # IOptimizationProfile
-            for index, tensor in enumerate(inputs):
-                trt_profile.set_shape(tensor.name, *profile_shapes(profile, index))
-            config.add_optimization_profile(trt_profile)
-        if batches:
-            if not hasattr(trt, "IInt8EntropyCalibrator2"):
-                raise EngineBuildError(
-                    "this TensorRT has no INT8 calibrator (implicit quantization was removed); "
-                    "give the segment explicit QuantizeLinear/DequantizeLinear nodes instead")
-            if profiles:  # dynamic shapes calibrate at the first-seen shape, like TF-TRT
-                shapes = [tuple(x.shape) for x in batches[0]]
-                calib = builder.create_optimization_profile()
-                for tensor, shape in zip(inputs, shapes, strict=True):
-                    calib.set_shape(tensor.name, shape, shape, shape)
-                config.set_calibration_profile(calib)  # IBuilderConfig.set_calibration_profile
-            # IBuilderConfig.int8_calibrator: deprecated in TensorRT 10 (explicit Q/DQ preferred)
-            config.int8_calibrator = _calibrator(trt, [i.name for i in inputs], batches)
+
+class TensorRTRTXBackend(TensorRTBackend):
+    """The same backend on TensorRT for RTX: strongly typed (FP16 is float16 ONNX, INT8 is Q/DQ
+    calibrated before the build). Builds on any machine; runs engines on a supported GPU."""
+
+    name = RTX_NAME
+    api = TENSORRT_RTX
 
 
 def _calibration(model: onnx.ModelProto, precision: str, request: BuildRequest
@@ -235,8 +393,9 @@ class TensorRTEngine(EngineBase):
     backend = NAME
 
     def __init__(self, trt: Any, engine: Any, plan: bytes, name: str, precision: str,
-                 device: str):
+                 device: str, backend: str = NAME):
         self._trt, self._engine, self._plan = trt, engine, plan
+        self.backend = backend  # tensorrt or tensorrt-rtx: which backend deserializes it
         self.name, self.precision, self.device = name, precision, device
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = trt.TensorIOMode.INPUT
@@ -293,16 +452,22 @@ class TensorRTEngine(EngineBase):
         rows = [{"engine": self.name, "layer": layer, "avg_ms": float(np.mean(times)),
                  "median_ms": float(np.median(times)), **info.get(layer, {})}
                 for layer, times in profiler.times.items()]
-        return layer_table(rows, run=run or f"{self.name} {self.precision}", source=NAME,
-                           device=self.device)
+        return layer_table(rows, run=run or f"{self.name} {self.precision}",
+                           source=self.backend, device=self.device)
+
+    def layer_info_json(self) -> str:
+        """The engine inspector's layer JSON: what trtexec's `--exportLayerInfo` writes, so
+        the Profiling tab imports it (with an `--exportProfile` file) like trtexec's."""
+        inspector = self._engine.create_engine_inspector()  # ICudaEngine.create_engine_inspector
+        return str(inspector.get_engine_information(self._trt.LayerInformationFormat.JSON))
+
+    def write_layer_info(self, path: Path) -> None:
+        """`layer_info_json()` into `path` (e.g. `<engine>.layers.json`)."""
+        path.write_text(self.layer_info_json())
 
     def layer_info(self) -> dict[str, dict]:
         """Layer type and precision per layer from the engine inspector's JSON."""
-        import json
-
-        inspector = self._engine.create_engine_inspector()  # ICudaEngine.create_engine_inspector
-        text = inspector.get_engine_information(self._trt.LayerInformationFormat.JSON)
-        layers = json.loads(text).get("Layers", [])
+        layers = json.loads(self.layer_info_json()).get("Layers", [])
         info = {}
         for layer in layers:
             if isinstance(layer, dict) and "Name" in layer:
@@ -311,7 +476,7 @@ class TensorRTEngine(EngineBase):
         return info
 
     def serialize(self) -> bytes:
-        return pack_engine(NAME, self.precision, self._plan, name=self.name)
+        return pack_engine(self.backend, self.precision, self._plan, name=self.name)
 
     def _select_profile(self, shapes: list[tuple[int, ...]]) -> None:
         """The first profile that accepts these shapes, like TF-TRT's runtime."""
@@ -344,11 +509,6 @@ def _profiler(trt: Any) -> Any:
             self.times[layer_name].append(ms)
 
     return Profiler()
-
-
-def _device_name() -> str:
-    names = gpu_names()
-    return names[0] if names else os.environ.get("CUDA_VISIBLE_DEVICES", "CUDA")
 
 
 # --- device memory through cuda-python's runtime bindings (cudaMalloc/cudaMemcpy/cudaFree) ---
