@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="print exactly one JSON document on stdout")
     convert.add_argument("--detailed", action="store_true",
                          help="show the reasons per op (like TF_TRT_SHOW_DETAILED_REPORT=1)")
+    convert.add_argument("--tensorrt", action="store_true",
+                         help="add TensorRT's verdict on every engine (TensorRT-RTX's parser "
+                              "and builder; no GPU needed)")
     convert.set_defaults(run=_run_convert)
     report = commands.add_parser(
         "report", help="write the workbench's view of a conversion as one offline HTML page"
@@ -260,12 +263,22 @@ def _run_convert(args: argparse.Namespace) -> int:
     from workbench.conversion.summary import summary_lines
 
     params = _conversion_params(args)
-    result = _open_session(args).convert(params)
+    if args.tensorrt:  # before any work: without the builder, say how to install it
+        from workbench.engines.tensorrt_verdict import require_tensorrt
+
+        require_tensorrt()
+    session = _open_session(args)
+    result = session.convert(params)
+    tensorrt = _tensorrt_verdicts(session, result, params) if args.tensorrt else None
     if args.json:
-        print(ConversionReport(result).to_json())
+        print(ConversionReport(result, tensorrt=tensorrt).to_json())
         return 0
     for line in summary_lines(result):
         print(line)
+    for name, verdict in (tensorrt or {}).items():
+        outcome = (f"built, {verdict['plan_bytes']} bytes, {verdict['layers']} layers, "
+                   f"{verdict['build_s']} s") if verdict["built"] else verdict["error"]
+        print(f"{verdict['builder']} {name}: {outcome}")
     if result.nonconversion:
         detailed, csv_path = detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))
         print(nonconversion_report(result.nonconversion, detailed or args.detailed))
@@ -274,6 +287,17 @@ def _run_convert(args: argparse.Namespace) -> int:
             print(error or f"TF-TRT Non-Conversion Report saved at: `{csv_path}`",
                   file=sys.stderr)
     return 0
+
+
+def _tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
+                       ) -> dict[str, dict]:
+    """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
+    from workbench.engines.runtime import converted_model
+    from workbench.trt_convert import conversion_verdicts
+
+    converted = converted_model(session, result, params)
+    verdicts = conversion_verdicts(session, converted)
+    return {name: verdict.to_json() for name, verdict in verdicts.items()}
 
 
 def _run_report(args: argparse.Namespace) -> int:
