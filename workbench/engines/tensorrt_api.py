@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
     import onnx
+    import tensorrt as trt10  # tensorrt-stubs (make typecheck): what the weak-typing path calls
 
 # TF-TRT's builder flags per precision mode: INT8 also enables FP16 so layers without INT8
 # kernels fall back to half precision (convert_nodes.cc, TF 2.16/2.17).
@@ -84,16 +85,18 @@ class TensorRTApi:
             return to_float16(folded)
         return quantize_int8(folded, batches, symmetric=True)
 
-    def configure_precision(self, trt: ModuleType, builder_config: object, precision: str
+    def configure_precision(self, trt: ModuleType, builder_config: Any, precision: str
                             ) -> None:
         """Sets the builder flags of a weakly typed API (TensorRT 10's FP16/INT8 flags)."""
         if self.strongly_typed:
             return
-        flags = trt.BuilderFlag  # type: ignore[attr-defined]
+        config: trt10.IBuilderConfig = builder_config
+        flags: type[trt10.BuilderFlag] = trt.BuilderFlag
         for flag in precision_flags(precision):
-            if not hasattr(flags, flag):  # TensorRT 11 removed weakly typed precisions
+            member = getattr(flags, flag, None)
+            if member is None:  # TensorRT 11 removed weakly typed precisions
                 raise EngineBuildError(f"this {self.label} has no BuilderFlag.{flag}")
-            builder_config.set_flag(getattr(flags, flag))  # type: ignore[attr-defined]
+            config.set_flag(member)
 
     def calibrates(self, precision: str) -> bool:
         """Whether INT8 needs a calibrator at build time (weak typing); strongly typed INT8

@@ -25,7 +25,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,6 +52,8 @@ from workbench.errors import first_line
 if TYPE_CHECKING:
     import onnx
     import pandas as pd
+    import tensorrt as trt10  # tensorrt-stubs: the weakly typed path (INT8 calibrators)
+    import tensorrt_rtx as trt_rtx  # the installed package: the shared TensorRT 10 API
 
 NAME = "tensorrt"
 RTX_NAME = "tensorrt-rtx"
@@ -169,7 +170,10 @@ def build_plan(api: TensorRTApi, model: onnx.ModelProto, precision: str,
     its implicit batch size). `batches` are engine inputs: INT8's calibration data.
     `shape_values` give each shape-tensor input's (min, opt, max) values. Never raises for
     what TensorRT refuses: the result carries its error text."""
-    trt = api.module()
+    if TYPE_CHECKING:  # both APIs are TensorRT 10's: checked against the installed RTX one
+        import tensorrt_rtx as trt
+    else:
+        trt = api.module()
     builder_name = f"{api.label} {trt.__version__}"
     start = time.perf_counter()
 
@@ -182,28 +186,28 @@ def build_plan(api: TensorRTApi, model: onnx.ModelProto, precision: str,
         typed = api.typed_model(model, precision, list(batches))
     except Exception as error:  # quantization or float16 conversion failed, before TensorRT
         return outcome(False, f"could not make the {precision} model: {first_line(error)}")
-    log = _BuildLog(trt)
-    builder = trt.Builder(log)  # tensorrt.Builder
+    log = _build_log(api)
+    builder = trt.Builder(log)
     network = builder.create_network(0)  # explicit batch: the only mode in TensorRT 10
-    parser = trt.OnnxParser(network, log)  # tensorrt.OnnxParser.parse
+    parser = trt.OnnxParser(network, log)
     if not parser.parse(typed.SerializeToString()):
         errors = [_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
         return outcome(False, "; ".join(dict.fromkeys(errors)) or log.error_text())
     start = time.perf_counter()  # build seconds: the builder's time, not the parser's
-    config = builder.create_builder_config()  # tensorrt.IBuilderConfig
+    config = builder.create_builder_config()
     try:
-        _configure(api, trt, builder, network, config, precision, request, batches,
+        _configure(api, builder, network, config, precision, request, batches,
                    shape_values or {}, workspace_bytes)
     except EngineBuildError as error:
         return outcome(True, str(error))
-    plan = builder.build_serialized_network(network, config)  # -> IHostMemory or None
+    plan = builder.build_serialized_network(network, config)  # None when the build fails
     if plan is None:
         return outcome(True, log.error_text() or "the builder returned no plan")
-    return outcome(True, None, bytes(plan), log.layer_count())
+    return outcome(True, None, bytes(plan), log.layers)  # type: ignore[call-overload]
 
 
-def _parser_error(error: Any) -> str:
-    """`node <name> (<op>): <description>` from a tensorrt.ParserError, on one line."""
+def _parser_error(error: trt_rtx.ParserError) -> str:
+    """`node <name> (<op>): <description>` from the parser's error, on one line."""
     node, op = error.node_name(), error.node_operator()
     where = f"node {node} ({op}): " if node else f"{op}: " if op else ""
     return where + _one_line(str(error.desc()))
@@ -218,12 +222,16 @@ def _one_line(text: str) -> str:
     return " | ".join(line for line in lines if _NO_GPU_NOISE not in line)
 
 
-def _configure(api: TensorRTApi, trt: ModuleType, builder: Any, network: Any, config: Any,
-               precision: str, request: BuildRequest, batches: Sequence[tuple[np.ndarray, ...]],
+def _configure(api: TensorRTApi, builder: trt_rtx.Builder, network: trt_rtx.INetworkDefinition,
+               config: trt_rtx.IBuilderConfig, precision: str, request: BuildRequest,
+               batches: Sequence[tuple[np.ndarray, ...]],
                shape_values: Mapping[str, ShapeValues], workspace_bytes: int | None) -> None:
+    if TYPE_CHECKING:
+        import tensorrt_rtx as trt
+    else:
+        trt = api.module()
     api.configure_precision(trt, config, precision)
     if workspace_bytes:
-        # IBuilderConfig.set_memory_pool_limit(MemoryPoolType.WORKSPACE, bytes)
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace_bytes)
     # DETAILED so the builder lists the engine's layers and the inspector reports precisions.
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
@@ -231,11 +239,12 @@ def _configure(api: TensorRTApi, trt: ModuleType, builder: Any, network: Any, co
     profiles = list(request.profiles)
     if not profiles and request.max_batch_size:
         profiles = [implicit_batch_profile(request.max_batch_size,
-                                           [tuple(i.shape) for i in inputs])]
+                                           [i.shape[:] for i in inputs])]
     for profile in profiles:
-        trt_profile = builder.create_optimization_profile()  # IOptimizationProfile
+        trt_profile = builder.create_optimization_profile()
         for index, tensor in enumerate(inputs):
-            trt_profile.set_shape(tensor.name, *profile_shapes(profile, index))
+            low, opt, high = (trt.Dims(s) for s in profile_shapes(profile, index))
+            trt_profile.set_shape(tensor.name, low, opt, high)
             if tensor.is_shape_tensor:  # its values size other tensors: TensorRT needs them
                 if tensor.name not in shape_values:
                     raise EngineBuildError(
@@ -244,52 +253,36 @@ def _configure(api: TensorRTApi, trt: ModuleType, builder: Any, network: Any, co
                 trt_profile.set_shape_input(tensor.name, *shape_values[tensor.name])
         config.add_optimization_profile(trt_profile)
     if api.calibrates(precision) and batches:
-        if not hasattr(trt, "IInt8EntropyCalibrator2"):
-            raise EngineBuildError(
-                "this TensorRT has no INT8 calibrator (implicit quantization was removed); "
-                "give the segment explicit QuantizeLinear/DequantizeLinear nodes instead")
-        if profiles:  # dynamic shapes calibrate at the first-seen shape, like TF-TRT
-            shapes = [tuple(x.shape) for x in batches[0]]
-            calib = builder.create_optimization_profile()
-            for tensor, shape in zip(inputs, shapes, strict=True):
-                calib.set_shape(tensor.name, shape, shape, shape)
-            config.set_calibration_profile(calib)  # IBuilderConfig.set_calibration_profile
-        # IBuilderConfig.int8_calibrator: deprecated in TensorRT 10 (explicit Q/DQ preferred)
-        config.int8_calibrator = _calibrator(trt, [i.name for i in inputs], list(batches))
+        _set_calibrator(config, builder, [i.name for i in inputs], list(batches),
+                        calibration_profile=bool(profiles))
 
 
-def _logger_base(trt: ModuleType) -> type:
-    return trt.ILogger  # type: ignore[no-any-return]
-
-
-class _BuildLog:
+def _build_log(api: TensorRTApi) -> Any:
     """An ILogger keeping errors and the builder's layer listing (VERBOSE, DETAILED profiling
     verbosity: `Layers:` then one `Name: ...` line per engine layer)."""
+    if TYPE_CHECKING:
+        import tensorrt_rtx as trt
+    else:
+        trt = api.module()
+    severity = trt.ILogger.Severity
 
-    def __new__(cls, trt: ModuleType) -> Any:
-        base = _logger_base(trt)
-        severity = trt.ILogger.Severity  # type: ignore[attr-defined]
+    class BuildLog(trt.ILogger):
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)  # the documented way to subclass a TensorRT interface
+            self.errors: list[str] = []
+            self.layers: int | None = None
 
-        class BuildLog(base):  # type: ignore[valid-type, misc]
-            def __init__(self) -> None:
-                base.__init__(self)
-                self.errors: list[str] = []
-                self.layers: int | None = None
+        def log(self, level: trt_rtx.ILogger.Severity, message: str) -> None:
+            if level in (severity.ERROR, severity.INTERNAL_ERROR):
+                if _NO_GPU_NOISE not in message:
+                    self.errors.append(_one_line(message))
+            elif message.startswith("Layers:"):
+                self.layers = len(_LAYER_LINE.findall(message))
 
-            def log(self, level: Any, message: str) -> None:  # ILogger.log
-                if level in (severity.ERROR, severity.INTERNAL_ERROR):
-                    if _NO_GPU_NOISE not in message:
-                        self.errors.append(_one_line(message))
-                elif message.startswith("Layers:"):
-                    self.layers = len(_LAYER_LINE.findall(message))
+        def error_text(self) -> str:
+            return "; ".join(dict.fromkeys(self.errors))
 
-            def error_text(self) -> str:
-                return "; ".join(dict.fromkeys(self.errors))
-
-            def layer_count(self) -> int | None:
-                return self.layers
-
-        return BuildLog()
+    return BuildLog()
 
 
 _LAYER_LINE = re.compile(r"^Name: ", re.MULTILINE)
@@ -358,8 +351,27 @@ def _calibration(model: onnx.ModelProto, precision: str, request: BuildRequest
     return check_calibration_data(request.calibration_data, names)
 
 
-def _calibrator(trt: Any, names: list[str], batches: list[tuple[np.ndarray, ...]]) -> Any:
-    """An IInt8EntropyCalibrator2 that copies each batch to the device in turn."""
+def _set_calibrator(builder_config: Any, network_builder: Any, names: list[str],
+                    batches: list[tuple[np.ndarray, ...]], calibration_profile: bool) -> None:
+    """TensorRT 10's implicit INT8 (weakly typed `tensorrt` only): an entropy calibrator that
+    copies each batch to the device, and for dynamic shapes a calibration profile at the
+    first-seen shapes, like TF-TRT. Checked against tensorrt-stubs."""
+    if TYPE_CHECKING:
+        import tensorrt as trt
+    else:
+        trt = TENSORRT.module()
+    config: trt10.IBuilderConfig = builder_config
+    builder: trt10.Builder = network_builder
+    if not hasattr(trt, "IInt8EntropyCalibrator2"):
+        raise EngineBuildError(
+            "this TensorRT has no INT8 calibrator (implicit quantization was removed); "
+            "give the segment explicit QuantizeLinear/DequantizeLinear nodes instead")
+    if calibration_profile:
+        calib = builder.create_optimization_profile()
+        for name, x in zip(names, batches[0], strict=True):
+            shape = trt.Dims(list(x.shape))
+            calib.set_shape(name, shape, shape, shape)
+        config.set_calibration_profile(calib)
 
     class Calibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self) -> None:
@@ -367,15 +379,15 @@ def _calibrator(trt: Any, names: list[str], batches: list[tuple[np.ndarray, ...]
             self._batches = iter(batches)
             self._buffers: list[_DeviceBuffer] = []
 
-        def get_batch_size(self) -> int:  # IInt8Calibrator.get_batch_size
+        def get_batch_size(self) -> int:
             return int(batches[0][0].shape[0]) if batches[0][0].ndim else 1
 
-        def get_batch(self, tensor_names: list[str]) -> list[int] | None:  # .get_batch
+        def get_batch(self, names_asked: list[str]) -> list[int]:
             batch = next(self._batches, None)
             if batch is None:
-                return None
+                return []  # no more batches
             by_name = dict(zip(names, batch, strict=True))
-            self._buffers = [_DeviceBuffer.of(by_name[n]) for n in tensor_names]
+            self._buffers = [_DeviceBuffer.of(by_name[n]) for n in names_asked]
             return [b.pointer for b in self._buffers]
 
         def read_calibration_cache(self) -> None:  # no cache: calibrate every build
@@ -384,7 +396,7 @@ def _calibrator(trt: Any, names: list[str], batches: list[tuple[np.ndarray, ...]
         def write_calibration_cache(self, cache: bytes) -> None:
             return None
 
-    return Calibrator()
+    config.int8_calibrator = Calibrator()  # deprecated in TensorRT 10 (Q/DQ preferred)
 
 
 class TensorRTEngine(EngineBase):
@@ -392,8 +404,8 @@ class TensorRTEngine(EngineBase):
 
     backend = NAME
 
-    def __init__(self, trt: Any, engine: Any, plan: bytes, name: str, precision: str,
-                 device: str, backend: str = NAME):
+    def __init__(self, trt: Any, engine: trt_rtx.ICudaEngine, plan: bytes, name: str,
+                 precision: str, device: str, backend: str = NAME):
         self._trt, self._engine, self._plan = trt, engine, plan
         self.backend = backend  # tensorrt or tensorrt-rtx: which backend deserializes it
         self.name, self.precision, self.device = name, precision, device
@@ -401,7 +413,7 @@ class TensorRTEngine(EngineBase):
         inputs = trt.TensorIOMode.INPUT
         self.input_names = [n for n in names if engine.get_tensor_mode(n) == inputs]
         self.output_names = [n for n in names if engine.get_tensor_mode(n) != inputs]
-        self._context: Any = None
+        self._context: trt_rtx.IExecutionContext | None = None
         self.activate()
 
     def _activate(self) -> None:
@@ -410,25 +422,31 @@ class TensorRTEngine(EngineBase):
     def _deactivate(self) -> None:
         self._context = None
 
+    @property
+    def _ctx(self) -> trt_rtx.IExecutionContext:
+        if self._context is None:
+            raise EngineRunError(f"engine {self.name!r} is not active: call activate() first")
+        return self._context
+
     def _run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Copies inputs in, `execute_async_v3` on a stream, copies outputs out."""
-        ctx, engine, trt = self._context, self._engine, self._trt
+        ctx, engine, trt = self._ctx, self._engine, self._trt
         self._select_profile([tuple(np.shape(x)) for x in inputs])
         buffers = []
         for name, x in zip(self.input_names, inputs, strict=True):
             array = np.ascontiguousarray(x, dtype=trt.nptype(engine.get_tensor_dtype(name)))
-            ctx.set_input_shape(name, array.shape)  # IExecutionContext.set_input_shape
+            ctx.set_input_shape(name, trt.Dims(list(array.shape)))
             buffers.append(_DeviceBuffer.of(array))
-            ctx.set_tensor_address(name, buffers[-1].pointer)  # .set_tensor_address
+            ctx.set_tensor_address(name, buffers[-1].pointer)
         outputs = []
         for name in self.output_names:
-            shape = tuple(ctx.get_tensor_shape(name))  # IExecutionContext.get_tensor_shape
+            shape = ctx.get_tensor_shape(name)[:]
             outputs.append(np.empty(shape, trt.nptype(engine.get_tensor_dtype(name))))
             buffers.append(_DeviceBuffer.empty(outputs[-1].nbytes))
             ctx.set_tensor_address(name, buffers[-1].pointer)
         stream = _cudart_call("cudaStreamCreate")
         try:
-            if not ctx.execute_async_v3(stream):  # IExecutionContext.execute_async_v3
+            if not ctx.execute_async_v3(stream):
                 raise EngineRunError(f"TensorRT engine {self.name!r} failed to run")
             _cudart_call("cudaStreamSynchronize", stream)
         finally:
@@ -442,12 +460,12 @@ class TensorRTEngine(EngineBase):
         """IProfiler times per layer, averaged over `runs`, with the inspector's layer info."""
         profiler = _profiler(self._trt)
         self.run(inputs)  # warm-up, unprofiled
-        self._context.profiler = profiler  # IExecutionContext.profiler
+        self._ctx.profiler = profiler
         try:
             for _ in range(runs):
                 self.run(inputs)
         finally:
-            self._context.profiler = None
+            self._ctx.profiler = None  # type: ignore[assignment]  # unset, as setProfiler(nullptr)
         info = self.layer_info()
         rows = [{"engine": self.name, "layer": layer, "avg_ms": float(np.mean(times)),
                  "median_ms": float(np.median(times)), **info.get(layer, {})}
@@ -483,10 +501,10 @@ class TensorRTEngine(EngineBase):
         engine = self._engine
         for index in range(engine.num_optimization_profiles):
             ranges = [engine.get_tensor_profile_shape(n, index) for n in self.input_names]
-            profile = Profile(*(tuple(tuple(r[k]) for r in ranges) for k in range(3)))
+            profile = Profile(*(tuple(r[k][:] for r in ranges) for k in range(3)))
             if profile.accepts(tuple(shapes)):
-                if self._context.active_optimization_profile != index:
-                    self._context.set_optimization_profile_async(index, 0)
+                if self._ctx.active_optimization_profile != index:
+                    self._ctx.set_optimization_profile_async(index, 0)
                 return
         if engine.num_optimization_profiles > 1:
             raise EngineRunError(f"no optimization profile of {self.name!r} accepts {shapes}")
