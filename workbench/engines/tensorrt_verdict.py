@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,6 +131,7 @@ def refused_verdict(name: str, error: str, precision: str = "FP32",
 # --- every engine of a converted model ---------------------------------------------------------
 
 Progress = Callable[[int, int, str], Any]  # (done, total, engine)
+Step = tuple[float, str]  # (fraction done, what is being done): the app's background steps
 
 
 def engine_verdicts(converted: ConvertedModel, input_sets: Sequence[Sequence[Any]] = (),
@@ -139,41 +140,60 @@ def engine_verdicts(converted: ConvertedModel, input_sets: Sequence[Sequence[Any
     """engine name -> TensorRT's verdict, for every engine of `converted` (inside functions
     too). Profiles come from what `build()` built, else from `input_sets` (input sets of the
     model, in signature order), which also run natively once to give INT8 calibration data
-    and shape-tensor values."""
+    and shape-tensor values. `progress(done, total, engine)` is told before each engine."""
+    steps = engine_verdict_steps(converted, input_sets, api)
+    total = len(converted.ops)
+    try:
+        while True:
+            _fraction, engine = next(steps)
+            if progress is not None and engine in converted.ops:
+                progress(list(converted.ops).index(engine), total, engine)
+    except StopIteration as done:
+        if progress is not None:
+            progress(total, total, "")
+        return dict(done.value)
+
+
+def engine_verdict_steps(converted: ConvertedModel, input_sets: Sequence[Sequence[Any]] = (),
+                         api: TensorRTApi = TENSORRT_RTX
+                         ) -> Generator[Step, None, dict[str, TensorRTVerdict]]:
+    """`engine_verdicts` as a generator of (fraction, engine about to be judged) steps, for a
+    background task with progress; returns the verdicts."""
     require_tensorrt(api)
     shapes: dict[str, list[ShapeSet]] = {}
     inputs: dict[str, list[tuple[np.ndarray, ...]]] = {}
     if input_sets:
+        yield 0.0, "running the model natively for each engine's input shapes and data"
         shapes = converted.engine_shape_sets(input_sets)
         inputs = converted.engine_input_batches(input_sets)
     ops = converted.ops
     verdicts = {}
     for done, (name, op) in enumerate(ops.items()):
-        if progress is not None:
-            progress(done, len(ops), name)
-        settings = converted.engine_settings(name)
-        precision = settings.precision_mode
-        batches = list(op.calibration_data) or inputs.get(name, [])
-        request = _request(op, settings.use_dynamic_shape,
-                           settings.dynamic_shape_profile_strategy, shapes.get(name, []))
-        if request is None:
-            verdicts[name] = refused_verdict(
-                name, "no input shapes to build for: call build(input_fn) or give input sets",
-                precision, api)
-            continue
-        try:
-            model = converted.onnx_model(name, keep=False)
-        except Exception as error:  # the exporter cannot express the segment
-            verdicts[name] = refused_verdict(name, f"not exported to ONNX: {first_line(error)}",
-                                             precision, api)
-            continue
-        verdicts[name] = tensorrt_verdict(
-            model, precision, request, name=name, batches=batches,
-            shape_values=shape_values(model, batches),
-            workspace_bytes=settings.max_workspace_size_bytes, api=api)
-    if progress is not None:
-        progress(len(ops), len(ops), "")
+        yield done / max(len(ops), 1), name
+        verdicts[name] = _verdict_of(converted, name, op, shapes.get(name, []),
+                                     inputs.get(name, []), api)
     return verdicts
+
+
+def _verdict_of(converted: ConvertedModel, name: str, op: Any, seen: list[ShapeSet],
+                inputs: list[tuple[np.ndarray, ...]], api: TensorRTApi) -> TensorRTVerdict:
+    settings = converted.engine_settings(name)
+    precision = settings.precision_mode
+    batches = list(op.calibration_data) or inputs
+    request = _request(op, settings.use_dynamic_shape, settings.dynamic_shape_profile_strategy,
+                       seen)
+    if request is None:
+        return refused_verdict(
+            name, "no input shapes to build for: call build(input_fn) or give input sets",
+            precision, api)
+    try:
+        model = converted.onnx_model(name, keep=False)
+    except Exception as error:  # the exporter cannot express the segment
+        return refused_verdict(name, f"not exported to ONNX: {first_line(error)}", precision,
+                               api)
+    return tensorrt_verdict(model, precision, request, name=name, batches=batches,
+                            shape_values=shape_values(model, batches),
+                            workspace_bytes=settings.max_workspace_size_bytes, api=api)
 
 
 def _request(op: Any, dynamic: bool, strategy: str | None, seen: list[ShapeSet]
