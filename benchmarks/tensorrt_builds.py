@@ -43,7 +43,7 @@ def measure(case: str, precision: str) -> None:
     for engine, v in verdicts.items():
         size = f"{v.plan_bytes / 1e6:.2f}" if v.plan_bytes else "-"
         seconds = f"{v.build_s:.2f}" if v.built and v.build_s is not None else "-"
-        note = "" if v.built else (v.error or "")[:90]
+        note = "" if v.built else (v.error or "").split("): ", 1)[-1][:90]
         print(f"  {engine:<22} {v.outcome:<13} {seconds:>8} {size:>9} "
               f"{v.layers if v.layers is not None else '-':>7}  {note}")
 

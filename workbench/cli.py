@@ -77,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="the HTML file to write (default: report.html)")
     report.add_argument("--check", action="store_true",
                         help="also build the engines, validate and time them (workbench check)")
+    report.add_argument("--tensorrt", action="store_true",
+                        help="add TensorRT's verdict on every engine (TensorRT-RTX's builder)")
     report.add_argument("--batch-sizes", default="1",
                         help="with --check: comma-separated (default: 1)")
     report.add_argument("--tune-store", metavar="DIR",
@@ -313,10 +315,16 @@ def _run_report(args: argparse.Namespace) -> int:
     check_report_path(args.output)
     sizes = parse_batch_sizes(args.batch_sizes)
     tuning = _stored_tuning(args) if args.tune_store else None
+    if args.tensorrt:
+        from workbench.engines.tensorrt_verdict import require_tensorrt
+
+        require_tensorrt()
     session = _open_session(args)
     check = check_conversion(session, params, print_progress, batch_sizes=sizes) \
         if args.check else None
-    path = write_html_report(session, params, args.output, check, tuning)
+    tensorrt = _tensorrt_verdicts(session, session.convert(params), params) \
+        if args.tensorrt else None
+    path = write_html_report(session, params, args.output, check, tuning, tensorrt)
     print(f"wrote {path}")
     return 0
 
