@@ -145,6 +145,8 @@ def _add_tune_command(commands: argparse._SubParsersAction) -> None:
                       help="where trials are kept and resumed from (default: ./workbench_runs)")
     tune.add_argument("--timeout", type=float, default=None, metavar="S",
                       help="seconds a trial may take on its worker before it is given up")
+    tune.add_argument("--tensorrt", action="store_true",
+                      help="add TensorRT's verdict to every trial (engines TensorRT-RTX builds)")
     tune.add_argument("--no-validate", action="store_true",
                       help="do not compare outputs with native TensorFlow")
     tune.add_argument("--retry-failed", action="store_true",
@@ -468,7 +470,7 @@ def _run_tune(args: argparse.Namespace) -> int:
                   workers=args.workers, scheduler=args.scheduler, store=args.store,
                   timeout=args.timeout, validate=not args.no_validate,
                   signature_key=args.signature_key, tags=_split(args.tags),
-                  retry_failed=args.retry_failed)
+                  retry_failed=args.retry_failed, tensorrt=args.tensorrt)
     for problem in result.problems:
         print(f"workbench: warning: {problem}", file=sys.stderr)
     if args.json:

@@ -187,3 +187,30 @@ def test_cli_without_tensorrt_rtx_exits_2_saying_how_to_install_it(tmp_path):
     assert len(lines) == 1, done.stderr
     assert 'pip install "tftrt-workbench[tensorrt]"' in lines[0]
     assert "pip install tensorrt-rtx" in lines[0]
+
+
+# --- tuning trials and the doctor ----------------------------------------------------------------
+
+def test_a_tuning_trial_carries_tensorrts_verdict():
+    from workbench.tune.record import TrialRecord
+    from workbench.tune.result import _table
+    from workbench.tune.trial import TrialSpec, run_trial
+
+    spec = TrialSpec("t", str(sample_models.build("digits_cnn")), {"precision_mode": "FP16"},
+                     validate=False, time_latency=False, tensorrt=True)
+    record = run_trial(spec)
+    assert record.status == "ok", record.reason
+    assert record.tensorrt_built == "2/2"
+    assert TrialRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    assert _table([record])["tensorrt_built"].tolist() == ["2/2"]
+
+
+def test_doctor_names_the_builder_and_why_it_cannot_run_engines_here():
+    from workbench.diagnosis import doctor
+
+    finding = doctor(smoke=False).get("TensorRT-RTX")
+    assert finding is not None and finding.state == "ok"
+    assert finding.detail.startswith("1.7.1.116: builds plans here")
+    if NO_GPU:
+        assert "cannot run engines here: no NVIDIA GPU" in finding.detail
+    assert "untested" in finding.detail
