@@ -214,3 +214,24 @@ def test_doctor_names_the_builder_and_why_it_cannot_run_engines_here():
     if NO_GPU:
         assert "cannot run engines here: no NVIDIA GPU" in finding.detail
     assert "untested" in finding.detail
+
+
+# --- where the verdicts are shown: the app's Summary tab and the HTML report -------------------
+
+def test_the_apps_summary_tab_shows_verdicts_for_the_settings_they_were_made_for(tmp_path):
+    from workbench.conversion.session import ConversionSession
+    from workbench.ui import Workbench
+    from workbench.ui.html_report import html_report
+
+    app = Workbench(sample_models.build("detector"), store=tmp_path / "runs", background=False)
+    assert "tensorrt_built" not in app.summary_tab.html.value
+    app.check_tensorrt()
+    assert "TensorRT built 3 of 3 engines" in app.summary_tab.tensorrt_note.value
+    assert "tensorrt_built" in app.summary_tab.html.value
+    assert app.report.engines["tensorrt_built"].all()
+    verdicts = next(iter(app.tensorrt.values()))
+    app.set_params({"minimum_segment_size": 5})  # other settings: their verdicts are not made
+    assert "tensorrt_built" not in app.summary_tab.html.value
+    page = html_report(ConversionSession.open(sample_models.build("detector")),
+                       app.params.__class__(), tensorrt=verdicts)
+    assert "TensorRT&#x27;s verdict" in page and "TensorRT-RTX 1.7.1.116" in page
