@@ -235,3 +235,18 @@ def test_the_apps_summary_tab_shows_verdicts_for_the_settings_they_were_made_for
     page = html_report(ConversionSession.open(sample_models.build("detector")),
                        app.params.__class__(), tensorrt=verdicts)
     assert "TensorRT&#x27;s verdict" in page and "TensorRT-RTX 1.7.1.116" in page
+
+
+def test_engines_inside_a_tftrt_convert_function_get_verdicts_at_its_precision(tmp_path):
+    from tests.conversion.test_function_conversion import ATTRS, _saved
+
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=_saved(tmp_path / "m", ATTRS),
+                                        minimum_segment_size=5)
+    converter.convert()
+    verdicts = converter.tensorrt_verdicts()
+    inside = verdicts["TRTEngineOp_001_000"]  # the function's engine, FP16 by its attributes
+    assert inside.built and inside.precision == "FP16", inside.error
+    (function,) = converter.report.to_dict()["functions"]
+    (engine,) = function["engines"]
+    assert engine["tensorrt"] == inside.to_json()
+    assert converter.report.function_engines["tensorrt_built"].tolist() == [True]
