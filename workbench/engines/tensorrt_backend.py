@@ -473,6 +473,25 @@ class TensorRTEngine(EngineBase):
         return layer_table(rows, run=run or f"{self.name} {self.precision}",
                            source=self.backend, device=self.device)
 
+    def export_profile(self, inputs: list[np.ndarray], directory: Path, runs: int = 10
+                       ) -> tuple[Path, Path]:
+        """`<engine>.profile.json` (IProfiler times as trtexec's `--exportProfile` writes
+        them) and `<engine>.layer.json` (the inspector's layer JSON, `--exportLayerInfo`), so
+        the Profiling tab and `workbench profile` read them like trtexec's files."""
+        table = self.layer_timings(inputs, runs=runs)
+        total = float(table["avg_ms"].sum()) or 1.0
+        records = [{"count": runs}] + [
+            {"name": row.layer, "timeMs": float(row.avg_ms) * runs,
+             "averageMs": float(row.avg_ms), "medianMs": float(row.median_ms),
+             "percentage": 100.0 * float(row.avg_ms) / total}
+            for row in table.itertuples()]
+        directory.mkdir(parents=True, exist_ok=True)
+        profile = directory / f"{self.name}.profile.json"
+        layers = directory / f"{self.name}.layer.json"
+        profile.write_text(json.dumps(records))
+        self.write_layer_info(layers)
+        return profile, layers
+
     def layer_info_json(self) -> str:
         """The engine inspector's layer JSON: what trtexec's `--exportLayerInfo` writes, so
         the Profiling tab imports it (with an `--exportProfile` file) like trtexec's."""
