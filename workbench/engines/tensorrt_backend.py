@@ -126,14 +126,31 @@ def status() -> tuple[bool, str]:
 
 
 def rtx_status() -> tuple[bool, str]:
-    """Available to run engines when `tensorrt_rtx` imports and a GPU exists. Without a GPU it
-    still builds plans (TensorRT's verdict), which `build_device` says."""
+    """Available to run engines when `tensorrt_rtx` and cuda-python import and the GPU is one
+    TensorRT-RTX runs on. Without one it still builds plans (TensorRT's verdict), which
+    `build_device` says; elsewhere ONNX Runtime stays the default backend."""
     if TENSORRT_RTX.version() is None:
         return False, f"not installed: {TENSORRT_RTX.install}"
     if not gpu_present():
         return False, (f"{build_device(TENSORRT_RTX)}: no NVIDIA GPU to run engines on "
                        "(runs need compute capability 8.0, 8.6, 8.9 or 12.x)")
+    try:
+        major, minor = compute_capability()
+    except ImportError:
+        return False, "cuda-python is not installed (pip install cuda-python): it holds the "\
+                      "engines' device memory"
+    except EngineBuildError as error:
+        return False, str(error)
+    if (major, minor) not in ((8, 0), (8, 6), (8, 9)) and major != 12:
+        return False, (f"this GPU has compute capability {major}.{minor}; TensorRT-RTX runs "
+                       "on 8.0, 8.6, 8.9 or 12.x")
     return True, ""
+
+
+def compute_capability(device: int = 0) -> tuple[int, int]:
+    """The GPU's compute capability through cuda-python's runtime bindings."""
+    properties = _cudart_call("cudaGetDeviceProperties", device)
+    return int(properties.major), int(properties.minor)
 
 
 def build_device(api: TensorRTApi) -> str:
