@@ -242,7 +242,8 @@ def _verdict(tensorrt: Mapping[str, Mapping[str, Any]], engine: str) -> dict[str
     """An engine's TensorRT verdict object (`--tensorrt`); every engine gets one."""
     found = tensorrt.get(engine)
     if found is None:
-        found = {"parsed": False, "built": False, "error": "no verdict was made for this engine"}
+        found = {**dict.fromkeys(TENSORRT_COLUMNS), "parsed": False, "built": False,
+                 "error": "no verdict was made for this engine"}
     return dict(found)
 
 
