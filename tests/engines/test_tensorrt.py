@@ -16,6 +16,7 @@ import sample_models
 from tests.conftest import run_cli
 from workbench import trt_convert as trt
 from workbench.engines import tensorrt_backend
+from workbench.engines import tensorrt_verdict as verdict_module
 from workbench.engines.backend import BackendUnavailableError, backend_status, get_backend
 from workbench.engines.profiles import Profile
 from workbench.engines.settings import BuildRequest, EngineSettings
@@ -29,6 +30,15 @@ from workbench.engines.tensorrt_verdict import (
 pytest.importorskip("tensorrt_rtx", reason='needs TensorRT-RTX: pip install "tftrt-workbench'
                                            '[tensorrt]"')
 NO_GPU = not tensorrt_backend.gpu_present()
+
+
+@pytest.fixture(autouse=True)
+def fresh_verdicts(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Every test really parses and builds: verdicts are cached in a folder of this test's
+    own, not the user's cache (the prepared graphs still are)."""
+    folder = tmp_path_factory.mktemp("verdicts")
+    monkeypatch.setattr(verdict_module, "_verdict_dir", lambda: folder)
+    monkeypatch.setattr(verdict_module, "_memory", {})
 
 
 def converter_for(name: str, **kwargs: object) -> trt.TrtGraphConverterV2:
@@ -80,8 +90,7 @@ def _reshape_by_shape_input() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_shape_tensor_inputs_are_built_with_their_values(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path))
+def test_shape_tensor_inputs_are_built_with_their_values():
     model = _reshape_by_shape_input()
     profile = Profile(((1, 6), (2,)), ((4, 6), (2,)), ((4, 6), (2,)))
     request = BuildRequest(profiles=(profile,))
@@ -96,7 +105,8 @@ def test_shape_tensor_inputs_are_built_with_their_values(tmp_path, monkeypatch):
     assert built.builder.startswith("TensorRT-RTX 1.7.1")
     assert list(built.to_json()) == list(JSON_KEYS)
     # Cached on disk: the same question is answered without building again.
-    assert len(list((tmp_path / "tensorrt-verdicts").glob("*.json"))) == 2
+    assert len(list(verdict_module._verdict_dir().glob("*.json"))) == 2
+    verdict_module._memory.clear()  # from disk this time
     again = tensorrt_verdict(model, request=request, name="reshape", shape_values=values)
     assert again.to_json() == built.to_json()
 
@@ -157,8 +167,9 @@ def test_an_engine_inside_map_fns_loop_gets_a_verdict():
 
 # --- the CLI contract --------------------------------------------------------------------------
 
-def test_cli_json_carries_a_tensorrt_object_per_engine():
-    done = run_cli("convert", str(sample_models.build("digits_cnn")), "--json", "--tensorrt")
+def test_cli_json_carries_a_tensorrt_object_per_engine(tmp_path):
+    done = run_cli("convert", str(sample_models.build("digits_cnn")), "--json", "--tensorrt",
+                   env={"WORKBENCH_CACHE_DIR": str(tmp_path)})  # a real build, no cached one
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     for engine in document["engines"]:
