@@ -129,6 +129,15 @@ def test_digits_cnn_engines_build_in_every_precision(precision):
     assert all(list(e["tensorrt"]) == list(JSON_KEYS) for e in document["engines"])
 
 
+def test_dynamic_shape_verdicts_use_the_profiles_build_made():
+    converter = converter_for("digits_cnn", use_dynamic_shape=True)
+    x = sample_models.data("digits_cnn")["x_calib"]
+    converter.build(lambda: iter([(x[:2],), (x[:6],)]))  # Range: batch 2 to 6
+    verdicts = converter.tensorrt_verdicts()
+    first = verdicts["TRTEngineOp_000_000"]
+    assert first.built and first.profiles == ("[2-6, 8, 8, 1]",), first
+
+
 def test_resnet50_engine_builds_with_the_implicit_batch_profile():
     converter = converter_for("resnet50")
     x = np.zeros((4, 224, 224, 3), np.float32)
