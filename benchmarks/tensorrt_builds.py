@@ -3,7 +3,8 @@ dynamic shape) and the detector, on generated inputs (batch 1 and 8), FP32 unles
 
 Prints, per engine: TensorRT's verdict (built, or the parser's/builder's refusal), build
 seconds (the builder's time; parsing and ONNX export not counted), plan size and layers. The
-verdict cache is off, so every plan is really built. Needs `pip install tensorrt-rtx`.
+workbench's cache is off unless WORKBENCH_CACHE_DIR is set, so every plan is really built
+(and every graph prepared again). Needs `pip install tensorrt-rtx`.
 
     .venv/bin/python benchmarks/tensorrt_builds.py [--precision FP16] [MODEL[:dynamic] ...]
 """
