@@ -13,14 +13,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: install system-deps run report test bench clean
+.PHONY: install system-deps run report test typecheck bench clean
 
 install: $(STAMP) system-deps
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[cpu,samples,lab,dev]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[cpu,samples,lab,dev,tensorrt]'
 	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 
@@ -40,9 +40,30 @@ report: install
 	$(PY) -m sample_models build resnet50
 	$(VENV)/bin/workbench report sample_models/build/resnet50 -o report.html
 
-test: install
+test: install typecheck
 	$(PY) -m ruff check workbench sample_models tests benchmarks
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The TensorRT backend family's GPU-only code, type-checked against the real APIs: stubs made
+# from the installed tensorrt_rtx (stubgen), and tensorrt-stubs for tensorrt, installed alone
+# (it requires tensorrt, whose libraries only come from NVIDIA's index). Both carry pybind11
+# signatures Python cannot parse (a parameter named `in`, a required one after defaults): the
+# sed line repairs those. Kept out of site-packages: stubs alone make `import tensorrt` succeed.
+TYPING := $(VENV)/typing
+TENSORRT_MODULES := workbench/engines/tensorrt_api.py workbench/engines/tensorrt_backend.py \
+	workbench/engines/tensorrt_verdict.py
+
+typecheck: install $(TYPING)/.made
+	MYPYPATH=$(TYPING) $(PY) -m mypy $(TENSORRT_MODULES)
+
+$(TYPING)/.made: $(STAMP)
+	rm -rf $(TYPING)
+	$(PY) -m pip install -q --no-deps -c $(CONSTRAINTS) --target $(TYPING) tensorrt-stubs
+	$(VENV)/bin/stubgen -q -p tensorrt_rtx -p tensorrt_rtx_bindings -o $(TYPING)
+	sed -i -E -e '/^\s*def /s/([(,] ?)in: /\1in_: /g' \
+		-e 's/, channel_axis: ([A-Za-z.]+)\) -> IScaleLayer/, channel_axis: \1 = ...) -> IScaleLayer/' \
+		$(TYPING)/tensorrt_bindings/tensorrt.pyi $(TYPING)/tensorrt_rtx_bindings/tensorrt_rtx.pyi
+	touch $@
 
 bench: install
 	$(PY) benchmarks/segmentation.py

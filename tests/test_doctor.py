@@ -26,8 +26,8 @@ def test_doctor_command_on_this_machine() -> None:
     assert done.returncode == 0 and done.stderr == "", done.stderr
     found = states(done.stdout)
     assert found["TensorFlow"] == found["backend onnxruntime"] == found["engine backend"] == OK
-    assert {"TF-TRT", "TensorRT", "GPUs", "backend tensorrt", "Graphviz dot", "Chromium",
-            "CPU", "workbench"} <= set(found)
+    assert {"TF-TRT", "TensorRT", "TensorRT-RTX", "GPUs", "backend tensorrt", "Graphviz dot",
+            "Chromium", "CPU", "workbench"} <= set(found)
     assert "ran an engine" in done.stdout
     assert done.stdout.splitlines()[-1].startswith("the workbench can run here")
     assert found["engine calls"] == OK and "compiled op" in done.stdout

@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="print exactly one JSON document on stdout")
     convert.add_argument("--detailed", action="store_true",
                          help="show the reasons per op (like TF_TRT_SHOW_DETAILED_REPORT=1)")
+    convert.add_argument("--tensorrt", action="store_true",
+                         help="add TensorRT's verdict on every engine (TensorRT-RTX's parser "
+                              "and builder; no GPU needed)")
     convert.set_defaults(run=_run_convert)
     report = commands.add_parser(
         "report", help="write the workbench's view of a conversion as one offline HTML page"
@@ -74,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="the HTML file to write (default: report.html)")
     report.add_argument("--check", action="store_true",
                         help="also build the engines, validate and time them (workbench check)")
+    report.add_argument("--tensorrt", action="store_true",
+                        help="add TensorRT's verdict on every engine (TensorRT-RTX's builder)")
     report.add_argument("--batch-sizes", default="1",
                         help="with --check: comma-separated (default: 1)")
     report.add_argument("--tune-store", metavar="DIR",
@@ -140,6 +145,8 @@ def _add_tune_command(commands: argparse._SubParsersAction) -> None:
                       help="where trials are kept and resumed from (default: ./workbench_runs)")
     tune.add_argument("--timeout", type=float, default=None, metavar="S",
                       help="seconds a trial may take on its worker before it is given up")
+    tune.add_argument("--tensorrt", action="store_true",
+                      help="add TensorRT's verdict to every trial (engines TensorRT-RTX builds)")
     tune.add_argument("--no-validate", action="store_true",
                       help="do not compare outputs with native TensorFlow")
     tune.add_argument("--retry-failed", action="store_true",
@@ -261,14 +268,23 @@ def _run_convert(args: argparse.Namespace) -> int:
     from workbench.conversion.summary import summary_lines
 
     params = _conversion_params(args)
+    if args.tensorrt:  # before any work: without the builder, say how to install it
+        from workbench.engines.tensorrt_verdict import require_tensorrt
+
+        require_tensorrt()
     session = _open_session(args)
     result = session.convert(params)
     advice = advise(session, params)
+    tensorrt = _tensorrt_verdicts(session, result, params) if args.tensorrt else None
     if args.json:
-        print(ConversionReport(result, advice).to_json())
+        print(ConversionReport(result, advice, tensorrt=tensorrt).to_json())
         return 0
     for line in summary_lines(result):
         print(line)
+    for name, verdict in (tensorrt or {}).items():
+        outcome = (f"built, {verdict['plan_bytes']} bytes, {verdict['layers']} layers, "
+                   f"{verdict['build_s']} s") if verdict["built"] else verdict["error"]
+        print(f"{verdict['builder']} {name}: {outcome}")
     if result.nonconversion:
         detailed, csv_path = detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))
         print(nonconversion_report(result.nonconversion, detailed or args.detailed))
@@ -278,6 +294,17 @@ def _run_convert(args: argparse.Namespace) -> int:
                   file=sys.stderr)
     print("\n".join(advice_lines(advice)))
     return 0
+
+
+def _tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
+                       ) -> dict[str, dict]:
+    """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
+    from workbench.engines.runtime import converted_model
+    from workbench.trt_convert import conversion_verdicts
+
+    converted = converted_model(session, result, params)
+    verdicts = conversion_verdicts(session, converted)
+    return {name: verdict.to_json() for name, verdict in verdicts.items()}
 
 
 def _run_report(args: argparse.Namespace) -> int:
@@ -293,10 +320,16 @@ def _run_report(args: argparse.Namespace) -> int:
     check_report_path(args.output)
     sizes = parse_batch_sizes(args.batch_sizes)
     tuning = _stored_tuning(args) if args.tune_store else None
+    if args.tensorrt:
+        from workbench.engines.tensorrt_verdict import require_tensorrt
+
+        require_tensorrt()
     session = _open_session(args)
     check = check_conversion(session, params, print_progress, batch_sizes=sizes) \
         if args.check else None
-    path = write_html_report(session, params, args.output, check, tuning)
+    tensorrt = _tensorrt_verdicts(session, session.convert(params), params) \
+        if args.tensorrt else None
+    path = write_html_report(session, params, args.output, check, tuning, tensorrt)
     print(f"wrote {path}")
     return 0
 
@@ -440,7 +473,7 @@ def _run_tune(args: argparse.Namespace) -> int:
                   workers=args.workers, scheduler=args.scheduler, store=args.store,
                   timeout=args.timeout, validate=not args.no_validate,
                   signature_key=args.signature_key, tags=_split(args.tags),
-                  retry_failed=args.retry_failed)
+                  retry_failed=args.retry_failed, tensorrt=args.tensorrt)
     for problem in result.problems:
         print(f"workbench: warning: {problem}", file=sys.stderr)
     if args.json:

@@ -95,7 +95,7 @@ def doctor(smoke: bool = True) -> Diagnosis:
     """Checks this machine; `smoke=False` skips running an engine and `dot` (the app's footer
     asks for the facts only)."""
     checks: list[Callable[[], Finding | list[Finding]]] = [
-        _python, _cpu, _tensorflow, _tftrt, _tensorrt, _gpus,
+        _python, _cpu, _tensorflow, _tftrt, _tensorrt, lambda: _tensorrt_rtx(smoke), _gpus,
         lambda: _backends(smoke), _engine_calls, lambda: _graphviz(smoke), _chromium]
     findings: list[Finding] = []
     for check in checks:
@@ -163,6 +163,49 @@ def _tensorrt() -> Finding:
         return Finding("TensorRT", ABSENT, "the tensorrt Python package is not installed "
                                            "(only useful on an NVIDIA GPU)")
     return Finding("TensorRT", OK, version)
+
+
+def _tensorrt_rtx(smoke: bool) -> Finding:
+    """TensorRT for RTX: its builder (TensorRT's verdict on every engine) runs everywhere it
+    installs; running engines needs a supported GPU."""
+    from workbench.engines.tensorrt_api import TENSORRT_RTX
+
+    version = TENSORRT_RTX.version()
+    if version is None:
+        return Finding("TensorRT-RTX", ABSENT, f"not installed (TensorRT's verdicts need it): "
+                                               f"{TENSORRT_RTX.install}")
+    builds = f"{version}: builds plans here"
+    if smoke:
+        builds += f" ({_tiny_plan()})"
+    runs, _reason = tensorrt_backend.rtx_status()
+    run = ("runs engines on this GPU (untested on the workbench's own machines)" if runs else
+           "cannot run engines here: no NVIDIA GPU (needs compute capability 8.0, 8.6, 8.9 or "
+           "12.x); the GPU run path is untested on the workbench's own machines")
+    return Finding("TensorRT-RTX", OK, f"{builds}; {run}")
+
+
+def _tiny_plan() -> str:
+    """A one-MatMul ONNX model built by TensorRT-RTX: proof the builder works here."""
+    from onnx import TensorProto, helper
+
+    from workbench.engines.profiles import Profile
+    from workbench.engines.settings import BuildRequest
+    from workbench.engines.tensorrt_verdict import tensorrt_verdict
+
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.5] * 16)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "doctor",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    request = BuildRequest(profiles=(Profile(((1, 4),), ((2, 4),), ((2, 4),)),))
+    try:
+        verdict = tensorrt_verdict(model, request=request, name="doctor", use_cache=False)
+    except Exception as exc:  # a broken install: say so, the rest still runs
+        return f"the builder fails: {first_line(exc)}"
+    if not verdict.built:
+        return f"a test plan failed: {verdict.error}"
+    return f"a test plan built in {verdict.build_s:.2f} s"
 
 
 def _gpus() -> Finding:

@@ -129,6 +129,7 @@ class TrtGraphConverterV2:
         self._calibration_input_fn: Callable | None = None
         self._calibrated = False
         self._built = False
+        self._tensorrt: dict[str, Any] | None = None  # engine -> TensorRTVerdict, once made
         # TF-TRT's testing field: True skips Grappler's non-TensorRT passes (constant folding,
         # layout, pruning, ...), so the segmenter sees the frozen graph as it is.
         self._test_only_disable_non_trt_optimizers = False
@@ -228,8 +229,28 @@ class TrtGraphConverterV2:
     @property
     def report(self) -> ConversionReport:
         """Engines, non-converted nodes and the advice on every knob as DataFrames, and the
-        CLI's JSON (`to_json()`)."""
-        return ConversionReport(self.result, self.advice)
+        CLI's JSON (`to_json()`); with TensorRT's verdicts (`tensorrt_*` columns) once
+        `tensorrt_verdicts()` ran."""
+        tensorrt = None if self._tensorrt is None else \
+            {name: v.to_json() for name, v in self._tensorrt.items()}
+        return ConversionReport(self.result, self.advice, tensorrt=tensorrt)
+
+    def tensorrt_verdicts(self, input_fn: Callable | None = None,
+                          progress: Callable[[int, int, str], Any] | None = None
+                          ) -> dict[str, Any]:
+        """TensorRT's verdict on every engine (engine -> `TensorRTVerdict`): each engine's
+        ONNX parsed and built into a plan by TensorRT-RTX's builder, which needs no GPU, with
+        the profiles `build()` made, else those of `input_fn`'s input sets, else of generated
+        inputs (batch 1 and 8). Needs `pip install "tftrt-workbench[tensorrt]"`."""
+        if self._converted_func is None:
+            raise RuntimeError("Need to call convert() before tensorrt_verdicts()")
+        sets = None
+        if input_fn is not None:
+            from workbench.engines.runtime import collect_inputs
+
+            sets = collect_inputs(input_fn, self._converted_func.input_names, "input_fn").sets
+        self._tensorrt = conversion_verdicts(self.session, self._converted_func, sets, progress)
+        return dict(self._tensorrt)
 
     @property
     def advice(self) -> list[Advice]:
@@ -246,6 +267,29 @@ class TrtGraphConverterV2:
     def sweep(self, thresholds: Sequence[int] = range(1, 65)) -> list[ConversionResult]:
         """The conversion for every `minimum_segment_size` in `thresholds`, at once."""
         return self.session.sweep(self._params, thresholds)
+
+
+def generated_input_sets(session: ConversionSession, names: Sequence[str],
+                         batch_sizes: Sequence[int] = (1, 8)) -> list[list[Any]]:
+    """One random input set per batch size, in signature order (profiling's random_inputs)."""
+    from workbench.profiling.tensorflow import random_inputs
+
+    return [[arrays[n] for n in names]
+            for arrays in (random_inputs(session, b, seed=b) for b in batch_sizes)]
+
+
+def conversion_verdicts(session: ConversionSession, converted: Any,
+                        input_sets: Sequence[Sequence[Any]] | None = None,
+                        progress: Callable[[int, int, str], Any] | None = None
+                        ) -> dict[str, Any]:
+    """engine -> TensorRTVerdict for every engine of `converted` (see `tensorrt_verdicts`);
+    TensorRTMissingError (saying how to install it) without TensorRT-RTX."""
+    from workbench.engines.tensorrt_verdict import engine_verdicts, require_tensorrt
+
+    require_tensorrt()
+    if input_sets is None:
+        input_sets = generated_input_sets(session, converted.input_names)
+    return engine_verdicts(converted, input_sets, progress)
 
 
 def _log_nonconversion_report(result: ConversionResult) -> None:

@@ -19,7 +19,7 @@ TABLE_COLUMNS = ["trial_id", "precision_mode", "minimum_segment_size", "use_dyna
                  "dynamic_shape_profile_strategy", "denylist", "max_engines", "status", "reason",
                  "percent_converted", "engines", "latency_ms", "latency_p50_ms",
                  "latency_p99_ms", "speedup", "max_abs_error", "top1_agreement", "backend",
-                 "device", "worker", "pareto", "recommended", "seconds"]
+                 "device", "tensorrt_built", "worker", "pareto", "recommended", "seconds"]
 
 
 # --- the grid -----------------------------------------------------------------------------

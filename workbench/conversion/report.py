@@ -50,6 +50,8 @@ ENGINE_COLUMNS = (
     "name", "device", "nodes", "inputs", "outputs", "input_dtypes", "output_dtypes",
     "input_shapes", "output_shapes", "effective_size", "ops",
 )
+# TensorRT's verdict on each engine (`tensorrt_<name>` columns when verdicts are given).
+TENSORRT_COLUMNS = ("parsed", "built", "error", "plan_bytes", "build_s", "layers", "builder")
 NONCONVERSION_COLUMNS = ("op", "reason", "count")
 UNCONVERTED_COLUMNS = ("name", "op", "reason", "in_tftrt_report")
 ADVICE_COLUMNS = ("setting", "value", "engines", "percent_converted", "largest_engine",
@@ -221,8 +223,10 @@ def params_dict(params: Mapping[str, Any]) -> dict[str, Any]:
     return {key: _plain(params.get(key, default)) for key, default in PARAM_DEFAULTS}
 
 
-def _engine_json(engine: EngineInfo) -> dict[str, Any]:
+def _engine_json(engine: EngineInfo, tensorrt: Mapping[str, Mapping[str, Any]] | None = None
+                 ) -> dict[str, Any]:
     row = _engine_row(engine)
+    verdict = {} if tensorrt is None else {"tensorrt": _verdict(tensorrt, engine.name)}
     return {
         "name": engine.name,
         "nodes": list(engine.nodes),
@@ -233,15 +237,34 @@ def _engine_json(engine: EngineInfo) -> dict[str, Any]:
         "output_dtypes": row["output_dtypes"],
         "input_shapes": row["input_shapes"],
         "output_shapes": row["output_shapes"],
-    }
+    } | verdict
 
 
-def _function_json(conversion: Any) -> dict[str, Any]:
+def _verdict(tensorrt: Mapping[str, Mapping[str, Any]], engine: str) -> dict[str, Any]:
+    """An engine's TensorRT verdict object (`--tensorrt`); every engine gets one."""
+    found = tensorrt.get(engine)
+    if found is None:
+        found = {**dict.fromkeys(TENSORRT_COLUMNS), "parsed": False, "built": False,
+                 "error": "no verdict was made for this engine"}
+    return dict(found)
+
+
+def _verdict_columns(tensorrt: Mapping[str, Mapping[str, Any]] | None, engine: str
+                     ) -> dict[str, Any]:
+    if tensorrt is None:
+        return {}
+    return {f"tensorrt_{key}": value for key, value in _verdict(tensorrt, engine).items()
+            if key in TENSORRT_COLUMNS}
+
+
+def _function_json(conversion: Any, tensorrt: Mapping[str, Mapping[str, Any]] | None = None
+                   ) -> dict[str, Any]:
     return {
         "function": conversion.function,
         "attributes": _plain(conversion.attrs),
         "params": params_dict(conversion.params.to_json()),
-        "engines": [_engine_json(e) for e in sorted(conversion.engines, key=lambda e: e.name)],
+        "engines": [_engine_json(e, tensorrt)
+                    for e in sorted(conversion.engines, key=lambda e: e.name)],
         "unconverted": [{"name": n.name, "op": n.op, "reason": n.reason}
                         for n in conversion.unconverted],
     }
@@ -252,17 +275,26 @@ def _function_json(conversion: Any) -> dict[str, Any]:
 
 class ConversionReport:
     """One conversion's engines, non-conversion counts and unconverted nodes as data, and the
-    advice on every knob when given (`advice.advise`: `Advice` entries, largest gain first)."""
+    advice on every knob when given (`advice.advise`: `Advice` entries, largest gain first).
 
-    def __init__(self, result: ConversionResult, advice: Sequence[Any] | None = None):
+    `tensorrt` (engine -> TensorRT's verdict as `TensorRTVerdict.to_json()` gives it) adds the
+    `tensorrt_*` columns to the engine tables and a `tensorrt` object to each engine's JSON.
+    """
+
+    def __init__(self, result: ConversionResult, advice: Sequence[Any] | None = None,
+                 tensorrt: Mapping[str, Mapping[str, Any]] | None = None):
         self.result = result
+        self.tensorrt = tensorrt
         self.advice_entries = None if advice is None else list(advice)
         self.advice = pd.DataFrame(
             [{k: v for k, v in a.to_json().items() if k != "params"}
              for a in self.advice_entries or []], columns=list(ADVICE_COLUMNS))
         engines = engines_by_name(result)
+        verdict_columns = [f"tensorrt_{c}" for c in TENSORRT_COLUMNS] if tensorrt is not None \
+            else []
         self.engines = pd.DataFrame(
-            [_engine_row(e) for e in engines], columns=list(ENGINE_COLUMNS)
+            [_engine_row(e) | _verdict_columns(tensorrt, e.name) for e in engines],
+            columns=[*ENGINE_COLUMNS, *verdict_columns]
         )
         self.nonconversion = pd.DataFrame(
             [
@@ -282,9 +314,11 @@ class ConversionReport:
         self.function_engines = pd.DataFrame(
             [{"function": f.function, **_engine_row(e),
               "precision_mode": f.params.precision_mode,
-              "minimum_segment_size": f.params.minimum_segment_size}
+              "minimum_segment_size": f.params.minimum_segment_size,
+              **_verdict_columns(tensorrt, e.name)}
              for f in result.functions for e in f.engines],
-            columns=["function", *ENGINE_COLUMNS, "precision_mode", "minimum_segment_size"],
+            columns=["function", *ENGINE_COLUMNS, "precision_mode", "minimum_segment_size",
+                     *verdict_columns],
         )
 
     def to_dict(self) -> dict:
@@ -294,7 +328,7 @@ class ConversionReport:
             "model": result.model,
             "signature_key": result.signature_key,
             "params": params_dict(result.params.to_json()),
-            "engines": [_engine_json(e) for e in engines_by_name(result)],
+            "engines": [_engine_json(e, self.tensorrt) for e in engines_by_name(result)],
             "unconverted": [
                 {"name": n.name, "op": n.op, "reason": n.reason} for n in result.unconverted
             ],
@@ -302,7 +336,7 @@ class ConversionReport:
             "total_nodes": result.total_nodes,
             "percent_converted": result.percent_converted,
             "tensorflow_version": result.tensorflow_version or None,
-        } | ({"functions": [_function_json(f) for f in result.functions]}
+        } | ({"functions": [_function_json(f, self.tensorrt) for f in result.functions]}
              if result.functions else {}) | (
             {"advice": [a.to_json() for a in self.advice_entries]}
             if self.advice_entries is not None else {})

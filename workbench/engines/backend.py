@@ -4,8 +4,9 @@ A backend turns one segment's ONNX model into an `Engine` for the conversion's
 `EngineSettings` and one `BuildRequest` (batch size or profiles, calibration data). Engines
 run, report per-layer timings in the shared layer table and serialize to bytes that the same
 backend deserializes without rebuilding.
-`get_backend()` picks TensorRT when it imports and a GPU exists, else ONNX Runtime, the way a
-TF-TRT user would get TensorRT on a GPU machine and the workbench still runs everywhere else.
+`get_backend()` picks TensorRT (then TensorRT-RTX) when it imports and a GPU exists, else ONNX
+Runtime, the way a TF-TRT user would get TensorRT on a GPU machine and the workbench still runs
+everywhere else.
 """
 
 from __future__ import annotations
@@ -240,6 +241,10 @@ class _Entry:
 # Preference order: the first available backend is the default.
 _REGISTRY = {
     "tensorrt": _Entry("workbench.engines.tensorrt_backend", "TensorRTBackend", "status"),
+    # Builds everywhere it installs (TensorRT's verdict) but runs engines only on a GPU: its
+    # status is available only there, so ONNX Runtime stays the default elsewhere.
+    "tensorrt-rtx": _Entry("workbench.engines.tensorrt_backend", "TensorRTRTXBackend",
+                           "rtx_status"),
     "onnxruntime": _Entry("workbench.engines.onnxruntime_backend", "OnnxRuntimeBackend",
                           "status"),
 }

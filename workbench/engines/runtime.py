@@ -393,6 +393,18 @@ class ConvertedModel:
                     found[name].append(value)
         return found
 
+    def engine_shape_sets(self, input_sets: Sequence[Sequence[Any]]) -> dict[str, list[Any]]:
+        """engine -> its input shapes for each of the model's `input_sets` (as build() sees
+        them: inferred, or from a native run where they depend on values)."""
+        return self._engine_shapes(InputSets([list(s) for s in input_sets]))
+
+    def engine_input_batches(self, input_sets: Sequence[Sequence[Any]]
+                             ) -> dict[str, list[Any]]:
+        """engine -> the input batches it received while `input_sets` ran natively (engines
+        in loops once per iteration), as calibration collects them."""
+        collected = self._run_collecting(InputSets([list(s) for s in input_sets]), shapes=False)
+        return {name: batches for name, (_, batches) in collected.items()}
+
     def calibrate(self, calibration_input_fn: Callable[[], Any]) -> None:
         """INT8: each op's input batches from running `calibration_input_fn` natively; they
         become the calibration data of the engines built afterwards."""
@@ -442,7 +454,7 @@ class ConvertedModel:
                 written.append(f"{name}.onnx.txt")
             for index, (_, engine) in enumerate(runtime.op.engines()):
                 _, payload = unpack_engine(engine.serialize(), engine.backend)
-                suffix = "plan" if engine.backend == "tensorrt" else engine.backend
+                suffix = "plan" if engine.backend.startswith("tensorrt") else engine.backend
                 (out / f"{name}.{index}.{suffix}").write_bytes(payload)
                 written.append(f"{name}.{index}.{suffix}")
         return written

@@ -1,23 +1,36 @@
-"""TensorRT engines through the real `tensorrt` Python API (10.x/11.x), chosen on GPU machines.
+"""TensorRT engines through TensorRT's Python API: one backend family for `tensorrt` (TensorRT
+10/11, GPU machines) and `tensorrt_rtx` (TensorRT for RTX), the API differences in `tensorrt_api`.
 
-UNTESTED on our machines: there is no GPU here and TensorRT cannot be installed. The calls were
-reviewed against NVIDIA's TensorRT Python API documentation (class and method named in each
-comment); only the pure helpers (`profile_shapes`, `implicit_batch_profile`, `precision_flags`,
-`status`) are exercised by the tests. `tensorrt` (and `cuda.bindings` for device memory) are
-imported lazily so this module imports everywhere.
+`build_plan` is the shared part every TensorRT build goes through: parse the segment's ONNX,
+configure profiles (TF-TRT's implicit-batch profile, or the dynamic-shape profiles, shape-tensor
+values included) and precision, build a serialized plan, and keep TensorRT's own words: the
+parser's and builder's errors and the number of layers of the built engine (from the builder's
+layer listing). It runs wherever the package imports: TensorRT-RTX's builder needs no GPU, so
+every machine gets TensorRT's verdict (`tensorrt_verdict`).
+
+Running engines (`TensorRTEngine`: device memory through cuda-python's runtime bindings,
+`execute_async_v3`, `IProfiler` timings, the inspector's layer JSON) needs an NVIDIA GPU
+TensorRT supports (TensorRT-RTX: compute capability 8.0, 8.6, 8.9 or 12.x). That path is
+UNTESTED on our machines, which have no GPU; it is type-checked against the real APIs
+(`make typecheck`: the installed `tensorrt_rtx`, and `tensorrt-stubs` for `tensorrt`).
+The packages are imported lazily so this module imports everywhere.
 """
 
 from __future__ import annotations
 
-import os
+import json
+import re
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from workbench.engines.backend import (
+    BackendUnavailableError,
     EngineBase,
     EngineBuildError,
     EngineRunError,
@@ -28,25 +41,26 @@ from workbench.engines.backend import (
 from workbench.engines.layer_table import layer_table, precision_of_format
 from workbench.engines.profiles import Profile, Shape
 from workbench.engines.settings import NO_REQUEST, BuildRequest, EngineSettings
-from workbench.errors import WorkbenchError
+from workbench.engines.tensorrt_api import (
+    TENSORRT,
+    TENSORRT_RTX,
+    TensorRTApi,
+    precision_flags,
+)
+from workbench.errors import first_line
 
 if TYPE_CHECKING:
     import onnx
     import pandas as pd
+    import tensorrt as trt10  # tensorrt-stubs: the weakly typed path (INT8 calibrators)
+    import tensorrt_rtx as trt_rtx  # the installed package: the shared TensorRT 10 API
 
 NAME = "tensorrt"
+RTX_NAME = "tensorrt-rtx"
+__all__ = ["precision_flags"]  # re-exported: the flags TF-TRT set, named where they were
 
-# TF-TRT's builder flags per precision mode: INT8 also enables FP16 so layers without INT8
-# kernels fall back to half precision (convert_nodes.cc, TF 2.16/2.17).
-_PRECISION_FLAGS = {"FP32": (), "FP16": ("FP16",), "INT8": ("FP16", "INT8")}
-
-
-def precision_flags(precision: str) -> tuple[str, ...]:
-    """Names of the `tensorrt.BuilderFlag` members a precision mode sets."""
-    try:
-        return _PRECISION_FLAGS[precision.upper()]
-    except KeyError:
-        raise WorkbenchError(f"unknown precision {precision!r}") from None
+# A shape tensor input's values: (min, opt, max), one tuple of ints each.
+ShapeValues = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
 def profile_shapes(profile: Profile, index: int) -> tuple[Shape, Shape, Shape]:
@@ -94,101 +108,255 @@ def _gpu_model(gpu: Path) -> str:
 
 def version() -> str | None:
     """The version of the `tensorrt` package, or None where it does not import."""
-    try:
-        import tensorrt
-    except ImportError:
-        return None
-    return str(getattr(tensorrt, "__version__", "unknown version"))
+    return TENSORRT.version()
+
+
+def rtx_version() -> str | None:
+    """The version of the `tensorrt_rtx` package, or None where it does not import."""
+    return TENSORRT_RTX.version()
 
 
 def status() -> tuple[bool, str]:
     """Available when `tensorrt` imports and a GPU exists; otherwise says which is missing."""
-    try:
-        import tensorrt  # noqa: F401
-    except ImportError:
+    if TENSORRT.version() is None:
         return False, "the tensorrt Python package is not installed"
     if not gpu_present():
         return False, "no NVIDIA GPU found"
     return True, ""
 
 
+def rtx_status() -> tuple[bool, str]:
+    """Available to run engines when `tensorrt_rtx` and cuda-python import and the GPU is one
+    TensorRT-RTX runs on. Without one it still builds plans (TensorRT's verdict), which
+    `build_device` says; elsewhere ONNX Runtime stays the default backend."""
+    if TENSORRT_RTX.version() is None:
+        return False, f"not installed: {TENSORRT_RTX.install}"
+    if not gpu_present():
+        return False, (f"{build_device(TENSORRT_RTX)}: no NVIDIA GPU to run engines on "
+                       "(runs need compute capability 8.0, 8.6, 8.9 or 12.x)")
+    try:
+        major, minor = compute_capability()
+    except ImportError:
+        return False, "cuda-python is not installed (pip install cuda-python): it holds the "\
+                      "engines' device memory"
+    except EngineBuildError as error:
+        return False, str(error)
+    if (major, minor) not in ((8, 0), (8, 6), (8, 9)) and major != 12:
+        return False, (f"this GPU has compute capability {major}.{minor}; TensorRT-RTX runs "
+                       "on 8.0, 8.6, 8.9 or 12.x")
+    return True, ""
+
+
+def compute_capability(device: int = 0) -> tuple[int, int]:
+    """The GPU's compute capability through cuda-python's runtime bindings."""
+    properties = _cudart_call("cudaGetDeviceProperties", device)
+    return int(properties.major), int(properties.minor)
+
+
+def build_device(api: TensorRTApi) -> str:
+    """What figures made with `api` are labelled with: the GPU, or for a builder without one
+    `TensorRT-RTX 1.7.1 builder (CPU: build only)`."""
+    names = gpu_names()
+    if names:
+        return f"GPU ({names[0]})"
+    version = ".".join((api.version() or "?").split(".")[:3])
+    return f"{api.label} {version} builder (CPU: build only)"
+
+
+# --- the shared build: ONNX -> network -> serialized plan, with TensorRT's own words ---------
+
+@dataclass
+class PlanBuild:
+    """One build's outcome: the plan, or how far it got and TensorRT's error text."""
+
+    parsed: bool
+    built: bool
+    error: str | None
+    plan: bytes | None
+    build_s: float | None
+    layers: int | None
+    builder: str
+
+
+def build_plan(api: TensorRTApi, model: onnx.ModelProto, precision: str,
+               request: BuildRequest = NO_REQUEST, *,
+               batches: Sequence[tuple[np.ndarray, ...]] = (),
+               shape_values: Mapping[str, ShapeValues] | None = None,
+               workspace_bytes: int | None = None) -> PlanBuild:
+    """`model` parsed and built by `api`'s builder at `precision` for `request`'s profiles (or
+    its implicit batch size). `batches` are engine inputs: INT8's calibration data.
+    `shape_values` give each shape-tensor input's (min, opt, max) values. Never raises for
+    what TensorRT refuses: the result carries its error text."""
+    if TYPE_CHECKING:  # both APIs are TensorRT 10's: checked against the installed RTX one
+        import tensorrt_rtx as trt
+    else:
+        trt = api.module()
+    builder_name = f"{api.label} {trt.__version__}"
+    start = time.perf_counter()
+
+    def outcome(parsed: bool, error: str | None, plan: bytes | None = None,
+                layers: int | None = None) -> PlanBuild:
+        return PlanBuild(parsed, plan is not None, error, plan,
+                         time.perf_counter() - start if parsed else None, layers, builder_name)
+
+    try:
+        typed = api.typed_model(model, precision, list(batches))
+    except Exception as error:  # quantization or float16 conversion failed, before TensorRT
+        return outcome(False, f"could not make the {precision} model: {first_line(error)}")
+    log = _build_log(api)
+    builder = trt.Builder(log)
+    network = builder.create_network(0)  # explicit batch: the only mode in TensorRT 10
+    parser = trt.OnnxParser(network, log)
+    if not parser.parse(typed.SerializeToString()):
+        errors = [_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
+        return outcome(False, "; ".join(dict.fromkeys(errors)) or log.error_text())
+    start = time.perf_counter()  # build seconds: the builder's time, not the parser's
+    config = builder.create_builder_config()
+    try:
+        _configure(api, builder, network, config, precision, request, batches,
+                   shape_values or {}, workspace_bytes)
+    except EngineBuildError as error:
+        return outcome(True, str(error))
+    plan = builder.build_serialized_network(network, config)  # None when the build fails
+    if plan is None:
+        return outcome(True, log.error_text() or "the builder returned no plan")
+    return outcome(True, None, bytes(plan), log.layers)  # type: ignore[call-overload]
+
+
+def _parser_error(error: trt_rtx.ParserError) -> str:
+    """`node <name> (<op>): <description>` from the parser's error, on one line."""
+    node, op = error.node_name(), error.node_operator()
+    where = f"node {node} ({op}): " if node else f"{op}: " if op else ""
+    return where + _one_line(str(error.desc()))
+
+
+# What a CPU-only builder logs on every failure (it has no GPU to report to): not the reason.
+_NO_GPU_NOISE = "CUDA driver version is insufficient"
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(line for line in lines if _NO_GPU_NOISE not in line)
+
+
+def _configure(api: TensorRTApi, builder: trt_rtx.Builder, network: trt_rtx.INetworkDefinition,
+               config: trt_rtx.IBuilderConfig, precision: str, request: BuildRequest,
+               batches: Sequence[tuple[np.ndarray, ...]],
+               shape_values: Mapping[str, ShapeValues], workspace_bytes: int | None) -> None:
+    if TYPE_CHECKING:
+        import tensorrt_rtx as trt
+    else:
+        trt = api.module()
+    api.configure_precision(trt, config, precision)
+    if workspace_bytes:
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace_bytes)
+    # DETAILED so the builder lists the engine's layers and the inspector reports precisions.
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    inputs = [network.get_input(i) for i in range(network.num_inputs)]
+    profiles = list(request.profiles)
+    if not profiles and request.max_batch_size:
+        profiles = [implicit_batch_profile(request.max_batch_size,
+                                           [i.shape[:] for i in inputs])]
+    for profile in profiles:
+        trt_profile = builder.create_optimization_profile()
+        for index, tensor in enumerate(inputs):
+            low, opt, high = (trt.Dims(s) for s in profile_shapes(profile, index))
+            trt_profile.set_shape(tensor.name, low, opt, high)
+            if tensor.is_shape_tensor:  # its values size other tensors: TensorRT needs them
+                if tensor.name not in shape_values:
+                    raise EngineBuildError(
+                        f"input {tensor.name} is a shape tensor: its values are needed to "
+                        "build (run the model on inputs first)")
+                trt_profile.set_shape_input(tensor.name, *shape_values[tensor.name])
+        config.add_optimization_profile(trt_profile)
+    if api.calibrates(precision) and batches:
+        _set_calibrator(config, builder, [i.name for i in inputs], list(batches),
+                        calibration_profile=bool(profiles))
+
+
+def _build_log(api: TensorRTApi) -> Any:
+    """An ILogger keeping errors and the builder's layer listing (VERBOSE, DETAILED profiling
+    verbosity: `Layers:` then one `Name: ...` line per engine layer)."""
+    if TYPE_CHECKING:
+        import tensorrt_rtx as trt
+    else:
+        trt = api.module()
+    severity = trt.ILogger.Severity
+
+    class BuildLog(trt.ILogger):
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)  # the documented way to subclass a TensorRT interface
+            self.errors: list[str] = []
+            self.layers: int | None = None
+
+        def log(self, level: trt_rtx.ILogger.Severity, message: str) -> None:
+            if level in (severity.ERROR, severity.INTERNAL_ERROR):
+                if _NO_GPU_NOISE not in message:
+                    self.errors.append(_one_line(message))
+            elif message.startswith("Layers:"):
+                self.layers = len(_LAYER_LINE.findall(message))
+
+        def error_text(self) -> str:
+            return "; ".join(dict.fromkeys(self.errors))
+
+    return BuildLog()
+
+
+_LAYER_LINE = re.compile(r"^Name: ", re.MULTILINE)
+
+
+# --- the backends --------------------------------------------------------------------------
+
 class TensorRTBackend:
-    """Builds TensorRT engines from ONNX with the builder, parser and (for INT8) a calibrator."""
+    """Builds TensorRT engines from ONNX with the parser and builder (for INT8 on weakly typed
+    TensorRT, a calibrator), and deserializes them into runnable engines (GPU only)."""
 
     name = NAME
+    api: TensorRTApi = TENSORRT
 
     def __init__(self) -> None:
-        import tensorrt as trt
-
+        trt = self.api.module()
         self._trt = trt
         self._logger = trt.Logger(trt.Logger.WARNING)  # tensorrt.Logger
-        self.device = f"GPU ({_device_name()})"
+        self.device = build_device(self.api)
 
     def build(self, model: onnx.ModelProto, settings: EngineSettings, name: str,
               request: BuildRequest = NO_REQUEST) -> TensorRTEngine:
-        trt = self._trt
         precision = settings.precision_mode
         batches = _calibration(model, precision, request)
-        builder = trt.Builder(self._logger)  # tensorrt.Builder
-        network = builder.create_network(0)  # explicit batch is the only mode in TRT 10
-        parser = trt.OnnxParser(network, self._logger)  # tensorrt.OnnxParser.parse
-        if not parser.parse(model.SerializeToString()):
-            errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
-            raise EngineBuildError(f"TensorRT cannot parse {name!r}: {'; '.join(errors)}")
-        config = builder.create_builder_config()  # tensorrt.IBuilderConfig
-        self._configure(builder, network, config, settings, request, batches)
-        plan = builder.build_serialized_network(network, config)  # -> IHostMemory or None
-        if plan is None:
-            raise EngineBuildError(f"TensorRT could not build {precision} engine {name!r}")
-        return self._engine(bytes(plan), name, precision)
+        built = build_plan(self.api, model, precision, request, batches=batches,
+                           workspace_bytes=settings.max_workspace_size_bytes)
+        if built.plan is None:
+            step = "build" if built.parsed else "parse"
+            raise EngineBuildError(
+                f"{self.api.label} cannot {step} {precision} engine {name!r}: {built.error}")
+        return self._engine(built.plan, name, precision)
 
     def deserialize(self, data: bytes, name: str) -> TensorRTEngine:
-        meta, plan = unpack_engine(data, NAME)
+        meta, plan = unpack_engine(data, self.name)
         return self._engine(plan, name, meta["precision"])
 
     def _engine(self, plan: bytes, name: str, precision: str) -> TensorRTEngine:
+        if not gpu_present():
+            raise BackendUnavailableError(
+                f"{self.device}: built a {len(plan)}-byte plan for {name!r} but cannot run it "
+                "without an NVIDIA GPU")
         runtime = self._trt.Runtime(self._logger)  # tensorrt.Runtime.deserialize_cuda_engine
         engine = runtime.deserialize_cuda_engine(plan)
         if engine is None:
-            raise EngineBuildError(f"damaged TensorRT plan for engine {name!r}")
-        return TensorRTEngine(self._trt, engine, plan, name, precision, self.device)
+            raise EngineBuildError(f"{self.api.label} cannot load the plan of {name!r} on this "
+                                   "GPU (TensorRT-RTX runs on compute capability 8.0, 8.6, 8.9 "
+                                   "or 12.x)")
+        return TensorRTEngine(self._trt, engine, plan, name, precision, self.device,
+                              backend=self.name)
 
-    def _configure(self, builder: Any, network: Any, config: Any, settings: EngineSettings,
-                   request: BuildRequest, batches: list[tuple[np.ndarray, ...]]) -> None:
-        trt = self._trt
-        for flag in precision_flags(settings.precision_mode):
-            if not hasattr(trt.BuilderFlag, flag):  # weakly typed precisions may be removed
-                raise EngineBuildError(f"this TensorRT has no BuilderFlag.{flag}")
-            config.set_flag(getattr(trt.BuilderFlag, flag))  # IBuilderConfig.set_flag
-        if settings.max_workspace_size_bytes:
-            # IBuilderConfig.set_memory_pool_limit(MemoryPoolType.WORKSPACE, bytes)
-            config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE,
-                                         settings.max_workspace_size_bytes)
-        # DETAILED so the engine inspector reports layer types, precisions and tactics.
-        config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
-        inputs = [network.get_input(i) for i in range(network.num_inputs)]
-        profiles = list(request.profiles)
-        if not profiles and request.max_batch_size:
-            profiles = [implicit_batch_profile(request.max_batch_size,
-                                               [i.shape for i in inputs])]
-        for profile in profiles:
-            trt_profile = builder.create_optimization_profile()  # IOptimizationProfile
-            for index, tensor in enumerate(inputs):
-                trt_profile.set_shape(tensor.name, *profile_shapes(profile, index))
-            config.add_optimization_profile(trt_profile)
-        if batches:
-            if not hasattr(trt, "IInt8EntropyCalibrator2"):
-                raise EngineBuildError(
-                    "this TensorRT has no INT8 calibrator (implicit quantization was removed); "
-                    "give the segment explicit QuantizeLinear/DequantizeLinear nodes instead")
-            if profiles:  # dynamic shapes calibrate at the first-seen shape, like TF-TRT
-                shapes = [tuple(x.shape) for x in batches[0]]
-                calib = builder.create_optimization_profile()
-                for tensor, shape in zip(inputs, shapes, strict=True):
-                    calib.set_shape(tensor.name, shape, shape, shape)
-                config.set_calibration_profile(calib)  # IBuilderConfig.set_calibration_profile
-            # IBuilderConfig.int8_calibrator: deprecated in TensorRT 10 (explicit Q/DQ preferred)
-            config.int8_calibrator = _calibrator(trt, [i.name for i in inputs], batches)
+
+class TensorRTRTXBackend(TensorRTBackend):
+    """The same backend on TensorRT for RTX: strongly typed (FP16 is float16 ONNX, INT8 is Q/DQ
+    calibrated before the build). Builds on any machine; runs engines on a supported GPU."""
+
+    name = RTX_NAME
+    api = TENSORRT_RTX
 
 
 def _calibration(model: onnx.ModelProto, precision: str, request: BuildRequest
@@ -200,8 +368,27 @@ def _calibration(model: onnx.ModelProto, precision: str, request: BuildRequest
     return check_calibration_data(request.calibration_data, names)
 
 
-def _calibrator(trt: Any, names: list[str], batches: list[tuple[np.ndarray, ...]]) -> Any:
-    """An IInt8EntropyCalibrator2 that copies each batch to the device in turn."""
+def _set_calibrator(builder_config: Any, network_builder: Any, names: list[str],
+                    batches: list[tuple[np.ndarray, ...]], calibration_profile: bool) -> None:
+    """TensorRT 10's implicit INT8 (weakly typed `tensorrt` only): an entropy calibrator that
+    copies each batch to the device, and for dynamic shapes a calibration profile at the
+    first-seen shapes, like TF-TRT. Checked against tensorrt-stubs."""
+    if TYPE_CHECKING:
+        import tensorrt as trt
+    else:
+        trt = TENSORRT.module()
+    config: trt10.IBuilderConfig = builder_config
+    builder: trt10.Builder = network_builder
+    if not hasattr(trt, "IInt8EntropyCalibrator2"):
+        raise EngineBuildError(
+            "this TensorRT has no INT8 calibrator (implicit quantization was removed); "
+            "give the segment explicit QuantizeLinear/DequantizeLinear nodes instead")
+    if calibration_profile:
+        calib = builder.create_optimization_profile()
+        for name, x in zip(names, batches[0], strict=True):
+            shape = trt.Dims(list(x.shape))
+            calib.set_shape(name, shape, shape, shape)
+        config.set_calibration_profile(calib)
 
     class Calibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self) -> None:
@@ -209,15 +396,15 @@ def _calibrator(trt: Any, names: list[str], batches: list[tuple[np.ndarray, ...]
             self._batches = iter(batches)
             self._buffers: list[_DeviceBuffer] = []
 
-        def get_batch_size(self) -> int:  # IInt8Calibrator.get_batch_size
+        def get_batch_size(self) -> int:
             return int(batches[0][0].shape[0]) if batches[0][0].ndim else 1
 
-        def get_batch(self, tensor_names: list[str]) -> list[int] | None:  # .get_batch
+        def get_batch(self, names_asked: list[str]) -> list[int]:
             batch = next(self._batches, None)
             if batch is None:
-                return None
+                return []  # no more batches
             by_name = dict(zip(names, batch, strict=True))
-            self._buffers = [_DeviceBuffer.of(by_name[n]) for n in tensor_names]
+            self._buffers = [_DeviceBuffer.of(by_name[n]) for n in names_asked]
             return [b.pointer for b in self._buffers]
 
         def read_calibration_cache(self) -> None:  # no cache: calibrate every build
@@ -226,7 +413,7 @@ def _calibrator(trt: Any, names: list[str], batches: list[tuple[np.ndarray, ...]
         def write_calibration_cache(self, cache: bytes) -> None:
             return None
 
-    return Calibrator()
+    config.int8_calibrator = Calibrator()  # deprecated in TensorRT 10 (Q/DQ preferred)
 
 
 class TensorRTEngine(EngineBase):
@@ -234,15 +421,16 @@ class TensorRTEngine(EngineBase):
 
     backend = NAME
 
-    def __init__(self, trt: Any, engine: Any, plan: bytes, name: str, precision: str,
-                 device: str):
+    def __init__(self, trt: Any, engine: trt_rtx.ICudaEngine, plan: bytes, name: str,
+                 precision: str, device: str, backend: str = NAME):
         self._trt, self._engine, self._plan = trt, engine, plan
+        self.backend = backend  # tensorrt or tensorrt-rtx: which backend deserializes it
         self.name, self.precision, self.device = name, precision, device
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = trt.TensorIOMode.INPUT
         self.input_names = [n for n in names if engine.get_tensor_mode(n) == inputs]
         self.output_names = [n for n in names if engine.get_tensor_mode(n) != inputs]
-        self._context: Any = None
+        self._context: trt_rtx.IExecutionContext | None = None
         self.activate()
 
     def _activate(self) -> None:
@@ -251,25 +439,31 @@ class TensorRTEngine(EngineBase):
     def _deactivate(self) -> None:
         self._context = None
 
+    @property
+    def _ctx(self) -> trt_rtx.IExecutionContext:
+        if self._context is None:
+            raise EngineRunError(f"engine {self.name!r} is not active: call activate() first")
+        return self._context
+
     def _run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Copies inputs in, `execute_async_v3` on a stream, copies outputs out."""
-        ctx, engine, trt = self._context, self._engine, self._trt
+        ctx, engine, trt = self._ctx, self._engine, self._trt
         self._select_profile([tuple(np.shape(x)) for x in inputs])
         buffers = []
         for name, x in zip(self.input_names, inputs, strict=True):
             array = np.ascontiguousarray(x, dtype=trt.nptype(engine.get_tensor_dtype(name)))
-            ctx.set_input_shape(name, array.shape)  # IExecutionContext.set_input_shape
+            ctx.set_input_shape(name, trt.Dims(list(array.shape)))
             buffers.append(_DeviceBuffer.of(array))
-            ctx.set_tensor_address(name, buffers[-1].pointer)  # .set_tensor_address
+            ctx.set_tensor_address(name, buffers[-1].pointer)
         outputs = []
         for name in self.output_names:
-            shape = tuple(ctx.get_tensor_shape(name))  # IExecutionContext.get_tensor_shape
+            shape = ctx.get_tensor_shape(name)[:]
             outputs.append(np.empty(shape, trt.nptype(engine.get_tensor_dtype(name))))
             buffers.append(_DeviceBuffer.empty(outputs[-1].nbytes))
             ctx.set_tensor_address(name, buffers[-1].pointer)
         stream = _cudart_call("cudaStreamCreate")
         try:
-            if not ctx.execute_async_v3(stream):  # IExecutionContext.execute_async_v3
+            if not ctx.execute_async_v3(stream):
                 raise EngineRunError(f"TensorRT engine {self.name!r} failed to run")
             _cudart_call("cudaStreamSynchronize", stream)
         finally:
@@ -283,26 +477,51 @@ class TensorRTEngine(EngineBase):
         """IProfiler times per layer, averaged over `runs`, with the inspector's layer info."""
         profiler = _profiler(self._trt)
         self.run(inputs)  # warm-up, unprofiled
-        self._context.profiler = profiler  # IExecutionContext.profiler
+        self._ctx.profiler = profiler
         try:
             for _ in range(runs):
                 self.run(inputs)
         finally:
-            self._context.profiler = None
+            self._ctx.profiler = None  # type: ignore[assignment]  # unset, as setProfiler(nullptr)
         info = self.layer_info()
         rows = [{"engine": self.name, "layer": layer, "avg_ms": float(np.mean(times)),
                  "median_ms": float(np.median(times)), **info.get(layer, {})}
                 for layer, times in profiler.times.items()]
-        return layer_table(rows, run=run or f"{self.name} {self.precision}", source=NAME,
-                           device=self.device)
+        return layer_table(rows, run=run or f"{self.name} {self.precision}",
+                           source=self.backend, device=self.device)
+
+    def export_profile(self, inputs: list[np.ndarray], directory: Path, runs: int = 10
+                       ) -> tuple[Path, Path]:
+        """`<engine>.profile.json` (IProfiler times as trtexec's `--exportProfile` writes
+        them) and `<engine>.layer.json` (the inspector's layer JSON, `--exportLayerInfo`), so
+        the Profiling tab and `workbench profile` read them like trtexec's files."""
+        table = self.layer_timings(inputs, runs=runs)
+        total = float(table["avg_ms"].sum()) or 1.0
+        records = [{"count": runs}] + [
+            {"name": row.layer, "timeMs": float(row.avg_ms) * runs,
+             "averageMs": float(row.avg_ms), "medianMs": float(row.median_ms),
+             "percentage": 100.0 * float(row.avg_ms) / total}
+            for row in table.itertuples()]
+        directory.mkdir(parents=True, exist_ok=True)
+        profile = directory / f"{self.name}.profile.json"
+        layers = directory / f"{self.name}.layer.json"
+        profile.write_text(json.dumps(records))
+        self.write_layer_info(layers)
+        return profile, layers
+
+    def layer_info_json(self) -> str:
+        """The engine inspector's layer JSON: what trtexec's `--exportLayerInfo` writes, so
+        the Profiling tab imports it (with an `--exportProfile` file) like trtexec's."""
+        inspector = self._engine.create_engine_inspector()  # ICudaEngine.create_engine_inspector
+        return str(inspector.get_engine_information(self._trt.LayerInformationFormat.JSON))
+
+    def write_layer_info(self, path: Path) -> None:
+        """`layer_info_json()` into `path` (e.g. `<engine>.layers.json`)."""
+        path.write_text(self.layer_info_json())
 
     def layer_info(self) -> dict[str, dict]:
         """Layer type and precision per layer from the engine inspector's JSON."""
-        import json
-
-        inspector = self._engine.create_engine_inspector()  # ICudaEngine.create_engine_inspector
-        text = inspector.get_engine_information(self._trt.LayerInformationFormat.JSON)
-        layers = json.loads(text).get("Layers", [])
+        layers = json.loads(self.layer_info_json()).get("Layers", [])
         info = {}
         for layer in layers:
             if isinstance(layer, dict) and "Name" in layer:
@@ -311,17 +530,17 @@ class TensorRTEngine(EngineBase):
         return info
 
     def serialize(self) -> bytes:
-        return pack_engine(NAME, self.precision, self._plan, name=self.name)
+        return pack_engine(self.backend, self.precision, self._plan, name=self.name)
 
     def _select_profile(self, shapes: list[tuple[int, ...]]) -> None:
         """The first profile that accepts these shapes, like TF-TRT's runtime."""
         engine = self._engine
         for index in range(engine.num_optimization_profiles):
             ranges = [engine.get_tensor_profile_shape(n, index) for n in self.input_names]
-            profile = Profile(*(tuple(tuple(r[k]) for r in ranges) for k in range(3)))
+            profile = Profile(*(tuple(r[k][:] for r in ranges) for k in range(3)))
             if profile.accepts(tuple(shapes)):
-                if self._context.active_optimization_profile != index:
-                    self._context.set_optimization_profile_async(index, 0)
+                if self._ctx.active_optimization_profile != index:
+                    self._ctx.set_optimization_profile_async(index, 0)
                 return
         if engine.num_optimization_profiles > 1:
             raise EngineRunError(f"no optimization profile of {self.name!r} accepts {shapes}")
@@ -344,11 +563,6 @@ def _profiler(trt: Any) -> Any:
             self.times[layer_name].append(ms)
 
     return Profiler()
-
-
-def _device_name() -> str:
-    names = gpu_names()
-    return names[0] if names else os.environ.get("CUDA_VISIBLE_DEVICES", "CUDA")
 
 
 # --- device memory through cuda-python's runtime bindings (cudaMalloc/cudaMemcpy/cudaFree) ---

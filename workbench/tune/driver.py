@@ -40,13 +40,15 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
          validate: bool = True, time_latency: bool = True, progress: bool = True,
          on_trial: Callable[[TrialRecord], None] | None = None,
          cancel: threading.Event | None = None, signature_key: str | None = None,
-         tags: Sequence[str] | None = None, retry_failed: bool = False) -> TuneResult:
+         tags: Sequence[str] | None = None, retry_failed: bool = False,
+         tensorrt: bool = False) -> TuneResult:
     """Runs one trial per grid point (keys: `GRID_KEYS`; missing keys take TF-TRT's defaults)
     on an embedded `LocalCluster` of `workers` processes, or on the cluster at `scheduler` or
     behind `client`. Finished trials are stored under `store` (default `./workbench_runs`) and
     reused by the next search; failed and timed-out ones run again with `retry_failed`.
     `on_trial` is told of every trial as it finishes (stored and skipped ones first); setting
-    `cancel` stops the search, keeping what finished."""
+    `cancel` stops the search, keeping what finished. `tensorrt` adds TensorRT's verdict
+    (`tensorrt_built`: engines TensorRT-RTX builds), checking first that it is installed."""
     sizes = tuple(check_batch_sizes(batch_sizes))
     if timeout is not None and not timeout > 0:
         raise TuneError(f"timeout must be a number of seconds > 0, got {timeout!r}")
@@ -56,7 +58,12 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
     fingerprint = model_fingerprint(path, signature_key, tags)
     trial_store = TrialStore(DEFAULT_STORE if store is None else store, fingerprint)
     stored = trial_store.load()
-    settings = {"batch_sizes": list(sizes), "validate": validate, "time_latency": time_latency}
+    settings = {"batch_sizes": list(sizes), "validate": validate, "time_latency": time_latency,
+                **({"tensorrt": True} if tensorrt else {})}  # ids without it stay as they were
+    if tensorrt:
+        from workbench.engines.tensorrt_verdict import require_tensorrt
+
+        require_tensorrt()
     records: dict[str, TrialRecord] = {}
     order, missing = [], []
     for point in points:
@@ -68,7 +75,7 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
             records[tid] = stored[tid].as_reused()
         else:
             missing.append(TrialSpec(tid, path, point.params, sizes, validate, time_latency,
-                                     signature_key, tags))
+                                     signature_key, tags, tensorrt=tensorrt))
     bar = Progress(len(order), progress)
 
     def finished(record: TrialRecord) -> None:

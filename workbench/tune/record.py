@@ -39,6 +39,9 @@ class TrialRecord:
     top1_agreement: float | None = None  # fraction (0-1) of samples whose argmax agrees
     backend: str | None = None
     device: str | None = None
+    # TensorRT's verdict (TensorRT-RTX's builder, when the search asked for it): engines it
+    # built of the conversion's engines, e.g. "5/7".
+    tensorrt_built: str | None = None
     worker: str | None = None  # the Dask worker's address ("local" outside Dask)
     step_seconds: dict[str, float] = field(default_factory=dict)  # STEPS -> seconds
     seconds: float | None = None  # the trial's wall time on its worker

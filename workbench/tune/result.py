@@ -23,7 +23,8 @@ PARAM_COLUMNS = ("precision_mode", "minimum_segment_size", "use_dynamic_shape",
                  "dynamic_shape_profile_strategy", "denylist", "max_engines")
 COLUMNS = ("trial_id", *PARAM_COLUMNS, "status", "reason", "percent_converted", "engines",
            "latency_ms", "latency_p50_ms", "latency_p99_ms", "speedup", "max_abs_error",
-           "top1_agreement", "backend", "device", "worker", "pareto", "recommended", "seconds")
+           "top1_agreement", "backend", "device", "tensorrt_built", "worker", "pareto",
+           "recommended", "seconds")
 # column -> True when higher is better
 OBJECTIVES = {"latency_ms": False, "max_abs_error": False, "percent_converted": True}
 
@@ -79,7 +80,8 @@ def _table(trials: list[TrialRecord]) -> pd.DataFrame:
                      "latency_ms": first.get("mean"), "latency_p50_ms": first.get("p50"),
                      "latency_p99_ms": first.get("p99"), "speedup": t.speedup,
                      "max_abs_error": t.max_abs_error, "top1_agreement": t.top1_agreement,
-                     "backend": t.backend, "device": t.device, "worker": t.worker,
+                     "backend": t.backend, "device": t.device,
+                     "tensorrt_built": t.tensorrt_built, "worker": t.worker,
                      "pareto": False, "recommended": False, "seconds": t.seconds})
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     for column in ("percent_converted", "latency_ms", "latency_p50_ms", "latency_p99_ms",

@@ -38,6 +38,7 @@ class TrialSpec:
     signature_key: str | None = None
     tags: tuple[str, ...] | None = None
     threads: int | None = None  # TensorFlow's intra-op threads; None: the worker's nthreads
+    tensorrt: bool = False  # also TensorRT's verdict on every engine (TensorRT-RTX's builder)
 
 
 def run_trial(spec: TrialSpec) -> TrialRecord:
@@ -82,8 +83,20 @@ def _measure(session: Any, spec: TrialSpec, steps: dict[str, float],
     result = session.convert(params)
     steps["convert"] = time.perf_counter() - clock
     figures.update(percent_converted=result.percent_converted, engines=len(result.engines))
+    if spec.tensorrt:
+        figures["tensorrt_built"] = _tensorrt_built(session, params, result)
     if spec.validate or spec.time_latency:
         figures.update(_checked(session, params, spec, steps))
+
+
+def _tensorrt_built(session: Any, params: Any, result: Any) -> str:
+    """How many of the conversion's engines TensorRT-RTX builds, e.g. "5/7" (generated
+    inputs' profiles; verdicts are cached, so a re-run costs hashes, not builds)."""
+    from workbench.engines.runtime import converted_model
+    from workbench.trt_convert import conversion_verdicts
+
+    verdicts = conversion_verdicts(session, converted_model(session, result, params))
+    return f"{sum(v.built for v in verdicts.values())}/{len(verdicts)}"
 
 
 def _checked(session: Any, params: Any, spec: TrialSpec,

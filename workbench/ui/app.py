@@ -69,11 +69,13 @@ class Workbench:
         self.check: ConversionCheck | None = None  # the latest measurements, of any settings
         self.profile_table: pd.DataFrame | None = None
         self.blocking: pd.DataFrame | None = None
+        # TensorRT's verdicts (engine -> JSON object) per parameters they were made for.
+        self.tensorrt: dict[ConversionParams, dict[str, dict]] = {}
         self.machine: Diagnosis | None = None  # workbench.doctor()'s facts, shown in the footer
         self._open_args = (signature_key, tags, output_node_names)
         self._background = background
         self.controls = Controls(params or ConversionParams())
-        self.summary_tab = SummaryTab()
+        self.summary_tab = SummaryTab(on_tensorrt=self.check_tensorrt)
         self.nonconversion_tab = NonconversionTab()
         self.graph_tab = GraphTab()
         self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops)
@@ -88,6 +90,9 @@ class Workbench:
         self._build_widgets()
         self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,
                                   self._on_cancelled)
+        # The verdicts have a runner of their own that leaves the controls live.
+        self._verdicts = TaskRunner(self._verdict_progress, self._verdicts_done,
+                                    self._verdicts_failed, lambda: None)
         self.controls.observe(self.refresh)
         self._start(self._load, self._loaded, "Loading")
 
@@ -123,8 +128,10 @@ class Workbench:
         return self.graph_tab.svg
 
     def wait(self, timeout: float | None = None) -> Workbench:
-        """Blocks until the current background step (loading, analysis, drawing) is done."""
+        """Blocks until the current background step (loading, analysis, drawing) and the
+        TensorRT verdicts are done."""
         self._runner.wait(timeout)
+        self._verdicts.wait(timeout)
         return self
 
     def keep_run(self, name: str | None = None) -> Run:
@@ -161,8 +168,9 @@ class Workbench:
             return
         start = time.perf_counter()
         try:
-            self.view = build_view(self.session, self.params, self.check, self.profile_table,
-                                   self.blocking)
+            params = self.params.validated()
+            self.view = build_view(self.session, params, self.check, self.profile_table,
+                                   self.blocking, self.tensorrt.get(params))
         except WorkbenchError as exc:
             self._set_status(str(exc), error=True)
             return
@@ -274,6 +282,51 @@ class Workbench:
                 session, params, batch_sizes=batch_sizes, batches=batches, **options))
 
         self._start(body, self._measured("check"), "Validating")
+
+    def check_tensorrt(self) -> None:
+        """TensorRT's verdict on every engine of the current conversion: each engine parsed
+        and built by TensorRT-RTX (no GPU needed) with the profiles of generated inputs, in
+        the background beside the controls; the Summary tab shows them while these
+        parameters are shown."""
+        if self.session is None or self._verdicts.busy:
+            return
+        session, params = self.session, self.params.validated()
+
+        def body() -> Generator[Progress, None, Any]:
+            from workbench.engines.runtime import converted_model
+            from workbench.engines.tensorrt_verdict import engine_verdict_steps, require_tensorrt
+            from workbench.trt_convert import generated_input_sets
+
+            builder = require_tensorrt()
+            yield 0.0, f"{builder}: exporting and building every engine"
+            converted = converted_model(session, session.convert(params), params)
+            sets = generated_input_sets(session, converted.input_names)
+            steps = engine_verdict_steps(converted, sets)
+            try:
+                while True:
+                    fraction, engine = next(steps)
+                    yield fraction, f"{builder}: {engine}"
+            except StopIteration as done:
+                return params, {name: v.to_json() for name, v in done.value.items()}
+
+        self.summary_tab.tensorrt_progress("TensorRT verdicts: starting")
+        self._verdicts.start(body, background=self._background)
+
+    def _verdict_progress(self, fraction: float, message: str) -> None:
+        self.summary_tab.tensorrt_progress(f"{fraction:.0%} {message}")
+
+    def _verdicts_done(self, value: tuple[ConversionParams, dict[str, dict]]) -> None:
+        params, verdicts = value
+        self.tensorrt[params] = verdicts
+        built = sum(v["built"] for v in verdicts.values())
+        self.summary_tab.tensorrt_progress(
+            f"TensorRT built {built} of {len(verdicts)} engines (tensorrt_* columns)")
+        self.refresh()
+
+    def _verdicts_failed(self, exc: BaseException) -> None:
+        message = str(exc) if isinstance(exc, WorkbenchError) else \
+            f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        self.summary_tab.tensorrt_progress(message, error=True)
 
     def _measured(self, attribute: str) -> Any:
         """A step's done-handler: keeps its measurement for the next view."""

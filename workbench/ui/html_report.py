@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
@@ -89,23 +89,27 @@ details summary { cursor: pointer; color: var(--muted); margin: 6px 0; }
 
 
 def collect(session: ConversionSession, params: ConversionParams,
-            check: ConversionCheck | None = None) -> ConversionView:
+            check: ConversionCheck | None = None,
+            tensorrt: Mapping[str, Mapping[str, Any]] | None = None) -> ConversionView:
     """The report's view: the app's, with the blocking op types always measured."""
     return build_view(session, params, check=check,
-                      blocking=blocking_op_types(session, params.validated()))
+                      blocking=blocking_op_types(session, params.validated()), tensorrt=tensorrt)
 
 
 def html_report(session: ConversionSession, params: ConversionParams,
-                check: ConversionCheck | None = None, tuning: Any = None) -> str:
+                check: ConversionCheck | None = None, tuning: Any = None,
+                tensorrt: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The whole report page for converting `session`'s model with `params`; with `check` (a
     `ConversionCheck` of the same parameters), its validation and latency too; with `tuning`
-    (a `TuneResult`), the search's trials, Pareto set, recommendation and charts."""
-    data = collect(session, params, check)
+    (a `TuneResult`), the search's trials, Pareto set, recommendation and charts; with
+    `tensorrt` (engine -> TensorRT's verdict object), TensorRT's verdict on each engine."""
+    data = collect(session, params, check, tensorrt)
     sections = [
         _section("Parameters", _params_table(data.params)),
         _section("Result", _headline(data.headline)),
         _section("Advice", _advice(data)),
         _section("TF-TRT summary()", _summary(data)),
+        *([_section("TensorRT's verdict", _tensorrt(data.tensorrt))] if data.tensorrt else []),
         _section("TF-TRT non-conversion report", _nonconversion(data)),
         _section("Charts", _charts(data)),
         *([_section("Validation and latency", _validation(data))] if data.check else []),
@@ -120,10 +124,11 @@ def html_report(session: ConversionSession, params: ConversionParams,
 def write_html_report(
     session: ConversionSession, params: ConversionParams, path: str | os.PathLike,
     check: ConversionCheck | None = None, tuning: Any = None,
+    tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
     """Writes the report to `path` (whole or not at all) and returns the path."""
     target = check_report_path(path)
-    text = html_report(session, params, check, tuning)
+    text = html_report(session, params, check, tuning, tensorrt)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         temp.write_text(text, encoding="utf-8")
@@ -221,6 +226,21 @@ def _advice(data: ConversionView) -> str:
             "left to TensorFlow, then fewer engines).</p>"
             + _table(["Setting", "Value", "Engines", "Converted", "Largest engine", "Why"], rows,
                      numeric={2, 4}))
+
+
+def _tensorrt(verdicts: Mapping[str, Mapping[str, Any]]) -> str:
+    """Per engine: built or refused, build seconds, plan size, layers, TensorRT's own error."""
+    builders = sorted({str(v.get("builder")) for v in verdicts.values()})
+    rows = [(name, "built" if v["built"] else "parsed, not built" if v["parsed"] else "refused",
+             v.get("build_s") if v["built"] else "",
+             f"{v['plan_bytes'] / 1e6:.2f}" if v.get("plan_bytes") else "",
+             v.get("layers") if v.get("layers") is not None else "", v.get("error") or "")
+            for name, v in sorted(verdicts.items())]
+    table = _table(["Engine", "Verdict", "Build s", "Plan MB", "Layers", "TensorRT's error"],
+                   rows, numeric={2, 3, 4})
+    return (table + f'<p class="note">Each engine\'s ONNX parsed and built into a plan by '
+            f"{escape(', '.join(builders))}; a refused engine still runs on the active "
+            "backend.</p>")
 
 
 def _summary(data: ConversionView) -> str:

@@ -66,14 +66,26 @@ def advice_html(advice: tuple[Advice, ...]) -> str:
 
 
 class SummaryTab:
-    """The advice on every knob, the engine table, each engine's op histogram and TF-TRT's
-    summary()."""
+    """The advice on every knob, the engine table (with TensorRT's verdicts once asked for),
+    each engine's op histogram and TF-TRT's summary()."""
 
     title = "Summary"
 
-    def __init__(self) -> None:
-        self.widget = self.html = widgets.HTML()
+    def __init__(self, on_tensorrt: Callable[[], None] | None = None) -> None:
+        self.html = widgets.HTML()
         self.html.add_class("wb-summary")
+        # TensorRT's verdicts run beside the controls (a slider move never waits for them).
+        self.tensorrt_button = widgets.Button(
+            description="TensorRT verdicts", icon="cogs", layout=widgets.Layout(width="180px"),
+            tooltip="Parse and build every engine with TensorRT-RTX (no GPU needed)")
+        self.tensorrt_button.on_click(lambda _b: on_tensorrt and on_tensorrt())
+        self.tensorrt_note = widgets.HTML()
+        self.widget = widgets.VBox([widgets.HBox([self.tensorrt_button, self.tensorrt_note]),
+                                    self.html])
+
+    def tensorrt_progress(self, text: str, error: bool = False) -> None:
+        """The verdicts' progress, or why they cannot be made (e.g. how to install)."""
+        self.tensorrt_note.value = note_html(text, error=error)
 
     def update(self, view: ConversionView) -> None:
         self.html.value = (

@@ -8,8 +8,10 @@ recommended different values).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import pandas as pd
 
@@ -78,6 +80,9 @@ class ConversionView:
     check: ConversionCheck | None = None
     profile: pd.DataFrame | None = None
     blocking: pd.DataFrame | None = None
+    # TensorRT's verdict per engine (`TensorRTVerdict.to_json()`) for these very parameters,
+    # when one was made; the report's engine tables then carry the tensorrt_* columns.
+    tensorrt: Mapping[str, Mapping[str, Any]] | None = None
 
     @cached_property
     def headline(self) -> Headline:
@@ -137,6 +142,7 @@ def build_view(
     check: ConversionCheck | None = None,
     profile: pd.DataFrame | None = None,
     blocking: pd.DataFrame | None = None,
+    tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ConversionView:
     """The view of converting `session`'s model with `params`, swept over every threshold up
     to one past the largest segment, with the latest measurements."""
@@ -149,11 +155,12 @@ def build_view(
         params=params,
         graph=session.prepared(params.precision_mode).graph,
         result=result,
-        report=ConversionReport(result, advice),
+        report=ConversionReport(result, advice, tensorrt=tensorrt),
         sweep=sweep,
         recommendation=recommend_minimum_segment_size(sweep, params.minimum_segment_size),
         advice=advice,
         check=check,
         profile=profile,
         blocking=blocking,
+        tensorrt=tensorrt,
     )
