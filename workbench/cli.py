@@ -74,6 +74,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="the HTML file to write (default: report.html)")
     report.add_argument("--check", action="store_true",
                         help="also build the engines, validate and time them (workbench check)")
+    report.add_argument("--per-engine", action="store_true",
+                        help="also rank the engines by error, with measured remedies")
     report.add_argument("--batch-sizes", default="1",
                         help="with --check: comma-separated (default: 1)")
     report.add_argument("--tune-store", metavar="DIR",
@@ -295,7 +297,13 @@ def _run_report(args: argparse.Namespace) -> int:
     session = _open_session(args)
     check = check_conversion(session, params, print_progress, batch_sizes=sizes) \
         if args.check else None
-    path = write_html_report(session, params, args.output, check, tuning)
+    per_engine = None
+    if args.per_engine:
+        from workbench.checks.per_engine import per_engine_accuracy
+
+        per_engine = per_engine_accuracy(session, params, batch_size=sizes[-1],
+                                         progress=print_progress)
+    path = write_html_report(session, params, args.output, check, tuning, per_engine)
     print(f"wrote {path}")
     return 0
 

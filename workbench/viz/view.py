@@ -14,6 +14,7 @@ from functools import cached_property
 import pandas as pd
 
 from workbench.checks.conversion_check import ConversionCheck
+from workbench.checks.per_engine import PerEngineAccuracy
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
 from workbench.conversion.report import ConversionReport, nonconversion_report
@@ -76,6 +77,7 @@ class ConversionView:
     check: ConversionCheck | None = None
     profile: pd.DataFrame | None = None
     blocking: pd.DataFrame | None = None
+    per_engine: PerEngineAccuracy | None = None
 
     @cached_property
     def headline(self) -> Headline:
@@ -125,6 +127,14 @@ class ConversionView:
         return self.check is not None and self.check.params == self.params
 
     @property
+    def engine_errors(self) -> dict[str, float] | None:
+        """engine -> its output max abs error, when the latest per-engine accuracy measured
+        these very parameters (the segment graph colours engines by it)."""
+        if self.per_engine is None or self.per_engine.params != self.params:
+            return None
+        return {e.engine: e.output_max_abs_error for e in self.per_engine.engines}
+
+    @property
     def engine_names(self) -> tuple[str, ...]:
         return tuple(e.name for e in self.result.engines)
 
@@ -135,6 +145,7 @@ def build_view(
     check: ConversionCheck | None = None,
     profile: pd.DataFrame | None = None,
     blocking: pd.DataFrame | None = None,
+    per_engine: PerEngineAccuracy | None = None,
 ) -> ConversionView:
     """The view of converting `session`'s model with `params`, swept over every threshold up
     to one past the largest segment, with the latest measurements."""
@@ -152,4 +163,5 @@ def build_view(
         check=check,
         profile=profile,
         blocking=blocking,
+        per_engine=per_engine,
     )
