@@ -124,3 +124,29 @@ def test_cli_check_per_engine_json(overflow_model: Path) -> None:
     assert "Square" in rows[0]["ops"] and rows[0]["remedies"]
     finite = [r["output_max_abs_error"] for r in rows[1:]]
     assert finite == sorted(finite, reverse=True)
+
+
+@pytest.mark.slow
+def test_app_report_chart_and_graph_show_the_ranking(overflow_model: Path,
+                                                    tmp_path: Path) -> None:
+    from workbench.ui import Workbench
+    from workbench.ui.html_report import html_report
+    from workbench.viz.style import ERROR_COLORS
+
+    app = Workbench(overflow_model, ConversionParams(precision_mode="FP16"),
+                    store=tmp_path / "runs", background=False)
+    assert app.per_engine.empty
+    app.run_per_engine(remedies_for=1)
+    table = app.per_engine
+    worst = squaring_engine(app.session, app.params)
+    assert table["engine"].iloc[0] == worst and len(table) == 3
+    assert "per_engine" in app.figures and "Per-engine accuracy, FP16" in \
+        app.validation_tab.per_engine_note.value
+    assert ERROR_COLORS[-1] in app.svg  # the overflowing engine drawn red
+    assert "max abs error" in app.svg
+    app.controls.minimum_segment_size.value = 5  # other settings: the ranking is said stale
+    assert "other settings" in app.validation_tab.per_engine_stale.value
+    page = html_report(app.session, ConversionParams(precision_mode="FP16"),
+                       per_engine=app.per_engine_report)
+    assert "Per-engine accuracy" in page and 'id="chart-per-engine"' in page
+    assert "keep this engine native (workbench what-if, not a TF-TRT setting)" in page
