@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 # Nodes this module adds (not TF nodes: the layer table leaves them out, as to_float16's casts).
 ROUND_PREFIX = "workbench_fp16/round/"
+FP16_MAX = float(np.finfo(np.float16).max)
 
 
 def store_as_float16(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -44,10 +45,43 @@ def store_as_float16(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
+def store_unquantized_as_float16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """An INT8 (QDQ) `model` whose float tensors outside quantization are rounded to float16.
+
+    TF-TRT builds INT8 engines with FP16 allowed too, so a layer without an INT8 kernel may run
+    in FP16: its weights and the tensors it makes are float16 (the worst case assumed here).
+    Tensors a QuantizeLinear reads and those a DequantizeLinear makes keep their INT8 meaning;
+    scales and zero points are untouched."""
+    quantization = {"QuantizeLinear", "DequantizeLinear"}
+    floats = _typed_tensors(model, TensorProto.FLOAT)
+    quantized = {name for node in model.graph.node if node.op_type in quantization
+                 for name in node.input}
+    graph = model.graph
+    for index, tensor in enumerate(graph.initializer):
+        if tensor.data_type == TensorProto.FLOAT and tensor.name not in quantized:
+            graph.initializer[index].CopyFrom(_as_float32(_as_float16(tensor)))
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        nodes.append(node)
+        if node.op_type in quantization:
+            continue
+        for port, name in enumerate(node.output):
+            if name in floats and name not in quantized:
+                nodes.extend(_rounded(node, port, name))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
 def _float16_tensors(model: onnx.ModelProto) -> set[str]:
+    return _typed_tensors(model, TensorProto.FLOAT16)
+
+
+def _typed_tensors(model: onnx.ModelProto, elem_type: int) -> set[str]:
+    """Names of the tensors nodes make with this element type (ONNX shape inference)."""
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     return {v.name for v in [*inferred.value_info, *inferred.output]
-            if v.type.tensor_type.elem_type == TensorProto.FLOAT16}
+            if v.type.tensor_type.elem_type == elem_type}
 
 
 def _rounded(node: onnx.NodeProto, port: int, name: str) -> list[onnx.NodeProto]:
@@ -69,6 +103,12 @@ def _widen_attributes(node: onnx.NodeProto) -> None:
     for attr in node.attribute:
         if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == TensorProto.FLOAT16:
             attr.t.CopyFrom(_as_float32(attr.t))
+
+
+def _as_float16(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    """Clipped to +-65504 as `to_float16` stores weights (no inf from a large weight)."""
+    values = np.clip(numpy_helper.to_array(tensor), -FP16_MAX, FP16_MAX).astype(np.float16)
+    return numpy_helper.from_array(values, tensor.name)
 
 
 def _as_float32(tensor: onnx.TensorProto) -> onnx.TensorProto:
