@@ -136,7 +136,7 @@ def test_app_report_chart_and_graph_show_the_ranking(overflow_model: Path,
     app = Workbench(overflow_model, ConversionParams(precision_mode="FP16"),
                     store=tmp_path / "runs", background=False)
     assert app.per_engine.empty
-    app.run_per_engine(remedies_for=1)
+    app.validation_tab.per_engine_button.click()  # with the tab's batches, atol, rtol
     table = app.per_engine
     worst = squaring_engine(app.session, app.params)
     assert table["engine"].iloc[0] == worst and len(table) == 3

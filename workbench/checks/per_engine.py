@@ -32,7 +32,7 @@ from workbench.engines.runtime import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
-    from workbench.conversion.result import EngineInfo
+    from workbench.conversion.result import ConversionResult, EngineInfo
     from workbench.conversion.session import ConversionSession
     from workbench.engines.segment import SegmentGraph
 
@@ -152,23 +152,22 @@ def per_engine_accuracy(session: ConversionSession, params: ConversionParams, *,
         model.calibrate(lambda: iter(calibration))
     tell(0.1, f"Building {len(result.engines)} engine(s) on {model.backend.name}")
     model.build(lambda: iter(inputs[:1]))
-    native = [_as_numpy(session.loaded(**feeds)) for feeds in inputs]
-    whole = _compare(native, [_as_numpy(model(**feeds)) for feeds in inputs], tolerances)
+    run = _Run(session, params, result, model, inputs,
+               [_as_numpy(session.loaded(**feeds)) for feeds in inputs], batch_size,
+               tolerances)
+    whole = run.compare({e.name for e in result.engines})
     tell(0.2, "Running native TensorFlow, capturing each engine's inputs")
-    captured = model.engine_inputs(inputs)
+    run.captured = model.engine_inputs(inputs)
     rows = []
     for index, info in enumerate(result.engines):
         tell(0.2 + 0.3 * index / len(result.engines), f"Comparing {info.name}")
-        alone = whole if len(result.engines) == 1 else None  # then the same run
-        rows.append(_engine_accuracy(model, info, captured[info.name], native, inputs,
-                                     tolerances, alone))
+        # A single engine on the backend is the whole converted model: the same run.
+        rows.append(run.engine_accuracy(info, whole if len(result.engines) == 1 else None))
     rows.sort(key=lambda e: _rank(e.output_max_abs_error), reverse=True)
     failing = [e for e in rows if not e.output_passed][:remedies_for]
     for index, engine in enumerate(failing):
         tell(0.5 + 0.5 * index / len(failing), f"Measuring remedies for {engine.engine}")
-        remedies = _remedies(session, params, result, model, engine, captured, native, inputs,
-                             batch_size, tolerances)
-        rows[rows.index(engine)] = replace(engine, remedies=remedies)
+        rows[rows.index(engine)] = replace(engine, remedies=run.remedies(engine.engine))
     backend = model.backend
     return PerEngineAccuracy(params, rows, _max_abs(whole), all(o.passed for o in whole),
                              backend.name, backend.device, batches,
@@ -179,41 +178,100 @@ def _rank(error: float) -> float:
     return math.inf if math.isnan(error) else error
 
 
-def _compare(expected: list[dict[str, np.ndarray]], actual: list[Mapping[str, Any]],
-             tolerances: Mapping[str, Any]) -> list[Any]:
-    comparer = _Comparer(**tolerances)
-    for want, got in zip(expected, actual, strict=True):
-        comparer.add(want, _as_numpy(got))
-    return comparer.results()
-
-
 def _max_abs(outputs: list[Any]) -> float:
     """The largest absolute error over outputs (NaN when any output has NaN errors)."""
     values = [o.max_abs for o in outputs]
     return math.nan if any(math.isnan(v) for v in values) else max(values, default=0.0)
 
 
-def _engine_accuracy(model: ConvertedModel, info: EngineInfo, batches: list[tuple[Any, ...]],
-                     native: list[dict[str, np.ndarray]], inputs: list[dict[str, np.ndarray]],
-                     tolerances: Mapping[str, Any], alone: list[Any] | None = None
-                     ) -> EngineAccuracy:
-    op = model.ops[info.name]
-    local, nan, inf = 0.0, 0, 0
-    for batch in batches:
-        produced = op.try_engine(*batch)
-        if produced is None:  # no engine ran (a failed build): its segment ran natively
-            local = math.nan
-            continue
-        for got, want in zip(produced, op.native(list(batch)), strict=True):
-            local = max(local, _local_error(np.asarray(got), np.asarray(want)))
-            if got.dtype.kind == "f":
-                nan += int(np.count_nonzero(np.isnan(got)))
-                inf += int(np.count_nonzero(np.isinf(got)))
-    if alone is None:
-        alone = _compare(native, [model.call_with_engines({info.name}, **feeds)
-                                  for feeds in inputs], tolerances)
-    return EngineAccuracy(info.name, info.native_node_count, dict(info.native_ops), local,
-                          _max_abs(alone), all(o.passed for o in alone), nan, inf)
+@dataclass
+class _Run:
+    """One conversion's built model, the batches, native TF's outputs on them and the
+    captured engine inputs: what every comparison and remedy uses."""
+
+    session: ConversionSession
+    params: ConversionParams
+    result: ConversionResult
+    model: ConvertedModel
+    inputs: list[dict[str, np.ndarray]]
+    native: list[dict[str, np.ndarray]]
+    batch_size: int
+    tolerances: Mapping[str, Any]
+    captured: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
+
+    def compare(self, engines: set[str]) -> list[Any]:
+        """The outputs with `engines` on the backend (the rest native) vs native TF."""
+        comparer = _Comparer(**self.tolerances)
+        for feeds, want in zip(self.inputs, self.native, strict=True):
+            comparer.add(want, _as_numpy(self.model.call_with_engines(engines, **feeds)))
+        return comparer.results()
+
+    def engine_accuracy(self, info: EngineInfo, alone: list[Any] | None) -> EngineAccuracy:
+        op = self.model.ops[info.name]
+        local, nan, inf = 0.0, 0, 0
+        for batch in self.captured[info.name]:
+            produced = op.try_engine(*batch)
+            if produced is None:  # no engine ran (a failed build): its segment ran natively
+                local = math.nan
+                continue
+            for got, want in zip(produced, op.native(list(batch)), strict=True):
+                local = max(local, _local_error(np.asarray(got), np.asarray(want)))
+                if got.dtype.kind == "f":
+                    nan += int(np.count_nonzero(np.isnan(got)))
+                    inf += int(np.count_nonzero(np.isinf(got)))
+        alone = alone if alone is not None else self.compare({info.name})
+        return EngineAccuracy(info.name, info.native_node_count, dict(info.native_ops), local,
+                              _max_abs(alone), all(o.passed for o in alone), nan, inf)
+
+    def remedies(self, engine: str) -> list[Remedy]:
+        """Each change TF-TRT can express that may help `engine`, measured, and the
+        workbench-only keep-it-native what-if; those that pass first, then by error."""
+        info = next(e for e in self.result.engines if e.name == engine)
+        remedies = [self.measured(setting, value, why)
+                    for setting, value, why in self.changes(info)]
+        others = {e.name for e in self.result.engines} - {engine}
+        kept = self.compare(others)
+        result = self.result
+        converted = result.converted_nodes - info.native_node_count
+        remedies.append(Remedy(
+            KEEP_NATIVE, engine, "TensorFlow runs this segment; no TF-TRT setting does",
+            _max_abs(kept), all(o.passed for o in kept), len(others),
+            round(100.0 * converted / result.total_nodes, 2) if result.total_nodes else 0.0,
+            tftrt_setting=False))
+        return sorted(remedies, key=lambda r: (not r.passed, _rank(r.output_max_abs_error)))
+
+    def changes(self, info: EngineInfo) -> list[tuple[str, Any, str]]:
+        """(setting, value, why) of each TF-TRT remedy for engine `info`."""
+        params, engines = self.params, self.result.engines
+        changes = []
+        higher = HIGHER_PRECISION.get(params.precision_mode)
+        if higher:
+            changes.append(("precision_mode", higher, f"every engine in {higher}"))
+        denied = _op_to_denylist(self.model.segments[info.name].segment,
+                                 self.captured[info.name][0])
+        if denied is not None:
+            op_type, largest = denied
+            changes.append(("denylist", tuple(sorted({*params.denylist, op_type})),
+                            f"{op_type} makes the engine's largest values (|x| up to "
+                            f"{largest:.3g}{', past float16' if largest > FP16_MAX else ''})"))
+        size = info.effective_size
+        changes.append(("minimum_segment_size", size + 1,
+                        f"drops segments under {size + 1} nodes; this one counts {size} for "
+                        "the threshold"))
+        larger = sum(e.effective_size > size for e in engines)
+        if larger:
+            changes.append(("max_engines", larger, f"keeps the {larger} larger engine(s) only"))
+        return changes
+
+    def measured(self, setting: str, value: Any, why: str) -> Remedy:
+        """Converts with the change, builds and validates: the remedy's measured effect."""
+        params = replace(self.params, **{setting: value})
+        check = check_conversion(self.session, params, batch_sizes=(self.batch_size,),
+                                 time_latency=False, **self.tolerances)
+        assert check.validation is not None
+        return Remedy(setting, list(value) if isinstance(value, tuple) else value, why,
+                      _max_abs(check.validation.outputs), check.validation.passed,
+                      check.engines, self.session.convert(params).percent_converted)
 
 
 def _local_error(got: np.ndarray, want: np.ndarray) -> float:
@@ -224,58 +282,6 @@ def _local_error(got: np.ndarray, want: np.ndarray) -> float:
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
     return math.nan if np.isnan(diff).any() else float(diff.max())
-
-
-# --- remedies -------------------------------------------------------------------------------
-
-
-def _remedies(session: ConversionSession, params: ConversionParams, result: Any,
-              model: ConvertedModel, engine: EngineAccuracy,
-              captured: dict[str, list[tuple[Any, ...]]], native: list[dict[str, np.ndarray]],
-              inputs: list[dict[str, np.ndarray]], batch_size: int,
-              tolerances: Mapping[str, Any]) -> list[Remedy]:
-    info = next(e for e in result.engines if e.name == engine.engine)
-    changes = []
-    higher = HIGHER_PRECISION.get(params.precision_mode)
-    if higher:
-        changes.append(("precision_mode", higher, f"every engine in {higher}"))
-    denied = _op_to_denylist(model.segments[info.name].segment, captured[info.name][0])
-    if denied is not None:
-        op_type, largest = denied
-        changes.append(("denylist", tuple(sorted({*params.denylist, op_type})),
-                        f"{op_type} makes the engine's largest values (|x| up to "
-                        f"{largest:.3g}{', past float16' if largest > FP16_MAX else ''})"))
-    changes.append(("minimum_segment_size", info.effective_size + 1,
-                    f"drops segments under {info.effective_size + 1} nodes; this one counts "
-                    f"{info.effective_size} for the threshold"))
-    larger = sum(e.effective_size > info.effective_size for e in result.engines)
-    if larger:
-        changes.append(("max_engines", larger, f"keeps the {larger} larger engine(s) only"))
-    remedies = [_measured(session, replace(params, **{setting: value}), setting, value, why,
-                          batch_size, tolerances)
-                for setting, value, why in changes]
-    others = {e.name for e in result.engines} - {info.name}
-    kept = _compare(native, [model.call_with_engines(others, **feeds) for feeds in inputs],
-                    tolerances)
-    converted = result.converted_nodes - info.native_node_count
-    remedies.append(Remedy(
-        KEEP_NATIVE, info.name, "TensorFlow runs this segment; no TF-TRT setting does",
-        _max_abs(kept), all(o.passed for o in kept), len(others),
-        round(100.0 * converted / result.total_nodes, 2) if result.total_nodes else 0.0,
-        tftrt_setting=False))
-    return sorted(remedies, key=lambda r: (not r.passed, _rank(r.output_max_abs_error)))
-
-
-def _measured(session: ConversionSession, params: ConversionParams, setting: str, value: Any,
-              why: str, batch_size: int, tolerances: Mapping[str, Any]) -> Remedy:
-    """Converts with `params`, builds and validates: the remedy's measured effect."""
-    check = check_conversion(session, params, batch_sizes=(batch_size,), time_latency=False,
-                             **tolerances)
-    assert check.validation is not None
-    error = _max_abs(check.validation.outputs)
-    return Remedy(setting, list(value) if isinstance(value, tuple) else value, why, error,
-                  check.validation.passed, check.engines,
-                  session.convert(params).percent_converted)
 
 
 def _op_to_denylist(segment: SegmentGraph, batch: tuple[Any, ...]) -> tuple[str, float] | None:
@@ -293,9 +299,9 @@ def _op_to_denylist(segment: SegmentGraph, batch: tuple[Any, ...]) -> tuple[str,
 
     wrapped = tf.compat.v1.wrap_function(_import, [])
     graph = wrapped.graph
-    fetched = {name: graph.get_operation_by_name(name).outputs[0] for name in ops
-               if graph.get_operation_by_name(name).outputs
-               and graph.get_operation_by_name(name).outputs[0].dtype.is_floating}
+    outputs = {name: graph.get_operation_by_name(name).outputs for name in ops}
+    fetched = {name: found[0] for name, found in outputs.items()
+               if found and found[0].dtype.is_floating}
     if not fetched:
         return None
     run = wrapped.prune([graph.get_tensor_by_name(f"{n}:0") for n in segment.input_names],
