@@ -114,7 +114,7 @@ def test_int8_ranks_engines_and_measures_each_remedy() -> None:
     assert fp16.value == "FP16" and fp16.output_max_abs_error < worst.output_max_abs_error
 
 
-def test_cli_check_per_engine_json(overflow_model: Path) -> None:
+def test_cli_check_per_engine_json(overflow_model: Path, tmp_path: Path) -> None:
     done = run_cli("check", str(overflow_model), "--precision", "FP16", "--iterations", "2",
                    "--per-engine", "--json")
     assert done.returncode == 3, done.stderr  # the overflow fails the check
@@ -124,6 +124,11 @@ def test_cli_check_per_engine_json(overflow_model: Path) -> None:
     assert "Square" in rows[0]["ops"] and rows[0]["remedies"]
     finite = [r["output_max_abs_error"] for r in rows[1:]]
     assert finite == sorted(finite, reverse=True)
+    page = tmp_path / "report.html"
+    done = run_cli("report", str(overflow_model), "--precision", "FP16", "--per-engine",
+                   "-o", str(page))
+    assert done.returncode == 0, done.stderr
+    assert 'id="chart-per-engine"' in page.read_text() and rows[0]["engine"] in page.read_text()
 
 
 @pytest.mark.slow
