@@ -303,7 +303,8 @@ def _run_report(args: argparse.Namespace) -> int:
 
         per_engine = per_engine_accuracy(session, params, batch_size=sizes[-1],
                                          progress=print_progress)
-    path = write_html_report(session, params, args.output, check, tuning, per_engine)
+    path = write_html_report(session, params, args.output, check, tuning,
+                             per_engine=per_engine)
     print(f"wrote {path}")
     return 0
 

@@ -172,7 +172,7 @@ class Workbench:
         start = time.perf_counter()
         try:
             self.view = build_view(self.session, self.params, self.check, self.profile_table,
-                                   self.blocking, self.per_engine_report)
+                                   self.blocking, per_engine=self.per_engine_report)
         except WorkbenchError as exc:
             self._set_status(str(exc), error=True)
             return

@@ -103,7 +103,7 @@ def html_report(session: ConversionSession, params: ConversionParams,
     `ConversionCheck` of the same parameters), its validation and latency too; with `tuning`
     (a `TuneResult`), the search's trials, Pareto set, recommendation and charts; with
     `per_engine` (a `PerEngineAccuracy`), the engines ranked by error and their remedies."""
-    data = collect(session, params, check, per_engine)
+    data = collect(session, params, check, per_engine=per_engine)
     sections = [
         _section("Parameters", _params_table(data.params)),
         _section("Result", _headline(data.headline)),
@@ -126,7 +126,7 @@ def write_html_report(
 ) -> Path:
     """Writes the report to `path` (whole or not at all) and returns the path."""
     target = check_report_path(path)
-    text = html_report(session, params, check, tuning, per_engine)
+    text = html_report(session, params, check, tuning, per_engine=per_engine)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         temp.write_text(text, encoding="utf-8")
