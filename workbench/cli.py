@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="also build the engines, validate and time them (workbench check)")
     report.add_argument("--tensorrt", action="store_true",
                         help="add TensorRT's verdict on every engine (TensorRT-RTX's builder)")
+    report.add_argument("--per-engine", action="store_true",
+                        help="also rank the engines by error, with measured remedies")
     report.add_argument("--batch-sizes", default="1",
                         help="with --check: comma-separated (default: 1)")
     report.add_argument("--tune-store", metavar="DIR",
@@ -115,6 +117,9 @@ def _add_check_command(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--rtol", type=float, default=1e-5)
     check.add_argument("--whole-model", action="store_true",
                        help="also time the whole model as one engine on the backend")
+    check.add_argument("--per-engine", action="store_true",
+                       help="also rank the engines by the error each adds to the outputs, "
+                            "with the measured effect of remedies for the worst")
     check.add_argument("--json", action="store_true",
                        help="print exactly one JSON document on stdout")
     check.set_defaults(run=_run_check)
@@ -329,7 +334,14 @@ def _run_report(args: argparse.Namespace) -> int:
         if args.check else None
     tensorrt = _tensorrt_verdicts(session, session.convert(params), params) \
         if args.tensorrt else None
-    path = write_html_report(session, params, args.output, check, tuning, tensorrt)
+    per_engine = None
+    if args.per_engine:
+        from workbench.checks.per_engine import per_engine_accuracy
+
+        per_engine = per_engine_accuracy(session, params, batch_size=sizes[-1],
+                                         progress=print_progress)
+    path = write_html_report(session, params, args.output, check, tuning, tensorrt,
+                             per_engine=per_engine)
     print(f"wrote {path}")
     return 0
 
@@ -449,17 +461,29 @@ def _run_check(args: argparse.Namespace) -> int:
 
     params = _conversion_params(args)
     sizes = parse_batch_sizes(args.batch_sizes)
+    session = _open_session(args)
     check = check_conversion(
-        _open_session(args), params, None if args.json else print_progress,
+        session, params, None if args.json else print_progress,
         batch_sizes=sizes, batches=args.batches, iterations=args.iterations,
         atol=args.atol, rtol=args.rtol, whole_model=args.whole_model)
+    per_engine = None
+    if args.per_engine:
+        from workbench.checks.per_engine import per_engine_accuracy
+
+        per_engine = per_engine_accuracy(session, params, batches=args.batches,
+                                         batch_size=sizes[-1], atol=args.atol, rtol=args.rtol)
     if args.json:
-        print(json.dumps({"passed": check.validation.passed, "params": check.params.as_dict(),
-                          "engines": check.engines, "metrics": check.metrics(),
-                          "notes": list(check.notes),
-                          "latency": json.loads(check.latency.to_json(orient="records"))}))
+        document = {"passed": check.validation.passed, "params": check.params.as_dict(),
+                    "engines": check.engines, "metrics": check.metrics(),
+                    "notes": list(check.notes),
+                    "latency": json.loads(check.latency.to_json(orient="records"))}
+        if per_engine is not None:
+            document["per_engine"] = per_engine.to_json()
+        print(json.dumps(document))
     else:
         print(check.summary(outputs=True))
+        if per_engine is not None:
+            print(per_engine)
     return 0 if check.validation.passed else EXIT_MISMATCH
 
 

@@ -38,6 +38,10 @@ from workbench.engines.precision import (
     readable_bytes,
     to_float16,
 )
+from workbench.engines.precision_emulation import (
+    store_as_float16,
+    store_unquantized_as_float16,
+)
 from workbench.engines.settings import NO_REQUEST, BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import numpy_dtype
@@ -107,8 +111,11 @@ class OnnxRuntimeBackend:
         try:
             if precision == "FP16":
                 model = to_float16(fold_for_precision(model))
+                if self.providers[0] == "CPUExecutionProvider":  # float16 ops run in float32
+                    model = store_as_float16(model)
             elif precision == "INT8":
-                model = quantize_int8(fold_for_precision(model), batches)
+                model = store_unquantized_as_float16(
+                    quantize_int8(fold_for_precision(model), batches))
             return self._engine(readable_bytes(model), name, precision)
         except WorkbenchError:
             raise

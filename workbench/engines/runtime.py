@@ -419,6 +419,26 @@ class ConvertedModel:
         for name, op in self.ops.items():
             op.calibration_data = tuple(collected[name][1])
 
+    def engine_inputs(self, input_sets: Sequence[Any]) -> dict[str, list[tuple[Any, ...]]]:
+        """engine -> the input batches it gets when the whole model runs natively on
+        `input_sets` (input name -> array each): what per-engine accuracy feeds each engine."""
+        sets = collect_inputs(lambda: iter(input_sets), self.input_names, "input_sets")
+        return {name: batches for name, (_, batches) in
+                self._run_collecting(sets, shapes=False).items()}
+
+    def call_with_engines(self, engines: set[str], **inputs: Any) -> dict[str, Any]:
+        """One call with only `engines` on the backend, every other segment run natively."""
+        ops = self.ops
+        native = [op for name, op in ops.items() if name not in engines]
+        for op in native:
+            op.start_collecting(shapes=True)  # a collecting op runs its native segment
+        try:
+            outputs = self._function_with(frozenset())(*self.input_tensors((), inputs))
+        finally:
+            for op in native:
+                op.stop_collecting()
+        return dict(zip(self.output_names, outputs, strict=True))
+
     def _run_collecting(self, sets: InputSets, shapes: bool
                         ) -> dict[str, tuple[list[Any], list[Any]]]:
         ops = self.ops

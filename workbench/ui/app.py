@@ -18,6 +18,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from workbench.checks.conversion_check import ConversionCheck, conversion_check_steps
+from workbench.checks.per_engine import PerEngineAccuracy, per_engine_accuracy
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.report import ConversionReport
 from workbench.conversion.result import ConversionResult
@@ -71,6 +72,7 @@ class Workbench:
         self.blocking: pd.DataFrame | None = None
         # TensorRT's verdicts (engine -> JSON object) per parameters they were made for.
         self.tensorrt: dict[ConversionParams, dict[str, dict]] = {}
+        self.per_engine_report: PerEngineAccuracy | None = None  # the latest, any settings
         self.machine: Diagnosis | None = None  # workbench.doctor()'s facts, shown in the footer
         self._open_args = (signature_key, tags, output_node_names)
         self._background = background
@@ -79,7 +81,8 @@ class Workbench:
         self.nonconversion_tab = NonconversionTab()
         self.graph_tab = GraphTab()
         self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops)
-        self.validation_tab = ValidationTab(on_check=self._check_clicked)
+        self.validation_tab = ValidationTab(on_check=self._check_clicked,
+                                            on_per_engine=self._per_engine_clicked)
         self.runs_tab = RunsTab(self.store, on_keep=self._keep_clicked)
         self.profile_tab = ProfileTab(on_profile=self.profile)
         self.tune_tab = TuneTab(self.set_params, self.store.root, background)
@@ -121,6 +124,13 @@ class Workbench:
     def figures(self) -> dict[str, Any]:
         """Every plotly figure the tabs show, by name."""
         return {k: v for tab in self.tab_list for k, v in getattr(tab, "figures", {}).items()}
+
+    @property
+    def per_engine(self) -> pd.DataFrame:
+        """The latest per-engine accuracy (`run_per_engine`), one row per engine, worst
+        first; empty before one ran."""
+        report = self.per_engine_report
+        return report.table() if report is not None else pd.DataFrame()
 
     @property
     def svg(self) -> str:
@@ -170,7 +180,8 @@ class Workbench:
         try:
             params = self.params.validated()
             self.view = build_view(self.session, params, self.check, self.profile_table,
-                                   self.blocking, self.tensorrt.get(params))
+                                   self.blocking, self.tensorrt.get(params),
+                                   per_engine=self.per_engine_report)
         except WorkbenchError as exc:
             self._set_status(str(exc), error=True)
             return
@@ -327,6 +338,30 @@ class Workbench:
         message = str(exc) if isinstance(exc, WorkbenchError) else \
             f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
         self.summary_tab.tensorrt_progress(message, error=True)
+
+    def run_per_engine(self, batches: int = 2, batch_size: int = 8, **options: Any) -> None:
+        """Per-engine accuracy of the current conversion (the Validation tab's button): each
+        engine's error, worst first, and the measured effect of remedies for the worst
+        (background step; `options` go to `per_engine_accuracy`: atol, rtol, remedies_for)."""
+        if self.session is None:
+            return
+        session, params = self.session, self.params
+
+        def body() -> Generator[Progress, None, Any]:
+            yield 0.05, "Per-engine accuracy: building, capturing, comparing, remedies"
+            return per_engine_accuracy(session, params, batches=batches,
+                                       batch_size=batch_size, **options)
+
+        self._start(body, self._measured("per_engine_report"), "Comparing engines")
+
+    def _per_engine_clicked(self) -> None:
+        try:
+            options = self.validation_tab.options()  # the check's tolerances and batches
+        except WorkbenchError as exc:
+            self._set_status(str(exc), error=True)
+            return
+        self.run_per_engine(batches=options["batches"], atol=options["atol"],
+                            rtol=options["rtol"])
 
     def _measured(self, attribute: str) -> Any:
         """A step's done-handler: keeps its measurement for the next view."""

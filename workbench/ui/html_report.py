@@ -90,20 +90,24 @@ details summary { cursor: pointer; color: var(--muted); margin: 6px 0; }
 
 def collect(session: ConversionSession, params: ConversionParams,
             check: ConversionCheck | None = None,
-            tensorrt: Mapping[str, Mapping[str, Any]] | None = None) -> ConversionView:
+            tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
+            per_engine: Any = None) -> ConversionView:
     """The report's view: the app's, with the blocking op types always measured."""
     return build_view(session, params, check=check,
-                      blocking=blocking_op_types(session, params.validated()), tensorrt=tensorrt)
+                      blocking=blocking_op_types(session, params.validated()), tensorrt=tensorrt,
+                      per_engine=per_engine)
 
 
 def html_report(session: ConversionSession, params: ConversionParams,
                 check: ConversionCheck | None = None, tuning: Any = None,
-                tensorrt: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+                tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
+                per_engine: Any = None) -> str:
     """The whole report page for converting `session`'s model with `params`; with `check` (a
     `ConversionCheck` of the same parameters), its validation and latency too; with `tuning`
     (a `TuneResult`), the search's trials, Pareto set, recommendation and charts; with
-    `tensorrt` (engine -> TensorRT's verdict object), TensorRT's verdict on each engine."""
-    data = collect(session, params, check, tensorrt)
+    `tensorrt` (engine -> TensorRT's verdict object), TensorRT's verdict on each engine; with
+    `per_engine` (a `PerEngineAccuracy`), the engines ranked by error and their remedies."""
+    data = collect(session, params, check, tensorrt, per_engine=per_engine)
     sections = [
         _section("Parameters", _params_table(data.params)),
         _section("Result", _headline(data.headline)),
@@ -113,6 +117,7 @@ def html_report(session: ConversionSession, params: ConversionParams,
         _section("TF-TRT non-conversion report", _nonconversion(data)),
         _section("Charts", _charts(data)),
         *([_section("Validation and latency", _validation(data))] if data.check else []),
+        *([_section("Per-engine accuracy", _per_engine(data))] if data.per_engine else []),
         *([_section("Tuning", tuning_html(tuning))] if tuning is not None else []),
         _section("Converted graph", _graph_view("converted", data)),
         _section("Full graph by engine", _graph_view("full", data)),
@@ -124,11 +129,11 @@ def html_report(session: ConversionSession, params: ConversionParams,
 def write_html_report(
     session: ConversionSession, params: ConversionParams, path: str | os.PathLike,
     check: ConversionCheck | None = None, tuning: Any = None,
-    tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
+    tensorrt: Mapping[str, Mapping[str, Any]] | None = None, per_engine: Any = None,
 ) -> Path:
     """Writes the report to `path` (whole or not at all) and returns the path."""
     target = check_report_path(path)
-    text = html_report(session, params, check, tuning, tensorrt)
+    text = html_report(session, params, check, tuning, tensorrt, per_engine=per_engine)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         temp.write_text(text, encoding="utf-8")
@@ -328,6 +333,18 @@ def _validation(data: ConversionView) -> str:
     return stale + lines + _chart("latency", latency_chart(check.latency))
 
 
+def _per_engine(data: ConversionView) -> str:
+    """Engines worst first with their measured remedies, and the per-engine error chart."""
+    from workbench.viz.charts import per_engine_chart
+
+    report = data.per_engine
+    stale = "" if data.engine_errors is not None else (
+        '<p class="note">Measured with other settings than this report\'s.</p>')
+    head, *lines = str(report).splitlines()
+    return (stale + f"<p>{escape(head)}</p><pre>{escape(chr(10).join(lines))}</pre>"
+            + _chart("per-engine", per_engine_chart(report.table())))
+
+
 def tuning_html(result: Any) -> str:
     """A `TuneResult` as HTML: counts, the recommendation and why, the Pareto set, the three
     charts and every trial (failed ones with their reason)."""
@@ -378,7 +395,7 @@ def _recommendations(recommendation: Recommendation) -> str:
 def _graph_view(kind: str, data: ConversionView) -> str:
     from workbench.viz.graphs import draw, inline_svg
 
-    svg = inline_svg(draw(data.graph, data.result, kind))
+    svg = inline_svg(draw(data.graph, data.result, kind, errors=data.engine_errors))
     return f'<div class="graph" id="graph-{kind}">{svg}</div>'
 
 

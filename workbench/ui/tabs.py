@@ -150,7 +150,8 @@ class GraphTab:
             kind = "converted"
         try:
             self.svg = graphs.inline_svg(graphs.draw(view.graph, view.result, kind,
-                                                     self.engine.value or ""))
+                                                     self.engine.value or "",
+                                                     errors=view.engine_errors))
         except WorkbenchError as exc:
             self.html.value = note_html(str(exc), error=True)
             return
@@ -188,7 +189,8 @@ class ValidationTab:
 
     title = "Validation"
 
-    def __init__(self, on_check: Callable[[], None]) -> None:
+    def __init__(self, on_check: Callable[[], None],
+                 on_per_engine: Callable[[], None] | None = None) -> None:
         self.figures: dict[str, Any] = {}
         small = {"layout": widgets.Layout(width="160px")}
         self.batch_sizes = widgets.Text(value="1", description="batch sizes",
@@ -206,10 +208,19 @@ class ValidationTab:
         self.note.add_class("wb-check")
         self.out = widgets.Output()
         self._check: Any = None
+        self.per_engine_button = widgets.Button(description="Per-engine accuracy",
+                                                icon="sort-amount-desc",
+                                                layout=widgets.Layout(width="200px"))
+        self.per_engine_button.on_click(lambda _b: on_per_engine and on_per_engine())
+        self.per_engine_note, self.per_engine_out = widgets.HTML(), widgets.Output()
+        self.per_engine_stale = widgets.HTML()
+        self._per_engine: Any = None
         options = widgets.HBox([self.batch_sizes, self.batches, self.atol, self.rtol,
-                                self.whole, self.button],
+                                self.whole, self.button, self.per_engine_button],
                                layout=widgets.Layout(flex_flow="row wrap"))
-        self.widget = widgets.VBox([options, self.stale, self.note, self.outputs, self.out])
+        self.widget = widgets.VBox([options, self.stale, self.note, self.outputs, self.out,
+                                    self.per_engine_stale, self.per_engine_note,
+                                    self.per_engine_out])
 
     def options(self) -> dict[str, Any]:
         """The check's arguments from the widgets; bad batch sizes are a WorkbenchError."""
@@ -218,6 +229,7 @@ class ValidationTab:
                 "rtol": self.rtol.value, "whole_model": self.whole.value}
 
     def update(self, view: ConversionView) -> None:
+        self._show_per_engine(view)
         stale = view.check is not None and not view.check_is_current
         self.stale.value = note_html(
             "These figures were measured with other settings: press 'Validate and time' to "
@@ -235,6 +247,22 @@ class ValidationTab:
         self.outputs.value = "<b>Outputs: converted vs native TF</b>" + table_html(table)
         self.figures["latency"] = charts.latency_chart(check.latency)
         show_figure(self.out, self.figures["latency"])
+
+
+    def _show_per_engine(self, view: ConversionView) -> None:
+        """Engines ranked by the error each adds to the outputs, with measured remedies."""
+        report = view.per_engine
+        self.per_engine_stale.value = "" if report is None or view.engine_errors is not None \
+            else note_html("This per-engine accuracy was measured with other settings.",
+                           error=True)
+        if report is None or report is self._per_engine:
+            return
+        self._per_engine = report
+        lines = str(report).splitlines()
+        self.per_engine_note.value = note_html(
+            lines[0], error=not report.model_passed) + pre_html("\n".join(lines[1:]))
+        self.figures["per_engine"] = charts.per_engine_chart(report.table())
+        show_figure(self.per_engine_out, self.figures["per_engine"])
 
 
 class RunsTab:

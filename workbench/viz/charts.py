@@ -25,6 +25,7 @@ from workbench.viz.style import (
     ENGINE_COLORS,
     category_color,
     engine_color,
+    error_color,
     reason_category,
 )
 
@@ -235,6 +236,33 @@ def latency_chart(latency: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(title_text="ms", rangemode="tozero")
     if latency.empty:
         _note(fig, "not measured")
+    return fig
+
+
+def per_engine_chart(table: pd.DataFrame) -> go.Figure:
+    """Each engine's max abs error, worst first (`PerEngineAccuracy.table()`): on the model's
+    outputs with only this engine on the backend (coloured by size), and on the engine's own
+    outputs against its native segment. NaN and inf are drawn at the top, labelled."""
+    fig = go.Figure()
+    finite = [v for column in ("output_max_abs_error", "local_max_abs_error")
+              for v in table.get(column, []) if math.isfinite(v) and v > 0]
+    top = max(finite, default=1.0) * 10
+    for column, name, opacity in (("output_max_abs_error", "model outputs, this engine only", 1),
+                                  ("local_max_abs_error", "engine vs its native segment", 0.45)):
+        values = list(table[column]) if column in table else []
+        fig.add_trace(go.Bar(
+            name=name, x=list(table["engine"]) if len(table) else [],
+            y=[v if math.isfinite(v) else top for v in values],
+            text=[f"{v:.2g}" if math.isfinite(v) else str(v) for v in values],
+            textposition="outside", opacity=opacity,
+            marker={"color": [error_color(v) for v in values], "line": {"color": ENGINE_BORDER,
+                                                                        "width": 1}},
+            hovertemplate=f"<b>%{{x}}</b><br>{name}: %{{text}}<extra></extra>",
+        ))
+    _layout(fig, "Max abs error per engine, worst first", height=420, barmode="group")
+    fig.update_yaxes(title_text="max abs error", type="log")
+    if table.empty:
+        _note(fig, "no engines")
     return fig
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from html import escape
 
@@ -33,6 +33,7 @@ from workbench.viz.style import (
     ENGINE_BORDER,
     category_color,
     engine_color,
+    error_color,
     reason_category,
 )
 
@@ -90,8 +91,10 @@ def full_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
     return dot
 
 
-def converted_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
-    """View (b): the graph as TF-TRT leaves it, each engine one node with its node count."""
+def converted_graph(graph: Graph, result: ConversionResult,
+                    errors: Mapping[str, float] | None = None) -> graphviz.Digraph:
+    """View (b): the graph as TF-TRT leaves it, each engine one node with its node count
+    (with `errors`, engine -> max abs error: coloured by error, green to red)."""
     converted = converted_top_level(graph, result)
     reasons = _reasons(result)
     infos = {engine.name: engine for engine in result.engines}
@@ -104,7 +107,8 @@ def converted_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
     for node in converted.nodes:
         if node.op == ENGINE_OP:
             info = infos[node.name]
-            _engine_box(frames.target(info.nodes), info, list(infos).index(node.name))
+            _engine_box(frames.target(info.nodes), info, list(infos).index(node.name),
+                        error=(errors or {}).get(node.name))
         elif node.name not in folded:
             outside.append(_Outside(node.name, node.op, _reason(reasons, node.name)))
     edges = [(s, d, False) for s, d in converted.edges if folded.isdisjoint((s, d))]
@@ -158,11 +162,14 @@ VIEWS = ("converted", "full", "engine")  # what `draw` can draw
 _SVG_PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)
 
 
-def draw(graph: Graph, result: ConversionResult, view: str, engine: str = "") -> graphviz.Digraph:
-    """One of the VIEWS: the converted graph, the full graph by engine, or `engine` opened up."""
+def draw(graph: Graph, result: ConversionResult, view: str, engine: str = "",
+         errors: Mapping[str, float] | None = None) -> graphviz.Digraph:
+    """One of the VIEWS: the converted graph (engines coloured by `errors` when given), the
+    full graph by engine, or `engine` opened up."""
     if view == "engine":
         return engine_graph(graph, result, engine)
-    return full_graph(graph, result) if view == "full" else converted_graph(graph, result)
+    return full_graph(graph, result) if view == "full" else converted_graph(graph, result,
+                                                                            errors)
 
 
 def inline_svg(digraph: graphviz.Digraph) -> str:
@@ -478,10 +485,14 @@ def _op_node(dot: graphviz.Digraph, node: Node, fill: str, tooltip: str,
              tooltip=f"{node.op}: {tooltip}", **extra)
 
 
-def _engine_box(dot: graphviz.Digraph, engine: EngineInfo, index: int, note: str = "") -> None:
+def _engine_box(dot: graphviz.Digraph, engine: EngineInfo, index: int, note: str = "",
+                error: float | None = None) -> None:
     suffix = f" ({note})" if note else ""
+    fill = engine_color(index) if error is None else error_color(error)
+    if error is not None:
+        suffix += f"\nmax abs error {error:.2g}"
     dot.node(engine.name, f"{engine.name}\n[{engine.native_node_count} nodes]{suffix}",
-             shape="box3d", style="filled", fillcolor=engine_color(index), color=ENGINE_BORDER,
+             shape="box3d", style="filled", fillcolor=fill, color=ENGINE_BORDER,
              penwidth="1.2", fontsize="10", tooltip=_engine_tooltip(engine))
 
 

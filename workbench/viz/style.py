@@ -6,6 +6,8 @@ contains, so the legend stays at a handful of colours while tooltips keep the fu
 
 from __future__ import annotations
 
+import math
+
 # Engines: a qualitative palette (Tableau 20's light tones), cycled past 20 engines.
 ENGINE_COLORS = (
     "#aec7e8", "#98df8a", "#ffbb78", "#c5b0d5", "#9edae5", "#f7b6d2", "#dbdb8d", "#c49c94",
@@ -49,3 +51,17 @@ def category_color(category: str) -> str:
         if name == category:
             return color
     return OTHER_CATEGORY[1]
+
+
+# Per-engine accuracy: small errors green to large (or NaN/inf) red, on a log scale.
+ERROR_COLORS = ("#1a9850", "#91cf60", "#fee08b", "#fc8d59", "#d73027")
+ERROR_RANGE = (1e-5, 1e-1)  # errors at or below the first are green, at or above the last red
+
+
+def error_color(error: float) -> str:
+    """The colour of an engine's max abs error (NaN and inf: the worst colour)."""
+    if not math.isfinite(error):
+        return ERROR_COLORS[-1]
+    low, high = (math.log10(v) for v in ERROR_RANGE)
+    where = (math.log10(max(error, 1e-30)) - low) / (high - low)
+    return ERROR_COLORS[round(min(max(where, 0.0), 1.0) * (len(ERROR_COLORS) - 1))]

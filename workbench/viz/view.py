@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.checks.conversion_check import ConversionCheck
+from workbench.checks.per_engine import PerEngineAccuracy
 from workbench.conversion.advice import Advice, advise
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
@@ -83,6 +84,7 @@ class ConversionView:
     # TensorRT's verdict per engine (`TensorRTVerdict.to_json()`) for these very parameters,
     # when one was made; the report's engine tables then carry the tensorrt_* columns.
     tensorrt: Mapping[str, Mapping[str, Any]] | None = None
+    per_engine: PerEngineAccuracy | None = None
 
     @cached_property
     def headline(self) -> Headline:
@@ -132,6 +134,14 @@ class ConversionView:
         return self.check is not None and self.check.params == self.params
 
     @property
+    def engine_errors(self) -> dict[str, float] | None:
+        """engine -> its output max abs error, when the latest per-engine accuracy measured
+        these very parameters (the segment graph colours engines by it)."""
+        if self.per_engine is None or self.per_engine.params != self.params:
+            return None
+        return {e.engine: e.output_max_abs_error for e in self.per_engine.engines}
+
+    @property
     def engine_names(self) -> tuple[str, ...]:
         return tuple(e.name for e in self.result.engines)
 
@@ -143,6 +153,7 @@ def build_view(
     profile: pd.DataFrame | None = None,
     blocking: pd.DataFrame | None = None,
     tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
+    per_engine: PerEngineAccuracy | None = None,
 ) -> ConversionView:
     """The view of converting `session`'s model with `params`, swept over every threshold up
     to one past the largest segment, with the latest measurements."""
@@ -163,4 +174,5 @@ def build_view(
         profile=profile,
         blocking=blocking,
         tensorrt=tensorrt,
+        per_engine=per_engine,
     )
