@@ -208,6 +208,15 @@ def wait_for_plot(page: Any, tab: str) -> None:
     assert page.locator(".wb-app .lm-TabBar-tab.lm-mod-current").first.inner_text() == tab
 
 
+def show_full_graph(page: Any, current: dict[str, Any]) -> None:
+    """Opens the Segment graph tab on its full view (engines as clusters) and waits for it."""
+    page.get_by_role("tab", name="Segment graph").click()
+    page.locator(".wb-app button", has_text="Full").first.click()
+    wait_until("the full segment graph replacing the converted one",
+               lambda: state(page)["svg"] not in ("", current["svg"]), UPDATE_TIMEOUT_S,
+               lambda: page_text(page))
+
+
 @contextmanager
 def screenshot_on_failure(page: Any) -> Iterator[None]:
     try:
@@ -231,6 +240,11 @@ def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
         before = open_and_run(page, lab)
         assert CONVERTED.search(before["summary"]), before["summary"]
         screenshot(page, "01_before_slider.png")
+        page.get_by_role("tab", name="Non-conversion report").click()
+        screenshot(page, "01_nonconversion_report.png")
+        show_full_graph(page, before)
+        screenshot(page, "01_segment_graph_full.png")
+        page.get_by_role("tab", name="Summary").click()
         check = validate_and_time(page)
         wait_for_state(page, "the workbench ready after the check", is_idle, 10)
         wait_for_plot(page, "Validation")
