@@ -4,13 +4,15 @@ A benchmark script ends with `record.write(name, figures)`; `benchmarks/summariz
 every results file into the one table of `benchmarks/README.md`. A figure is a dict with
 `measure`, `figure` (text, as a reader should see it), `target` ("" when none) and `met`
 (True, False or None when there is no target). The file also names the command, the machine
-(`workbench.hardware.cpu_device_name`) and the UTC date of the run; history stays in git.
+(`workbench.hardware.cpu_device_name`), its load and the UTC date of the run; history stays in
+git.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -44,6 +46,8 @@ def write(name: str, figures: list[dict[str, Any]], details: dict[str, Any] | No
                                                                   *sys.argv[1:]]),
         "machine": cpu_device_name(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        # Our machines are shared: the 1-minute load average at the end says how busy it was.
+        "load": round(os.getloadavg()[0], 1),
         "figures": figures,
     }
     if details:

@@ -51,6 +51,8 @@ def render(results: list[dict[str, Any]]) -> str:
             first = i == 0
             command = f"`{result['command']}`" if first else ""
             where = f"{result['machine']}, {result['date']}" if first else ""
+            if first and "load" in result:
+                where += f", load {result['load']}"
             if first and result.get("note"):
                 where += f" ({result['note']})"
             lines.append(f"| {command} | {_cell(row['measure'])} | {_cell(row['figure'])} | "
