@@ -63,6 +63,8 @@ screenshots: install
 	cp $(SHOTS)/01_segment_graph_full.png docs/images/segment-graph.png
 	cp $(SHOTS)/02_validation.png docs/images/validation.png
 	cp $(SHOTS)/03_charts.png docs/images/charts.png
+	cp $(SHOTS)/02_runs.png docs/images/runs.png
+	cp $(SHOTS)/02_profiling.png docs/images/profiling.png
 	cp $(SHOTS)/tune_01_search_done.png docs/images/tune.png
 
 bench: install
