@@ -18,7 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+# BENCHMARK_RESULTS_DIR moves them (a trial run that must not replace the current figures).
+RESULTS = Path(os.environ.get("BENCHMARK_RESULTS_DIR")
+               or Path(__file__).resolve().parent / "results")
 
 
 def figure(measure: str, value: str, target: str = "", met: bool | None = None) -> dict[str, Any]:

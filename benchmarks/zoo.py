@@ -207,7 +207,8 @@ COLUMNS = ["model", "nodes", "engines", "% converted", "convert s", "first run s
 def write_results(rows: list[ZooRow]) -> None:
     """The results file keeps every model's latest row (a run may cover a few models)."""
     path = record.RESULTS / "zoo.json"
-    kept = json.loads(path.read_text())["details"]["rows"] if path.exists() else []
+    previous = json.loads(path.read_text())["details"] if path.exists() else {}
+    kept = previous.get("rows", [])
     latest = {row[0]: row for row in kept}
     for r in rows:
         latest[r.model] = [r.model, str(r.nodes), str(r.engines), f"{r.percent:.2f}",
@@ -221,7 +222,8 @@ def write_results(rows: list[ZooRow]) -> None:
     record.write("zoo", [record.figure(
         "zoo models through TF-TRT's flow (convert, run, compare, save, reload)",
         f"{passed} of {len(merged)} pass", "every model passes", passed == len(merged))],
-        {"title": "The model zoo, per model", "columns": COLUMNS, "rows": merged})
+        {"title": "The model zoo, per model", "note": previous.get("note", ""),
+         "columns": COLUMNS, "rows": merged})
 
 
 def select(models: str | None, quick: bool) -> list[ZooModel]:
