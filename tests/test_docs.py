@@ -124,3 +124,11 @@ def test_cli_reference_covers_every_subcommand():
                 if option in ("-h", "--help"):
                     continue
                 assert f"`{option}`" in reference, f"{name} {option} missing"
+
+
+def test_every_benchmark_writes_its_figures():
+    """Each benchmark script ends in the table: it writes benchmarks/results/<name>.json."""
+    scripts = sorted(set((ROOT / "benchmarks").glob("*.py"))
+                     - {ROOT / "benchmarks" / "record.py", ROOT / "benchmarks" / "summarize.py"})
+    silent = [s.name for s in scripts if "record.write(" not in s.read_text()]
+    assert not silent, f"benchmarks that do not write their figures (record.write): {silent}"
