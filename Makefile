@@ -1,4 +1,5 @@
 # Two commands on a fresh machine: `make run` (the main job) and `make test` (the whole suite).
+# `make docs` builds the documentation site into site/; `make screenshots` refreshes its pictures.
 # Both install everything into .venv/ first, at the exact versions of $(CONSTRAINTS).
 # Another environment: `make test VENV=.venv-tf2.17 CONSTRAINTS=constraints/ci-tf2.17.txt`.
 VENV ?= .venv
@@ -12,15 +13,17 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # JupyterLab refuses to run as root unless told; our machines and containers run as root.
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# Material for MkDocs prints a notice about its successor on every build.
+export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: install system-deps run report test typecheck bench clean
+.PHONY: install system-deps run report test typecheck docs screenshots bench clean
 
 install: $(STAMP) system-deps
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[cpu,samples,lab,dev,tensorrt]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[cpu,samples,lab,dev,tensorrt,docs]'
 	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 
@@ -41,8 +44,29 @@ report: install
 	$(VENV)/bin/workbench report sample_models/build/resnet50 -o report.html
 
 test: install typecheck
-	$(PY) -m ruff check workbench sample_models tests benchmarks
+	$(PY) -m ruff check workbench sample_models tests benchmarks tools
+	$(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The documentation site (MkDocs, offline): open site/index.html. (`make test` builds it with
+# --strict: a broken link, a missing page or a page left out of the nav fails.)
+docs: install
+	$(PY) -m mkdocs build
+
+# The app's pictures in the README and the docs, taken by the browser tests from the real app.
+SHOTS := test-output/browser
+screenshots: install
+	$(PY) -m pytest -q tests/ui/test_browser.py::test_slider_updates_summary_and_graph \
+		tests/ui/test_tuning_browser.py
+	cp $(SHOTS)/01_before_slider.png docs/images/workbench.png
+	cp $(SHOTS)/01_nonconversion_report.png docs/images/nonconversion-report.png
+	cp $(SHOTS)/01_segment_graph_full.png docs/images/segment-graph.png
+	cp $(SHOTS)/02_validation.png docs/images/validation.png
+	cp $(SHOTS)/03_charts.png docs/images/charts.png
+	cp $(SHOTS)/02_runs.png docs/images/runs.png
+	cp $(SHOTS)/02_profiling.png docs/images/profiling.png
+	cp $(SHOTS)/tune_01_search_done.png docs/images/tune.png
+
 
 # The TensorRT backend family's GPU-only code, type-checked against the real APIs: stubs made
 # from the installed tensorrt_rtx (stubgen), and tensorrt-stubs for tensorrt, installed alone

@@ -31,6 +31,7 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+import record  # noqa: E402
 
 import sample_models  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
@@ -131,7 +132,7 @@ def engine_calls_per_model_call(model: Any, work: Callable[[], Any]) -> int:
     return sum(op.stats.engine_calls for op in model.ops.values()) - before
 
 
-def overhead_section(calls: int, rounds: int, label: str) -> float:
+def overhead_section(calls: int, rounds: int, label: str) -> dict[str, Any]:
     import tensorflow as tf
 
     with tempfile.TemporaryDirectory(prefix="engine-calls-") as tmp:
@@ -163,11 +164,14 @@ def overhead_section(calls: int, rounds: int, label: str) -> float:
     verdict = "OK" if after <= TARGET_MS else "MISSED"
     print(f"   target <= {TARGET_MS} ms per engine call (converted model, compiled op): "
           f"{verdict} ({after:.4f}; through Python {per['converted model, Python']:.4f})")
-    return after
+    return record.figure(
+        "per engine call in the converted model (8 tiny engines, batch 1): compiled op",
+        f"{after:.4f} ms (through Python {per['converted model, Python']:.4f} ms)",
+        f"<= {TARGET_MS} ms", after <= TARGET_MS)
 
 
 def model_section(title: str, directory: str, inputs: dict[str, np.ndarray], calls: int,
-                  rounds: int, label: str) -> float:
+                  rounds: int, label: str) -> dict[str, Any]:
     import tensorflow as tf
 
     start = time.perf_counter()
@@ -190,7 +194,10 @@ def model_section(title: str, directory: str, inputs: dict[str, np.ndarray], cal
     print(f"   speed-up native/converted {ratio:.2f}x: "
           f"{'OK' if ratio >= 1.0 else 'MISSED'} (target >= 1.0; through Python "
           f"{ms['native'] / ms['python']:.2f}x)")
-    return ratio
+    return record.figure(
+        f"{title.split('. ', 1)[-1]} at batch 1: native TF / converted (compiled op)",
+        f"{ratio:.2f}x ({ms['native']:.2f} / {ms['compiled']:.2f} ms; through Python "
+        f"{ms['native'] / ms['python']:.2f}x)", ">= 1.0x", ratio >= 1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,15 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     calls, rounds = (200, 3) if args.quick else (1000, 5)
     label = f"converted engines on onnxruntime, {cpu_device_name()}"
-    overhead_section(calls, rounds, label)
+    figures = [overhead_section(calls, rounds, label)]
     data = sample_models.data("digits_cnn")
-    model_section("2. digits_cnn", str(sample_models.build("digits_cnn")),
-                  {"images": data["x_test"][:1]}, calls, rounds, label)
+    figures += [model_section("2. digits_cnn", str(sample_models.build("digits_cnn")),
+                  {"images": data["x_test"][:1]}, calls, rounds, label)]
     with tempfile.TemporaryDirectory(prefix="efficientnet-") as tmp:
         efficientnet_model(tmp)
         image = np.random.default_rng(0).random((1, 224, 224, 3), np.float32) * 255
-        model_section("3. EfficientNetB0", str(Path(tmp)), {"x": image}, max(calls // 20, 10),
-                      rounds, label)
+        figures.append(model_section("3. EfficientNetB0", str(Path(tmp)), {"x": image},
+                                     max(calls // 20, 10), rounds, label))
+    record.write("engine_calls", figures)
     return 0
 
 

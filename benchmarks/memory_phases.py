@@ -16,6 +16,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
+import record  # noqa: E402
 
 import workbench  # noqa: E402
 from sample_models.zoo import zoo  # noqa: E402
@@ -29,9 +30,13 @@ def _gb() -> tuple[float, float]:
     return peak, rss
 
 
+PEAKS: dict[str, float] = {}  # phase -> peak RSS in GB, for the results file
+
+
 def _phase(name: str, start: float) -> None:
     peak, rss = _gb()
     elapsed = time.perf_counter() - start
+    PEAKS[name] = peak
     print(f"{name:<22} peak {peak:5.2f} GB  now {rss:5.2f} GB  {elapsed:6.1f} s", flush=True)
 
 
@@ -55,6 +60,10 @@ def main(name: str) -> None:
         _phase("workbench.load", start)
         reloaded(*inputs)
         _phase("reloaded first call", start)
+    phases = ("convert()", "first call", "save()", "reloaded first call")
+    record.write("memory_phases", [record.figure(
+        f"{name}: peak RSS after " + " / ".join(phases),
+        " / ".join(f"{PEAKS[p]:.2f}" for p in phases) + " GB")], keep_other_models=True)
 
 
 if __name__ == "__main__":

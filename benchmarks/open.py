@@ -26,6 +26,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+
+import record
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -126,7 +129,8 @@ def measure(name: str, work: Path) -> dict:
                        "first_call": first_call}}
 
 
-def report(figures: dict) -> None:
+def report(figures: dict) -> list[dict[str, Any]]:
+    """Prints one model's figures; returns them as results-file rows."""
     name, tf_freeze = figures["model"], figures["tf_freeze_s"]
     cold, reopen = figures["cold_s"], figures["reopen_s"]
     print(f"{name} ({figures['model_mb']:.0f} MB): TF convert_variables_to_constants_v2 "
@@ -155,6 +159,33 @@ def report(figures: dict) -> None:
             met = seconds / tf_freeze <= ratios[name]
             print(f"  target {label} <= {ratios[name]}x TF freezing: "
                   f"{'met' if met else 'NOT met'}")
+    return _rows(figures)
+
+
+def _rows(figures: dict) -> list[dict[str, Any]]:
+    name, tf_freeze = figures["model"], figures["tf_freeze_s"]
+    rows = []
+    for label, seconds, limits, ratios in (
+            ("cold convert()", figures["cold_s"], COLD_TARGET_S, COLD_TARGET_RATIO),
+            ("reopen from the cache", figures["reopen_s"], REOPEN_TARGET_S,
+             REOPEN_TARGET_RATIO)):
+        targets, met = [], []
+        if name in limits:
+            targets.append(f"<= {limits[name]} s")
+            met.append(seconds <= limits[name])
+        if name in ratios:
+            targets.append(f"<= {ratios[name]}x")
+            met.append(seconds / tf_freeze <= ratios[name])
+        rows.append(record.figure(
+            f"{name}: {label} (x TensorFlow's freezing, {tf_freeze:.2f} s)",
+            f"{seconds:.2f} s ({seconds / tf_freeze:.2f}x)", ", ".join(targets),
+            all(met) if met else None))
+    if name in FIRST_CALL_TARGET_S:
+        limit = FIRST_CALL_TARGET_S[name]
+        rows.append(record.figure(f"{name}: first call at batch 1 after a restart",
+                                  f"{figures['first_call_s']:.2f} s", f"<= {limit} s",
+                                  figures["first_call_s"] <= limit))
+    return rows
 
 
 def _steps(timings: dict[str, float]) -> str:
@@ -176,9 +207,11 @@ def main() -> None:
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         sys.exit(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    rows = []
     for name in names:
         with tempfile.TemporaryDirectory(prefix="workbench-open-") as work:
-            report(measure(name, Path(work)))
+            rows += report(measure(name, Path(work)))
+    record.write("open", rows)
     if not args.no_engine_calls:
         sys.stdout.flush()
         subprocess.run([sys.executable, str(ENGINE_CALLS), "--quick"], check=True)

@@ -30,6 +30,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Every process of the benchmark (its workers too) shares one cache, warmed below.
 os.environ.setdefault("WORKBENCH_CACHE_DIR", tempfile.mkdtemp(prefix="tune-bench-cache-"))
 
+import record  # noqa: E402
+
 import sample_models  # noqa: E402
 from workbench.conversion.session import ConversionSession  # noqa: E402
 from workbench.hardware import cpu_device_name  # noqa: E402
@@ -132,6 +134,14 @@ def main() -> None:
               f"{run['workers_used']} worker(s) used")
     print(f"   speed-up 1 -> 2 workers: {runs[1]['wall_s'] / runs[2]['wall_s']:.2f}x end to "
           f"end; on {os.cpu_count()} cores")
+    record.write("tune", [
+        record.figure(f"{name}: harness per full trial, tune() vs in-process (medians)",
+                      f"{figures['harness_s']:.2f} s vs {figures['in_process_s']:.2f} s "
+                      f"({overhead:+.1%})", f"<= {TARGET_OVERHEAD:.0%}",
+                      overhead <= TARGET_OVERHEAD),
+        record.figure(f"{name}: {count} conversion-only trials, 1 vs 2 local workers",
+                      f"{runs[1]['wall_s']:.1f} s vs {runs[2]['wall_s']:.1f} s end to end"),
+    ])
 
 
 if __name__ == "__main__":

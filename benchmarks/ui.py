@@ -19,6 +19,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import record  # noqa: E402
+
 import sample_models  # noqa: E402
 from workbench.conversion.advice import advise  # noqa: E402
 from workbench.conversion.params import ConversionParams  # noqa: E402
@@ -105,6 +107,15 @@ def main() -> None:
         for view, limit in (("converted", 0.5), ("full", 3.0)):
             verdict = "OK" if times[view] <= limit else "MISSED"
             print(f"  {name} {view} view: {times[view]:.2f} s (<= {limit} s) {verdict}")
+    figures = [record.figure(
+        "ResNet-50: slider change -> updated summary and charts",
+        f"{latency['summary_and_charts_ms']:.0f} ms", "<= 150 ms", ok)]
+    for name, times in draws.items():
+        figures.append(record.figure(
+            f"{name}: converted / full graph view drawn as SVG",
+            f"{times['converted']:.2f} s / {times['full']:.2f} s", "<= 0.5 s / <= 3 s",
+            times["converted"] <= 0.5 and times["full"] <= 3.0))
+    record.write("ui", figures)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ and its row says so; the "peak GB" column is the process's peak RSS as the watch
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import multiprocessing
 import os
@@ -29,6 +30,7 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+import record  # noqa: E402
 
 import workbench  # noqa: E402
 from sample_models.zoo import ZooModel, zoo  # noqa: E402
@@ -198,6 +200,32 @@ def table(rows: list[ZooRow]) -> str:
     return "\n".join(lines)
 
 
+COLUMNS = ["model", "nodes", "engines", "% converted", "convert s", "first run s", "rel error",
+           "reload", "peak GB", "result"]
+
+
+def write_results(rows: list[ZooRow]) -> None:
+    """The results file keeps every model's latest row (a run may cover a few models)."""
+    path = record.RESULTS / "zoo.json"
+    previous = json.loads(path.read_text())["details"] if path.exists() else {}
+    kept = previous.get("rows", [])
+    latest = {row[0]: row for row in kept}
+    for r in rows:
+        latest[r.model] = [r.model, str(r.nodes), str(r.engines), f"{r.percent:.2f}",
+                           f"{r.convert_s:.1f}", f"{r.first_run_s:.1f}", f"{r.rel_error:.2g}",
+                           "ok" if r.reload_ok else "-", f"{r.peak_gb:.1f}",
+                           "PASS" if r.passed else r.error]
+    order = list(zoo())
+    merged = sorted(latest.values(), key=lambda row: order.index(row[0])
+                    if row[0] in order else len(order))
+    passed = sum(row[-1] == "PASS" for row in merged)
+    record.write("zoo", [record.figure(
+        "zoo models through TF-TRT's flow (convert, run, compare, save, reload)",
+        f"{passed} of {len(merged)} pass", "every model passes", passed == len(merged))],
+        {"title": "The model zoo, per model", "note": previous.get("note", ""),
+         "columns": COLUMNS, "rows": merged})
+
+
 def select(models: str | None, quick: bool) -> list[ZooModel]:
     every = zoo()
     if models:
@@ -229,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(rows))
+    write_results(rows)
     failed = [r.model for r in rows if not r.passed]
     print(f"\n{len(rows) - len(failed)}/{len(rows)} passed"
           + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -1,7 +1,8 @@
 """The package's layering: imports point down only, and no module imports itself in a circle.
 
 Every `import` in every module counts, function-level ones included, so a lazy import cannot hide
-an upward dependency or a cycle. The order below is the one in the README's architecture section.
+an upward dependency or a cycle. The order below is the one in the documentation's architecture page
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -167,14 +168,14 @@ def test_no_import_cycles():
     assert not found, "import cycles:\n" + "\n".join(found)
 
 
-def test_readme_states_the_same_order():
-    text = (ROOT / "README.md").read_text()
+def test_architecture_page_states_the_same_order():
+    text = (ROOT / "docs" / "architecture.md").read_text()
     start = text.index("The layers, low to high:\n\n") + len("The layers, low to high:\n\n")
     line = " ".join(text[start:text.index("\n\n", start)].split())
     stated = [tuple(name.strip(" `").removeprefix("workbench/__init__")
                     for name in re.sub(r"\(.*?\)", "", group).split(","))
               for group in line.split("<")]
-    assert stated == LAYERS, "README's architecture section and LAYERS disagree"
+    assert stated == LAYERS, "docs/architecture.md's layers and LAYERS disagree"
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:

@@ -200,7 +200,7 @@ def _add_validate_command(commands: argparse._SubParsersAction) -> None:
     validate.add_argument("--profile-strategy", default=None)
     validate.add_argument("--inputs", default=None, metavar="FILE.npz",
                           help="arrays named by input, split into batches on the first axis "
-                               "(default: generated inputs; see README)")
+                               "(default: generated inputs; see docs/engines.md)")
     validate.add_argument("--input-key", default=None,
                           help="the array of --inputs feeding a single-input model")
     validate.add_argument("--calibration-key", default=None,
@@ -229,8 +229,10 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_conversion_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default="FP32", help="FP32, FP16 or INT8")
-    parser.add_argument("--minimum-segment-size", type=int, default=3)
-    parser.add_argument("--use-dynamic-shape", action="store_true")
+    parser.add_argument("--minimum-segment-size", type=int, default=3,
+                        help="smaller segments stay in TensorFlow (default: 3)")
+    parser.add_argument("--use-dynamic-shape", action="store_true",
+                        help="explicit batch with optimization profiles (default: implicit batch)")
     parser.add_argument("--profile-strategy", default=None,
                         help="Range, Optimal, Range+Optimal or ImplicitBatchModeCompatible")
     parser.add_argument("--denylist", default=None,

@@ -2,8 +2,9 @@
 
 Opens `notebooks/00_workbench.ipynb`, runs it, validates and times the conversion in the
 Validation tab, then moves the `minimum_segment_size` slider to its maximum and checks that
-TF-TRT's summary and the segment-graph SVG follow. Screenshots go to
-`test-output/browser/`. `BROWSER_TEST_NOTEBOOK=path` points the same checks at another notebook
+TF-TRT's summary and the segment-graph SVG follow. Screenshots of every tab go to
+`test-output/browser/`; `make screenshots` copies them into docs/images/ for the README and
+the documentation. `BROWSER_TEST_NOTEBOOK=path` points the same checks at another notebook
 (any that shows the DOM contract: `wb-app`, `wb-status`, `wb-min-segment-size`, `wb-summary`,
 `wb-graph`).
 """
@@ -201,11 +202,34 @@ def validate_and_time(page: Any) -> str:
                       "timed)", done, CHECK_TIMEOUT_S, lambda: page_text(page))
 
 
-def wait_for_plot(page: Any, tab: str) -> None:
+def wait_for_plot(page: Any, tab: str, timeout_s: float = 20.0) -> None:
     """A plotly chart drawn in the visible tab (charts come from background steps too)."""
     page.locator(".wb-app .widget-tab-contents .js-plotly-plot:visible").first.wait_for(
-        state="visible", timeout=20_000)
+        state="visible", timeout=timeout_s * 1000)
     assert page.locator(".wb-app .lm-TabBar-tab.lm-mod-current").first.inner_text() == tab
+
+
+def show_full_graph(page: Any, current: dict[str, Any]) -> None:
+    """Opens the Segment graph tab on its full view (engines as clusters) and waits for it."""
+    page.get_by_role("tab", name="Segment graph").click()
+    page.locator(".wb-app button", has_text="Full").first.click()
+    wait_until("the full segment graph replacing the converted one",
+               lambda: state(page)["svg"] not in ("", current["svg"]), UPDATE_TIMEOUT_S,
+               lambda: page_text(page))
+
+
+def keep_run_and_profile(page: Any) -> None:
+    """Keeps the checked run (Runs tab) and profiles native TF and the engines (Profiling tab),
+    a screenshot of each: the documentation shows every tab."""
+    page.get_by_role("tab", name="Runs").click()
+    page.get_by_role("button", name="Keep this run").click()
+    wait_for_plot(page, "Runs")
+    screenshot(page, "02_runs.png")
+    page.get_by_role("tab", name="Profiling").click()
+    page.get_by_role("button", name="Profile native TF and engines").click()
+    wait_for_plot(page, "Profiling", CHECK_TIMEOUT_S)
+    wait_for_state(page, "the workbench ready after profiling", is_idle, CHECK_TIMEOUT_S)
+    screenshot(page, "02_profiling.png")
 
 
 @contextmanager
@@ -231,10 +255,16 @@ def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
         before = open_and_run(page, lab)
         assert CONVERTED.search(before["summary"]), before["summary"]
         screenshot(page, "01_before_slider.png")
+        page.get_by_role("tab", name="Non-conversion report").click()
+        screenshot(page, "01_nonconversion_report.png")
+        show_full_graph(page, before)
+        screenshot(page, "01_segment_graph_full.png")
+        page.get_by_role("tab", name="Summary").click()
         check = validate_and_time(page)
         wait_for_state(page, "the workbench ready after the check", is_idle, 10)
         wait_for_plot(page, "Validation")
         screenshot(page, "02_validation.png")
+        keep_run_and_profile(page)
         page.get_by_role("tab", name="Charts").click()
         wait_for_plot(page, "Charts")
         screenshot(page, "03_charts.png")

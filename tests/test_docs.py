@@ -1,0 +1,134 @@
+"""The documentation: its examples run, its generated parts are current, its pictures exist.
+
+Every ```python block of the README and of docs/*.md runs, page by page in one fresh process
+(a page's blocks share their names, as a reader's session would), from a directory where the
+sample models are at `sample_models/build/...` as in the repository. A block that cannot run
+here is preceded by `<!-- no-run: why -->`. The site itself is built with `mkdocs build --strict`
+by `make test` (a broken link or a page missing from the nav fails it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
+NO_RUN = re.compile(r"<!--\s*no-run:\s*\S.*?-->\s*$")
+PAGE_TIMEOUT_S = 900
+
+# Runs the blocks it reads on stdin in one namespace; names the block that failed. It ends with
+# os._exit so threads an example started (the app's background loading) cannot keep it alive.
+RUNNER = """
+import json, os, sys, traceback
+page, blocks = json.load(sys.stdin)
+namespace = {"__name__": "__main__"}
+for line, code in blocks:
+    try:
+        exec(compile(code, f"{page}, the example at line {line}", "exec"), namespace)
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+def python_blocks(text: str) -> list[tuple[int, str, bool]]:
+    """(line, code, runs) for every ```python block; `runs` is False after a no-run comment."""
+    blocks = []
+    for match in FENCE.finditer(text):
+        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        line = text.count("\n", 0, match.start()) + 1
+        blocks.append((line, match.group(1), not NO_RUN.search(before)))
+    return blocks
+
+
+def relative(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+PAGES_WITH_CODE = [p for p in PAGES if any(runs for *_, runs in python_blocks(p.read_text()))]
+
+
+def test_block_extraction_sees_fences_and_no_run_marks():
+    text = ("intro\n```python\nx = 1\n```\n\n<!-- no-run: needs a GPU -->\n```python\n"
+            "gpu()\n```\n```sh\nls\n```\n")
+    assert python_blocks(text) == [(2, "x = 1\n", True), (7, "gpu()\n", False)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=relative)
+def test_examples_compile(page: Path):
+    for line, code, _ in python_blocks(page.read_text()):
+        compile(code, f"{relative(page)}:{line}", "exec")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=relative)
+def test_examples_run(page: Path, tmp_path: Path):
+    import sample_models
+
+    for name in ("digits_cnn", "detector", "resnet50", "tiny_bert", "lstm"):
+        sample_models.build(name)
+    (tmp_path / "sample_models").symlink_to(ROOT / "sample_models")
+    blocks = [(line, code) for line, code, runs in python_blocks(page.read_text()) if runs]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")]), "MPLBACKEND": "Agg"}
+    done = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(
+        [relative(page), blocks]), capture_output=True, text=True, cwd=tmp_path, env=env,
+        timeout=PAGE_TIMEOUT_S)
+    assert done.returncode == 0, f"{relative(page)}'s examples failed:\n{done.stderr[-4000:]}"
+
+
+def test_pictures_exist():
+    """Every image a page shows is in the repository (the README's too)."""
+    for page in PAGES:
+        for target in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", page.read_text()):
+            assert (page.parent / target).is_file(), f"{relative(page)} shows missing {target}"
+
+
+def test_readme_is_short_and_shows_the_app():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 200
+    assert "](docs/images/workbench.png)" in text
+
+
+def test_benchmark_table_is_current():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "summarize.py"),
+                           "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_cli_reference_covers_every_subcommand():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import docs_hooks
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    from workbench.cli import _parser
+
+    reference = docs_hooks.cli_reference()
+    commands = _parser()._subparsers._group_actions[0].choices
+    for name, sub in commands.items():
+        assert f"## `workbench {name}`" in reference
+        for action in sub._actions:
+            for option in action.option_strings:
+                if option in ("-h", "--help"):
+                    continue
+                assert f"`{option}`" in reference, f"{name} {option} missing"
+
+
+def test_every_benchmark_writes_its_figures():
+    """Each benchmark script ends in the table: it writes benchmarks/results/<name>.json."""
+    scripts = sorted(set((ROOT / "benchmarks").glob("*.py"))
+                     - {ROOT / "benchmarks" / "record.py", ROOT / "benchmarks" / "summarize.py"})
+    silent = [s.name for s in scripts if "record.write(" not in s.read_text()]
+    assert not silent, f"benchmarks that do not write their figures (record.write): {silent}"
