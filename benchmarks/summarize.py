@@ -16,7 +16,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
 # The order of the table: the everyday figures first, the long runs after.
-ORDER = ["segmentation", "ui", "engines", "engine_calls", "open", "tune", "memory_phases", "zoo"]
+ORDER = ["segmentation", "ui", "engines", "engine_calls", "open", "tune", "memory_phases", "zoo",
+         "tensorrt_builds"]
 VERDICT = {True: "met", False: "NOT met", None: ""}
 
 HEADER = """# Benchmarks

@@ -19,6 +19,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["WORKBENCH_CACHE_DIR"] = os.environ.get("WORKBENCH_CACHE_DIR", "off")
 
+import record  # noqa: E402
+
 import sample_models  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
 from workbench.engines.tensorrt_verdict import (  # noqa: E402
@@ -29,7 +31,7 @@ from workbench.engines.tensorrt_verdict import (  # noqa: E402
 CASES = ("resnet50", "tiny_bert", "tiny_bert:dynamic", "detector")
 
 
-def measure(case: str, precision: str) -> None:
+def measure(case: str, precision: str) -> dict:
     name, _, mode = case.partition(":")
     dynamic = mode == "dynamic"
     converter = trt.TrtGraphConverterV2(input_saved_model_dir=str(sample_models.build(name)),
@@ -47,6 +49,10 @@ def measure(case: str, precision: str) -> None:
         note = "" if v.built else (v.error or "").split("): ", 1)[-1][:90]
         print(f"  {engine:<22} {v.outcome:<13} {seconds:>8} {size:>9} "
               f"{v.layers if v.layers is not None else '-':>7}  {note}")
+    built = [v for v in verdicts.values() if v.built]
+    return record.figure(f"{label}: engines TensorRT builds, total build time",
+                         f"{len(built)} of {len(verdicts)}, "
+                         f"{sum(v.build_s or 0 for v in built):.1f} s")
 
 
 def main() -> None:
@@ -59,8 +65,7 @@ def main() -> None:
     except TensorRTMissingError as error:
         sys.exit(str(error))
     print(f"{builder}, {os.cpu_count()} cores")
-    for case in args.cases:
-        measure(case, args.precision)
+    record.write("tensorrt_builds", [measure(case, args.precision) for case in args.cases])
 
 
 if __name__ == "__main__":

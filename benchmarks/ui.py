@@ -115,6 +115,10 @@ def main() -> None:
             f"{name}: converted / full graph view drawn as SVG",
             f"{times['converted']:.2f} s / {times['full']:.2f} s", "<= 0.5 s / <= 3 s",
             times["converted"] <= 0.5 and times["full"] <= 3.0))
+    figures += [record.figure(f"ResNet-50: advice on the knobs ({label})", f"{value:.0f} ms",
+                              "<= a slider move", value <= slider)
+                for label, value in (("first", advice["first_ms"]),
+                                     ("per move", advice["slider_ms"]))]
     record.write("ui", figures)
 
 
