@@ -237,6 +237,11 @@ def _cases():
         ("gather_cast", lambda x, i: (tf.gather(x, i, axis=1), tf.cast(tf.gather(x, i[0]),
                                                                        tf.int32)),
          [matrix, ([3], tf.int32)]),
+        # batch_dims: accepted in dynamic-shape mode (as TF-TRT did), exported as GatherND.
+        ("gather_batch_dims", lambda p, i: (tf.gather(p, i, axis=1, batch_dims=1),
+                                            tf.gather(p, i, axis=2, batch_dims=1),
+                                            tf.gather(p, i[:, 0], axis=-1, batch_dims=1)),
+         [([None, 4, 5, 3], tf.float32), ([None, 2, 2], tf.int32)]),
         # Op types TF-TRT converts that the sample models do not hold.
         ("clip", lambda x: tf.raw_ops.ClipByValue(t=x, clip_value_min=-0.5,
                                                   clip_value_max=x * 0 + 0.7), [matrix]),
@@ -264,7 +269,7 @@ CASES = {case[0]: case for case in _cases()}
 CASE_OPS = {"clip": {"ClipByValue"}, "split_top_k": {"Split", "TopKV2"},
             "depth_space": {"DepthToSpace", "SpaceToDepth"},
             "resizes": {"ResizeBilinear", "ResizeNearestNeighbor"},
-            "vec_permute": {"DataFormatVecPermute"},
+            "vec_permute": {"DataFormatVecPermute"}, "gather_batch_dims": {"GatherV2"},
             "conv_pool_3d": {"Conv3D", "MaxPool3D", "AvgPool3D"}}
 
 
