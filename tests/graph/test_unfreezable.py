@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_cli
 
-from tests.conftest import run_cli
 from workbench import trt_convert as trt
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.control_flow import MixedFramesError, check_frames
