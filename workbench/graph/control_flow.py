@@ -94,6 +94,7 @@ def mixed_frame_nodes(graph: Graph) -> dict[str, dict[str, str]]:
     consumer inside the loop, as TensorFlow's executor reports it."""
     frame_of: dict[str, str] = {}
     parent: dict[str, str] = {}
+    walked = Frames(frame_of, parent)  # filled as the walk goes
     ops = {node.name: node.op for node in graph.real_nodes}
     mixed = {}
     for node in graph.real_nodes:
@@ -107,20 +108,13 @@ def mixed_frame_nodes(graph: Graph) -> dict[str, dict[str, str]]:
         frames = set(sources.values())
         if len(frames) > 1:
             mixed[node.name] = sources
-        frame = max(frames, key=lambda f: _depth(f, parent), default=ROOT_FRAME)
+        frame = max(frames, key=walked.depth, default=ROOT_FRAME)
         if node.op in ENTER_OPS:
             child = str(node.attr("frame_name", node.name))
             parent.setdefault(child, frame)
             frame = child
         frame_of[node.name] = frame
     return mixed
-
-
-def _depth(frame: str, parent: dict[str, str]) -> int:
-    depth = 0
-    while frame != ROOT_FRAME:
-        frame, depth = parent.get(frame, ROOT_FRAME), depth + 1
-    return depth
 
 
 def check_frames(graph: Graph) -> None:
@@ -135,5 +129,5 @@ def check_frames(graph: Graph) -> None:
         raise MixedFramesError(
             f"the prepared graph cannot run: node {node} takes inputs from different loop "
             f"frames ({shown}; {len(mixed)} such node(s)), so TensorFlow would refuse it. "
-            "Freezing left a node outside its while loop; re-export the model without the "
-            "loop in the serving signature, or report the model to the workbench.")
+            "Freezing left a node outside its while loop, a case the workbench does not "
+            "repair yet: report it with this message.")
