@@ -199,6 +199,11 @@ def _cases():
     return [
         ("conv_valid_dilated", lambda x: nn.conv2d(x, w, 1, "VALID", dilations=2), [image]),
         ("conv_same_strided", lambda x: nn.conv2d(x, w, 2, "SAME"), [image]),
+        # ONNX Runtime refuses auto_pad SAME with dilations: exported as explicit pads.
+        ("conv_same_dilated", lambda x: (nn.conv2d(x, w, 1, "SAME", dilations=2),
+                                         tf.raw_ops.DepthwiseConv2dNative(
+                                             input=x, filter=dw, strides=[1, 1, 1, 1],
+                                             padding="SAME", dilations=[1, 3, 2, 1])), [image]),
         ("conv_explicit", lambda x: nn.conv2d(x, w, 1, [[0, 0], [1, 2], [2, 0], [0, 0]]), [image]),
         ("depthwise_multiplier", lambda x: nn.depthwise_conv2d(x, dw, [1, 2, 2, 1], "SAME"),
          [image]),
