@@ -180,6 +180,10 @@ CASES = [
      {"Tparams": "float", "Tindices": "int32"}, None, None),
     ("GatherV2", [ph((-1, 8)), ph((-1, 5), "int32"), const(np.int32(0))],
      {"Tparams": "float", "Tindices": "int32"}, BATCH, None),
+    ("GatherV2", [ph((-1, 8, 6)), ph((-1, 5), "int32"), const(np.int32(1))],
+     {"Tparams": "float", "Tindices": "int32", "batch_dims": 1},
+     "Params and indices must have a batch size of 1 when params and indices are both tensors "
+     "or both constants.", None),
     ("GatherV2", [const(np.ones((100, 8), np.float32)), ph((-1, 5), "int32"),
                   const(np.int32(0))], {"Tparams": "float", "Tindices": "int32", "batch_dims": 2},
      "batch_dims must be zero in implicit batch mode",

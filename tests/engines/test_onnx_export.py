@@ -199,6 +199,11 @@ def _cases():
     return [
         ("conv_valid_dilated", lambda x: nn.conv2d(x, w, 1, "VALID", dilations=2), [image]),
         ("conv_same_strided", lambda x: nn.conv2d(x, w, 2, "SAME"), [image]),
+        # ONNX Runtime refuses auto_pad SAME with dilations: exported as explicit pads.
+        ("conv_same_dilated", lambda x: (nn.conv2d(x, w, 1, "SAME", dilations=2),
+                                         tf.raw_ops.DepthwiseConv2dNative(
+                                             input=x, filter=dw, strides=[1, 1, 1, 1],
+                                             padding="SAME", dilations=[1, 3, 2, 1])), [image]),
         ("conv_explicit", lambda x: nn.conv2d(x, w, 1, [[0, 0], [1, 2], [2, 0], [0, 0]]), [image]),
         ("depthwise_multiplier", lambda x: nn.depthwise_conv2d(x, dw, [1, 2, 2, 1], "SAME"),
          [image]),
@@ -237,6 +242,11 @@ def _cases():
         ("gather_cast", lambda x, i: (tf.gather(x, i, axis=1), tf.cast(tf.gather(x, i[0]),
                                                                        tf.int32)),
          [matrix, ([3], tf.int32)]),
+        # batch_dims: accepted in dynamic-shape mode (as TF-TRT did), exported as GatherND.
+        ("gather_batch_dims", lambda p, i: (tf.gather(p, i, axis=1, batch_dims=1),
+                                            tf.gather(p, i, axis=2, batch_dims=1),
+                                            tf.gather(p, i[:, 0], axis=-1, batch_dims=1)),
+         [([None, 4, 5, 3], tf.float32), ([None, 2, 2], tf.int32)]),
         # Op types TF-TRT converts that the sample models do not hold.
         ("clip", lambda x: tf.raw_ops.ClipByValue(t=x, clip_value_min=-0.5,
                                                   clip_value_max=x * 0 + 0.7), [matrix]),
@@ -264,7 +274,7 @@ CASES = {case[0]: case for case in _cases()}
 CASE_OPS = {"clip": {"ClipByValue"}, "split_top_k": {"Split", "TopKV2"},
             "depth_space": {"DepthToSpace", "SpaceToDepth"},
             "resizes": {"ResizeBilinear", "ResizeNearestNeighbor"},
-            "vec_permute": {"DataFormatVecPermute"},
+            "vec_permute": {"DataFormatVecPermute"}, "gather_batch_dims": {"GatherV2"},
             "conv_pool_3d": {"Conv3D", "MaxPool3D", "AvgPool3D"}}
 
 

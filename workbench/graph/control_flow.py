@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from workbench.errors import WorkbenchError
 from workbench.graph.nodes import Graph, Node
 
 ENTER_OPS = frozenset({"Enter", "RefEnter"})
@@ -80,3 +81,53 @@ def loop_frames(graph: Graph) -> Frames:
                 frame_of[out.name] = frame
             queue.append(out)
     return Frames(frame_of, parent)
+
+
+class MixedFramesError(WorkbenchError):
+    """A node takes inputs from different loop frames: TensorFlow cannot run the graph."""
+
+
+def mixed_frame_nodes(graph: Graph) -> dict[str, dict[str, str]]:
+    """The nodes whose inputs (data and control) come from different loop frames, each with
+    its inputs' frames. Walked in graph order (producers first, back edges aside), a node is
+    in the innermost frame among its inputs', so a Const left outside a loop shows at its
+    consumer inside the loop, as TensorFlow's executor reports it."""
+    frame_of: dict[str, str] = {}
+    parent: dict[str, str] = {}
+    walked = Frames(frame_of, parent)  # filled as the walk goes
+    ops = {node.name: node.op for node in graph.real_nodes}
+    mixed = {}
+    for node in graph.real_nodes:
+        sources = {}
+        for producer in [ref.node for ref in node.inputs] + list(node.control_inputs):
+            if producer not in frame_of:
+                continue  # a back edge: NextIteration -> Merge
+            frame = frame_of[producer]
+            sources[producer] = parent.get(frame, ROOT_FRAME) if ops[producer] in EXIT_OPS \
+                else frame
+        frames = set(sources.values())
+        if len(frames) > 1:
+            mixed[node.name] = sources
+        frame = max(frames, key=walked.depth, default=ROOT_FRAME)
+        if node.op in ENTER_OPS:
+            child = str(node.attr("frame_name", node.name))
+            parent.setdefault(child, frame)
+            frame = child
+        frame_of[node.name] = frame
+    return mixed
+
+
+def check_frames(graph: Graph) -> None:
+    """Raises `MixedFramesError` when a node of `graph` takes inputs from different loop
+    frames: TensorFlow would refuse to run it ("has inputs from different frames")."""
+    if not has_loops(graph):
+        return
+    mixed = mixed_frame_nodes(graph)
+    if mixed:
+        node, sources = next(iter(mixed.items()))
+        shown = ", ".join(f"{name} in {frame or 'no loop'!r}" for name, frame in sources.items())
+        raise MixedFramesError(
+            f"the prepared graph cannot run: node {node} takes inputs from different loop "
+            f"frames ({shown}; {len(mixed)} such node(s)), so TensorFlow would refuse it. "
+            "Freezing left a node outside its while loop, a case the workbench does not "
+            "repair yet: report it with this message.")

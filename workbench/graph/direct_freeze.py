@@ -33,7 +33,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from workbench.graph.freeze import FrozenGraph, take_weights
+from workbench.graph.freeze import FrozenGraph, reject_variable_updates, take_weights
 from workbench.graph.functions import function_refs, rename_changed_functions
 
 CHECKPOINT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -65,6 +65,7 @@ def freeze_saved_model(path: Path, meta_graph: Any, signature_key: str,
     captured = inputs[len(inputs) - len(bound):] if bound else []
     feeds = inputs[:len(inputs) - len(bound)]
     inlined = _inline(graph_def, inputs + outputs)
+    reject_variable_updates(inlined, signature_key)
     frozen = _to_constants(inlined, captured, values)
     weights, groups = take_weights(frozen)
     pruned = prune(frozen, feeds, outputs)

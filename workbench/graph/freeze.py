@@ -26,10 +26,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.errors import ModelLoadError
 from workbench.graph.nodes import element_count
 
 MIN_STAND_IN_ELEMENTS = 1024  # smaller weights stay in: they cost nothing to carry
 MAX_RETRIES = 3  # Grappler reruns with fewer stand-ins before it runs on the real weights
+
+
+# Ops that write a resource variable: a signature with them (Keras' BatchNormalization called
+# with training=True updates its moving statistics) cannot be frozen, its variables become
+# Consts. TensorFlow's freeze fails with "Input 0 of node .../AssignVariableOp was passed float
+# ... incompatible with expected resource".
+VARIABLE_WRITE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp",
+                                "AssignSubVariableOp", "ResourceStridedSliceAssign"})
+VARIABLE_WRITE_PREFIXES = ("ResourceScatter", "ResourceApply", "ResourceSparseApply")
+CALL_SCOPES = ("StatefulPartitionedCall", "PartitionedCall")  # inlining's name prefixes
+
+
+class VariableUpdatesError(ModelLoadError):
+    """The signature updates variables (a model exported in training mode): not freezable."""
 
 
 @dataclass
@@ -43,10 +58,13 @@ class FrozenGraph:
     groups: dict[str, int] = field(default_factory=dict)  # stand-in Const -> equal-weights group
 
 
-def freeze_function(function: Any, fast: bool = True) -> FrozenGraph:
-    """TF-TRT's freezing of `function`; with `fast`, large weights become stand-ins."""
+def freeze_function(function: Any, fast: bool = True,
+                    signature: str = "serving_default") -> FrozenGraph:
+    """TF-TRT's freezing of `function` (the model's `signature`); with `fast`, large weights
+    become stand-ins."""
     from tensorflow.python.framework import convert_to_constants as tf_freezing
 
+    reject_variable_updates(function.graph.as_graph_def(), signature)
     if not fast:
         frozen = tf_freezing.convert_variables_to_constants_v2(function)
         return FrozenGraph(frozen.graph.as_graph_def(), _names(frozen.inputs),
@@ -60,6 +78,30 @@ def freeze_function(function: Any, fast: bool = True) -> FrozenGraph:
     frozen = tf_freezing._construct_concrete_function(function, graph_def, converted)
     return FrozenGraph(frozen.graph.as_graph_def(), _names(frozen.inputs),
                        _names(frozen.outputs), weights, groups)
+
+
+def reject_variable_updates(graph_def: Any, signature: str) -> None:
+    """Raises `VariableUpdatesError` naming the layers when `graph_def` (its functions
+    included) writes variables: a serving signature that updates variables cannot be frozen."""
+    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
+    writes = [node for node in nodes if node.op in VARIABLE_WRITE_OPS
+              or node.op.startswith(VARIABLE_WRITE_PREFIXES)]
+    if not writes:
+        return
+    layers = list(dict.fromkeys(_layer_scope(node.name) for node in writes))
+    shown = ", ".join(layers[:3]) + (f" and {len(layers) - 3} more" if len(layers) > 3 else "")
+    raise VariableUpdatesError(
+        f"Signature {signature!r} updates variables ({writes[0].op} in {shown}): the model was "
+        "exported in training mode (e.g. BatchNormalization called with training=True), and "
+        "a graph that updates its variables cannot be frozen for inference. Re-export it for "
+        "inference: call the model with training=False in the serving function, or use "
+        "model.export(path).")
+
+
+def _layer_scope(node_name: str) -> str:
+    """The name scope of a node (its layer), without the scopes inlining prefixes."""
+    parts = [p for p in node_name.split("/")[:-1] if not p.startswith(CALL_SCOPES)]
+    return "/".join(parts) or node_name
 
 
 def _converter_data(tf_freezing: Any) -> type:

@@ -13,9 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import ModelLoadError, first_line
+from workbench.errors import ModelLoadError, WorkbenchError, first_line
 from workbench.graph.build import graph_from_graph_def, specs_from_op_properties
-from workbench.graph.control_flow import NEXT_ITERATION_OPS
+from workbench.graph.control_flow import (
+    EXIT_OPS,
+    NEXT_ITERATION_OPS,
+    ROOT_FRAME,
+    check_frames,
+    loop_frames,
+)
 from workbench.graph.direct_freeze import NotDirect, freeze_saved_model
 from workbench.graph.freeze import FrozenGraph, freeze_function, optimize_with_stand_ins
 from workbench.graph.functions import rename_changed_functions
@@ -36,7 +42,7 @@ GRAPPLER_OPTIMIZERS = (
 LOOP_LEFTOVER = "unused_control_flow_input"  # lift_to_graph's stand-in Placeholders
 MANUAL_CONTROL_ATTR = "_has_manual_control_dependencies"
 # Bump when `optimize`'s result changes for the same model: it keys the prepared-graph cache.
-PREPARATION_VERSION = 2
+PREPARATION_VERSION = 3
 
 
 @dataclass
@@ -93,6 +99,7 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
     start = time.perf_counter()
     graph_def = frozen.graph_def
     canonical_loops(graph_def)
+    move_gather_axes_into_loops(graph_def)
     for node in graph_def.node:
         node.device = ""
     timings[next(reversed(timings))] += time.perf_counter() - start  # the freezing step
@@ -139,6 +146,8 @@ def _freeze(loaded: LoadedModel, fast: bool,
     if fast and loaded.kind == "saved_model":
         try:
             return _freeze_direct(loaded, timings), ""
+        except WorkbenchError:
+            raise  # the model itself cannot be frozen: TensorFlow's freeze would fail too
         except Exception as exc:  # NotDirect, or TensorFlow internals this version lacks
             fallback = first_line(exc) if isinstance(exc, NotDirect) else (
                 f"freezing from the protos failed: {type(exc).__name__}: {first_line(exc)}")
@@ -148,14 +157,17 @@ def _freeze(loaded: LoadedModel, fast: bool,
     timings["read_weights_s"] = time.perf_counter() - start
     start = time.perf_counter()
     step = "tf_freeze_s" if fallback else "freeze_s"
+    key = loaded.signature_key
     try:
         try:
-            frozen = freeze_function(function, fast=fast)
+            frozen = freeze_function(function, fast=fast, signature=key)
         except AttributeError as exc:
             if not fast:
                 raise
             fallback = fallback or f"the fast path's TensorFlow internals are missing ({exc})"
-            step, frozen = "tf_freeze_s", freeze_function(function, fast=False)
+            step, frozen = "tf_freeze_s", freeze_function(function, fast=False, signature=key)
+    except WorkbenchError:
+        raise
     except Exception as exc:
         raise ModelLoadError(f"Could not freeze {loaded.source}: {first_line(exc)}") from None
     timings[step] = time.perf_counter() - start
@@ -193,6 +205,34 @@ def canonical_loops(graph_def: Any) -> None:
     graph_def.node.extend(keep)
 
 
+def move_gather_axes_into_loops(graph_def: Any) -> int:
+    """Puts the `axis` Consts TensorFlow's freezing adds in the loop frame of their gather.
+
+    Freezing rewrites a `ResourceGather` of a variable as `GatherV2` with a new Const
+    `<gather>/axis` that has no inputs, so TensorFlow places it outside every loop; for a gather
+    inside a while loop (embedding lookups in a beam search) the graph cannot run: "has inputs
+    from different frames". A Const inside a loop body is tied to its frame by a control input
+    (the body's input control node, after lowering); the axis Const gets one from the node that
+    feeds the gather's params (or indices), which is in the gather's frame. Returns how many
+    Consts moved."""
+    if not any(node.op in NEXT_ITERATION_OPS for node in graph_def.node):
+        return 0
+    frames = loop_frames(graph_from_graph_def(graph_def))
+    nodes = {node.name: node for node in graph_def.node}
+    moved = 0
+    for gather in graph_def.node:
+        axis = nodes.get(gather.input[2].split(":")[0]) if gather.op == "GatherV2" else None
+        if axis is None or axis.op != "Const" or axis.input or axis.name != f"{gather.name}/axis":
+            continue
+        anchors = [nodes[text.split(":")[0]] for text in gather.input[:2]]
+        anchors = [node for node in anchors if node.op not in (*EXIT_OPS, "Switch", "RefSwitch")
+                   and frames.frame_of.get(node.name, ROOT_FRAME) != ROOT_FRAME]
+        if anchors:
+            axis.input.append(f"^{anchors[0].name}")
+            moved += 1
+    return moved
+
+
 def finish(optimized: OptimizedGraph, precision_mode: str = "FP32") -> PreparedGraph:
     """Applies the precision-dependent rewrite and infers static shapes (spec §1 step 7)."""
     from tensorflow.core.framework import graph_pb2
@@ -208,6 +248,7 @@ def finish(optimized: OptimizedGraph, precision_mode: str = "FP32") -> PreparedG
     else:
         properties = fp32_shapes(optimized)
     graph = graph_from_graph_def(graph_def, properties)
+    check_frames(graph)
     exclude = frozenset(optimized.input_nodes + optimized.output_nodes)
     shapes_s = time.perf_counter() - start
     if not fp16:  # the inference may have run earlier, for the cache

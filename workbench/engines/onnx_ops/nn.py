@@ -87,9 +87,32 @@ def conv(ctx: ExportContext, op: Any) -> None:
     attrs = _padding(op, nchw)
     attrs["strides"] = _spatial(op.get_attr("strides"), nchw)
     attrs["dilations"] = _spatial(op.get_attr("dilations"), nchw)
+    if attrs.get("auto_pad") == "SAME_UPPER" and max(attrs["dilations"]) > 1:
+        attrs.pop("auto_pad")  # ONNX Runtime refuses SAME with dilations: explicit pads
+        attrs["pads"] = _dilated_same_pads(ctx, op, nchw, attrs["strides"], attrs["dilations"])
     if depthwise:
         attrs["group"] = int(np.asarray(ctx.const(op, 1)).shape[2])
     _nchw_node(ctx, op, "Conv", [ctx.input(op, 0), weights], nchw, rank, **attrs)
+
+
+def _dilated_same_pads(ctx: ExportContext, op: Any, nchw: bool, strides: list[int],
+                       dilations: list[int]) -> list[int]:
+    """TF's SAME padding of a dilated convolution as ONNX pads (begins, then ends): the odd
+    pixel at the end. Needs the spatial input dims unless every stride is 1."""
+    kernel = np.asarray(ctx.const(op, 1)).shape[:len(strides)]
+    sizes = _spatial(op.inputs[0].shape.as_list(), nchw) if op.inputs[0].shape.rank else \
+        [None] * len(strides)
+    totals = []
+    for size, k, s, d in zip(sizes, kernel, strides, dilations, strict=True):
+        span = (k - 1) * d + 1
+        if s == 1:
+            totals.append(span - 1)
+        elif size is None:
+            raise ExportError(op, "SAME padding with dilations and strides needs known "
+                                  "spatial input dims")
+        else:
+            totals.append(max((-(-size // s) - 1) * s + span - size, 0))
+    return [t // 2 for t in totals] + [t - t // 2 for t in totals]
 
 
 def pool(onnx_op: str):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 
 from workbench.engines.onnx_context import ExportContext, ExportError
 
@@ -126,8 +127,42 @@ def slice_(ctx: ExportContext, op: Any) -> None:
 def gather(ctx: ExportContext, op: Any) -> None:
     axis = int(ctx.require_const(op, 2, "axis")) if op.type == "GatherV2" else 0
     if op.type == "GatherV2" and op.get_attr("batch_dims") != 0:
-        raise ExportError(op, "batch_dims other than 0 are not exported")
+        _batched_gather(ctx, op, axis, op.get_attr("batch_dims"))
+        return
     ctx.node(op, "Gather", [ctx.input(op, 0), ctx.input(op, 1)], axis=axis)
+
+
+def _batched_gather(ctx: ExportContext, op: Any, axis: int, batch_dims: int) -> None:
+    """GatherV2 with `batch_dims` (ONNX's Gather has none): GatherND, whose `batch_dims`
+    gathers along the first axis after the batch dims, with `axis` moved there and back.
+
+    params [B.., D.., N, R..] -> [B.., N, D.., R..]; GatherND with indices [B.., I.., 1]
+    gives [B.., I.., D.., R..]; the result wants [B.., D.., I.., R..]."""
+    params_rank, indices_rank = ctx.rank(op, 0), ctx.rank(op, 1)
+    if params_rank is None or indices_rank is None:
+        raise ExportError(op, "batch_dims needs inputs of known rank")
+    axis %= params_rank
+    batch_dims %= indices_rank
+    between = list(range(batch_dims, axis))  # the D dims
+    batch, rest = list(range(batch_dims)), list(range(axis + 1, params_rank))
+    params = ctx.input(op, 0)
+    if between:
+        params = ctx.helper(op, "axis_first", "Transpose", [params],
+                            perm=batch + [axis] + between + rest)
+    indices = ctx.helper(op, "indices_int64", "Cast", [ctx.input(op, 1)],
+                         to=TensorProto.INT64)
+    indices = ctx.helper(op, "index_tuples", "Unsqueeze",
+                         [indices, ctx.constant(op, "last_axis", [-1], np.int64)])
+    if not between:
+        ctx.node(op, "GatherND", [params, indices], batch_dims=batch_dims)
+        return
+    gathered = ctx.helper(op, "gathered", "GatherND", [params, indices], batch_dims=batch_dims)
+    index_dims = list(range(batch_dims, indices_rank))
+    moved = [len(index_dims) + d for d in between]
+    ctx.node(op, "Transpose", [gathered],
+             perm=batch + moved + index_dims + list(range(indices_rank + len(between),
+                                                          indices_rank + len(between)
+                                                          + len(rest))))
 
 
 CONVERTERS = {"StridedSlice": strided_slice, "Slice": slice_, "GatherV2": gather,
