@@ -131,25 +131,30 @@ def trtexec_commands(onnx_path: str, input_names: Sequence[str], params: Convers
     the Profiling tab reads, then a Polygraphy comparison of TensorRT with ONNX Runtime."""
     stem = Path(onnx_path).stem
     lines = ["#!/bin/sh", f"# TensorRT builds of {Path(onnx_path).name}: {describe(params)}.",
-             "# Import a profile in the workbench: workbench profile "
-             f"{stem}_p0.profile.json --layer-info {stem}_p0.layers.json", "set -e", ""]
+             "# Each profile's build writes its folder of TREx-named JSON files; read one with",
+             f"# workbench profile --trtexec-profile {stem}_p0/{stem}.profile.json "
+             f"--layer-info {stem}_p0/{stem}.graph.json, or load the folder in the Profiling tab.",
+             "set -e", ""]
+    if params.precision_mode == "INT8":
+        lines += ["# --int8 without --calib=CACHE uses placeholder scales: fine for timing, "
+                  "not for accuracy.", ""]
     for index, profile in enumerate(engine_profiles(params, shape_sets)):
-        name = f"{stem}_p{index}"
+        out = f"{stem}_p{index}/{stem}"
         command = ["trtexec", f"--onnx={onnx_path}", *_shape_flags(input_names, profile),
-                   *_TRTEXEC_PRECISION[params.precision_mode], f"--saveEngine={name}.plan",
+                   *_TRTEXEC_PRECISION[params.precision_mode], f"--saveEngine={out}.plan",
                    "--profilingVerbosity=detailed", "--dumpProfile", "--separateProfileRun",
-                   f"--exportProfile={name}.profile.json",
-                   f"--exportLayerInfo={name}.layers.json",
-                   f"--exportTimes={name}.timing.json"]
-        lines += [f"# profile {index}: {profile.describe()}", _join(command), ""]
+                   f"--exportProfile={out}.profile.json", f"--exportLayerInfo={out}.graph.json",
+                   f"--exportTimes={out}.timing.json"]
+        lines += [f"# profile {index}: {profile.describe()}", f"mkdir -p {stem}_p{index}",
+                  _join(command), ""]
     largest = max(shape_sets, key=lambda shapes: sum(s[0] for s in shapes if s))
-    shapes = " ".join(f"{name}:{list(shape)}".replace(" ", "")
-                      for name, shape in zip(input_names, largest, strict=True))
+    shapes = [f"{name}:{list(shape)}".replace(" ", "")
+              for name, shape in zip(input_names, largest, strict=True)]
     polygraphy = ["polygraphy", "run", onnx_path, "--trt", "--onnxrt",
                   *(["--fp16"] if params.precision_mode != "FP32" else []),
-                  "--input-shapes", *shapes.split(), "--atol", "1e-3", "--rtol", "1e-3"]
+                  "--input-shapes", *shapes, "--atol", "1e-3", "--rtol", "1e-3"]
     lines += ["# TensorRT against ONNX Runtime on the same model, on random inputs",
-              _join(polygraphy), ""]
+              shlex.join(polygraphy), ""]
     return "\n".join(lines)
 
 
