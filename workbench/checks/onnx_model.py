@@ -110,7 +110,12 @@ def check_against_tensorflow(session: ConversionSession, export: OnnxExport, bat
     results: list[OutputComparison] = []
     for feeds in generated_inputs(session, batches, batch_size, seed=2000):
         expected = session.loaded(**feeds)
-        actual = dict(zip(export.output_names, run.run(export.output_names, feeds), strict=True))
+        try:
+            outputs = run.run(export.output_names, feeds)
+        except Exception as exc:  # onnxruntime's errors share no base class worth naming
+            raise OnnxExportError("ONNX Runtime cannot run the exported model on inputs of "
+                                  f"shapes {_shapes(feeds)}: {first_line(exc)}") from None
+        actual = dict(zip(export.output_names, outputs, strict=True))
         results = compare_outputs(expected, actual, atol=atol, rtol=rtol)
         failed = [r for r in results if not r.passed]
         if failed:
@@ -154,6 +159,10 @@ def write_atomically(target: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _shapes(feeds: dict[str, np.ndarray]) -> str:
+    return ", ".join(f"{name} {list(array.shape)}" for name, array in feeds.items())
 
 
 def _unsupported(model: onnx.ModelProto) -> dict[str, int]:
