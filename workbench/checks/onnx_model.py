@@ -53,9 +53,36 @@ class OnnxExport:
     output_names: list[str]
     unsupported_ops: dict[str, int]  # TF ops tf2onnx left as they are (the model will not run)
 
-    def tf_node(self, onnx_node: str) -> str:
-        """The TensorFlow node an ONNX node came from (tf2onnx's added `__N` suffix removed)."""
-        return _ADDED_SUFFIX.sub("", onnx_node)
+    def tf_nodes(self, tf_names: set[str]) -> list[str | None]:
+        """The TensorFlow node each ONNX node (in graph order) came from, or None.
+
+        tf2onnx names a node after its TF node, adds `__N` to nodes it makes and
+        `_Suffix` to the pieces of an op it expands (CombinedNonMaxSuppression_GatherND), so
+        the longest TF name the ONNX name starts with wins. A node named after nothing (an
+        `EyeLike__138` inside an expansion) takes the TF node of its nearest consumer."""
+        found = [_longest_prefix(_ADDED_SUFFIX.sub("", n.name), tf_names)
+                 for n in self.model.graph.node]
+        consumers: dict[str, list[int]] = {}
+        for index, node in enumerate(self.model.graph.node):
+            for tensor in node.input:
+                consumers.setdefault(tensor, []).append(index)
+        for index, node in enumerate(self.model.graph.node):
+            frontier = [c for t in node.output for c in consumers.get(t, [])]
+            for _ in range(8 if found[index] is None else 0):
+                hit = next((found[c] for c in frontier if found[c]), None)
+                if hit:
+                    found[index] = hit
+                    break
+                frontier = [c2 for c in frontier for t in self.model.graph.node[c].output
+                            for c2 in consumers.get(t, [])]
+        return found
+
+
+def _longest_prefix(name: str, tf_names: set[str]) -> str | None:
+    if name in tf_names:
+        return name
+    cuts = [i for i, ch in enumerate(name) if ch in "_/:"]
+    return next((name[:i] for i in reversed(cuts) if name[:i] in tf_names), None)
 
 
 def tf2onnx_version() -> str | None:

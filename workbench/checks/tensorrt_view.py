@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from workbench.checks.onnx_model import OnnxExport, export_whole_model
+from workbench.checks.onnx_model import export_whole_model
 from workbench.conversion.params import ConversionParams
 from workbench.engines import tensorrt_rtx_onnx
 from workbench.errors import WorkbenchError
@@ -39,6 +39,7 @@ class SideBySide:
     nodes: pd.DataFrame  # per TF node: node, op, tftrt_engine, tftrt_reason, tensorrt, reason
     tensorrt_subgraphs: int = 0  # subgraphs TensorRT supports
     rejections: list[tensorrt_rtx_onnx.Rejection] = field(default_factory=list)
+    rejected_at: list[str | None] = field(default_factory=list)  # each rejection's TF node
     plan_bytes: int | None = None  # the built plan's size when the whole model parsed
     note: str = ""  # why there is no TensorRT verdict or plan
 
@@ -51,12 +52,14 @@ class SideBySide:
         """One row per path: engines, share of the model's nodes, what blocks the rest."""
         total = len(self.nodes)
         tftrt_blocks = Counter(self.nodes.loc[self.nodes["tftrt_engine"] == "", "op"])
-        tensorrt_blocks = Counter(f"{r.op} ({r.reason})" for r in self.rejections)
+        tensorrt_blocks = Counter(f"{r.op}" + (f" in {at}" if at else "") + f" ({r.reason})"
+                                  for r, at in zip(self.rejections, self.rejected_at,
+                                                   strict=True))
         taken = int((self.nodes["tensorrt"] == TAKEN).sum())
         rows = [
             {"path": "TF-TRT (segments in TensorFlow)", "engines": len(self.result.engines),
              "% of nodes": round(self.result.percent_converted, 2),
-             "blocked by": _top(tftrt_blocks, "Placeholder", *_VANISHING_OPS)},
+             "blocked by": _top(tftrt_blocks, "Placeholder", *_VANISHING_OPS) or "nothing"},
             {"path": "TensorRT via ONNX (whole model)", "engines": self.tensorrt_subgraphs,
              "% of nodes": round(100 * taken / total, 2) if total and not self.note else None,
              "blocked by": self.note or _top(tensorrt_blocks) or
@@ -82,14 +85,17 @@ def side_by_side(session: ConversionSession, params: ConversionParams | None = N
         return SideBySide(result, _no_verdict(nodes), note=str(exc))
     onnx_bytes = export.model.SerializeToString()
     capability = tensorrt_rtx_onnx.capability(onnx_bytes)
-    by_tf = _fused_into_consumers(_onnx_verdicts(export, capability),
-                                  session.prepared(params.precision_mode).graph)
+    graph = session.prepared(params.precision_mode).graph
+    tf_nodes = export.tf_nodes({node.name for node in graph})
+    by_tf = _fused_into_consumers(_onnx_verdicts(tf_nodes, capability), graph)
     verdicts = [_verdict(row.node, row.op, export.input_names, by_tf)
                 for row in nodes.itertuples()]
     nodes["tensorrt"] = [status for status, _ in verdicts]
     nodes["tensorrt_reason"] = [reason for _, reason in verdicts]
     view = SideBySide(result, nodes, sum(ok for _, ok in capability.subgraphs),
-                      capability.rejections)
+                      capability.rejections,
+                      rejected_at=[tf_nodes[r.index] if 0 <= r.index < len(tf_nodes) else None
+                                   for r in capability.rejections])
     if build and capability.supported:
         from workbench.checks.export import build_shape_sets, engine_profiles
 
@@ -153,7 +159,7 @@ def _fused_into_consumers(by_tf: dict[str, list[tuple[str, str]]], graph: Graph,
     return found
 
 
-def _onnx_verdicts(export: OnnxExport, capability: tensorrt_rtx_onnx.Capability
+def _onnx_verdicts(tf_nodes: list[str | None], capability: tensorrt_rtx_onnx.Capability
                    ) -> dict[str, list[tuple[str, str]]]:
     """TF node -> (status, reason) of every ONNX node made from it."""
     status = {}
@@ -165,10 +171,12 @@ def _onnx_verdicts(export: OnnxExport, capability: tensorrt_rtx_onnx.Capability
         for i in nodes:
             status[i] = (TAKEN, "") if supported else (UNSUPPORTED_SUBGRAPH, why)
     for rejection in capability.rejections:
-        status[rejection.index] = (REJECTED, f"{rejection.op}: {rejection.reason}")
+        status[rejection.index] = (REJECTED, f"{rejection.node} ({rejection.op}): "
+                                             f"{rejection.reason}")
     by_tf: dict[str, list[tuple[str, str]]] = {}
-    for i, node in enumerate(export.model.graph.node):
-        by_tf.setdefault(export.tf_node(node.name), []).append(status.get(i, (TAKEN, "")))
+    for i, tf_node in enumerate(tf_nodes):
+        if tf_node is not None:
+            by_tf.setdefault(tf_node, []).append(status.get(i, (TAKEN, "")))
     return by_tf
 
 
