@@ -35,7 +35,7 @@ def test_tiny_bert_is_one_tensorrt_network_where_tftrt_makes_many_engines() -> N
     assert len(view.result.engines) > 5 and view.tensorrt_subgraphs == 1 and view.plan_bytes
     # Nodes TF-TRT leaves in TensorFlow that TensorRT takes, by their TensorFlow names.
     gained = view.nodes[(view.nodes["tftrt_engine"] == "") & (view.nodes["tensorrt"] == TAKEN)]
-    assert {"Einsum", "Erfc"} <= set(gained["op"])
+    assert "Einsum" in set(gained["op"])  # (and Erfc on TF 2.21, whose GELU uses it)
     assert len(gained) > 20
 
 
