@@ -37,7 +37,7 @@ def run(name: str) -> str:
         if capability.supported:
             params = ConversionParams()
             plan = tensorrt_rtx_onnx.build_plan(
-                onnx_bytes, engine_profiles(params, build_shape_sets(session, params)),
+                onnx_bytes, engine_profiles(params, build_shape_sets(session)),
                 export.input_names)
             verdict = f"TensorRT-RTX plan {len(plan) / 1e6:.1f} MB"
         else:

@@ -138,7 +138,8 @@ def _run_export(args: argparse.Namespace) -> int:
     params = _conversion_params(args)
     path = export(args.model, args.format, args.output, params,
                   batch_sizes=_integers("--batch-sizes", args.batch_sizes),
-                  signature_key=args.signature_key, tags=_split(args.tags), onnx_path=args.onnx)
+                  signature_key=args.signature_key, tags=_split(args.tags),
+                  output_node_names=_split(args.outputs), onnx_path=args.onnx)
     print(f"wrote {path}")
     return 0
 

@@ -235,7 +235,7 @@ class TrtGraphConverterV2:
             raise RuntimeError("TrtGraphConverterV2.convert() must be called first")
         return self._session
 
-    def export(self, format: str, output: str, *,  # noqa: A002 - the CLI's name
+    def export(self, format: str, output: str, *,
                batch_sizes: Sequence[int] = (1,)) -> Any:
         """Writes this conversion as a TF-TRT script, the whole model as ONNX or trtexec
         commands (`workbench.checks.export.export`); returns the path."""

@@ -165,3 +165,16 @@ def _environment() -> dict[str, str]:
     from conftest import REPO
 
     return {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def test_a_converter_exports_its_own_settings(tmp_path) -> None:
+    from workbench import trt_convert as trt
+
+    converter = trt.TrtGraphConverterV2(
+        input_saved_model_dir=str(sample_models.build("quickstart_mlp")),
+        precision_mode=trt.TrtPrecisionMode.FP16, minimum_segment_size=2)
+    converter.convert()
+    path = converter.export("trtexec", str(tmp_path / "mlp.sh"), batch_sizes=(1, 8))
+    text = path.read_text()
+    assert "FP16, minimum_segment_size=2, implicit batch" in text and "--fp16" in text
+    assert "--maxShapes=" in text and ":8x" in text

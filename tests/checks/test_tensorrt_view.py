@@ -93,5 +93,5 @@ def test_zoo_rows_export_match_native_and_build(name) -> None:
     params = ConversionParams().validated()
     plan = tensorrt_rtx_onnx.build_plan(
         exported.model.SerializeToString(),
-        engine_profiles(params, build_shape_sets(session, params)), exported.input_names)
+        engine_profiles(params, build_shape_sets(session)), exported.input_names)
     assert len(plan) > 100_000

@@ -54,8 +54,8 @@ def params_of(source: Any) -> ConversionParams:
     raise WorkbenchError(f"cannot read conversion parameters from {type(source).__name__}")
 
 
-def build_shape_sets(session: ConversionSession, params: ConversionParams,
-                     batch_sizes: Sequence[int] = (1,)) -> list[ShapeSet]:
+def build_shape_sets(session: ConversionSession, batch_sizes: Sequence[int] = (1,)
+                     ) -> list[ShapeSet]:
     """The input shapes build() gets: one set per batch size, largest first (in implicit batch
     mode its engine serves every smaller batch); unknown other dims as the workbench's
     generated inputs have them."""
@@ -80,7 +80,7 @@ def tftrt_script(session: ConversionSession, params: ConversionParams,
     if session.loaded.kind != "saved_model":
         raise WorkbenchError("the TF-TRT script converts SavedModels: save the model with "
                              "tf.saved_model.save first")
-    shape_sets = build_shape_sets(session, params, batch_sizes)
+    shape_sets = build_shape_sets(session, batch_sizes)
     specs = session.optimized.input_specs
     if any(spec.dtype.name == "string" for spec in specs):
         raise WorkbenchError("the TF-TRT script builds from zero-filled inputs, which a "
@@ -158,9 +158,9 @@ def trtexec_commands(onnx_path: str, input_names: Sequence[str], params: Convers
     return "\n".join(lines)
 
 
-def export(model: Any, format: str, output: str | os.PathLike,  # noqa: A002 - the CLI's name
-           params: Any = None, *, batch_sizes: Sequence[int] = (1,),
-           signature_key: str | None = None, tags: Sequence[str] | None = None,
+def export(model: Any, format: str, output: str | os.PathLike, params: Any = None, *,
+           batch_sizes: Sequence[int] = (1,), signature_key: str | None = None,
+           tags: Sequence[str] | None = None, output_node_names: Sequence[str] | None = None,
            onnx_path: str | None = None) -> Path:
     """Writes the conversion as `format` ("tftrt", "onnx" or "trtexec") to `output` and
     returns its path. `model`: a model path or an open ConversionSession; `params`: what
@@ -173,13 +173,13 @@ def export(model: Any, format: str, output: str | os.PathLike,  # noqa: A002 - t
     target = checked_output_path(output)
     params = params_from_environment() if params is None else params_of(params)
     session = model if isinstance(model, ConversionSession) else \
-        ConversionSession.open(model, signature_key, tags)
+        ConversionSession.open(model, signature_key, tags, output_node_names)
     if format == "onnx":
         return write_onnx(session, target)
     if format == "tftrt":
         text = tftrt_script(session, params, batch_sizes, target.name)
     else:
-        shapes = build_shape_sets(session, params, batch_sizes)
+        shapes = build_shape_sets(session, batch_sizes)
         onnx_file = onnx_path or str(target.with_suffix(".onnx").name)
         text = trtexec_commands(onnx_file, session.loaded.input_names, params, shapes)
     write_atomically(target, text.encode())

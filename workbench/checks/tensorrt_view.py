@@ -99,7 +99,7 @@ def side_by_side(session: ConversionSession, params: ConversionParams | None = N
     if build and capability.supported:
         from workbench.checks.export import build_shape_sets, engine_profiles
 
-        shapes = build_shape_sets(session, params)
+        shapes = build_shape_sets(session)
         view.plan_bytes = len(tensorrt_rtx_onnx.build_plan(
             onnx_bytes, engine_profiles(params, shapes), export.input_names,
             params.precision_mode))

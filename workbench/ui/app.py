@@ -279,7 +279,7 @@ class Workbench:
 
         self._start(body, self._measured("check"), "Validating")
 
-    def export(self, format: str, output: str | Path,  # noqa: A002 - the CLI's name
+    def export(self, format: str, output: str | Path,
                batch_sizes: Sequence[int] = (1,)) -> None:
         """Writes the current conversion as a TF-TRT script, ONNX or trtexec commands
         (`workbench.checks.export`; background step); the Export tab shows the text."""
