@@ -23,7 +23,7 @@ install: $(STAMP) system-deps
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[cpu,samples,lab,dev,tensorrt,docs]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[cpu,samples,lab,dev,tensorrt,docs,export]'
 	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 

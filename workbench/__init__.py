@@ -3,7 +3,9 @@
 `workbench.load(dir)` reloads a converted model saved by `TrtGraphConverterV2.save()` with its
 engines; `workbench.inspect_tftrt(dir)` reads a model TF-TRT itself converted (its engines,
 summary and saved plans); `workbench.doctor()` says what this machine can run;
-`workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tune`). They are
+`workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tune`);
+`workbench.export(model, format, path, params)` writes a TF-TRT script, ONNX or trtexec
+commands (`workbench.checks.export`). They are
 imported on first use so `import workbench` stays light; it only keeps TensorFlow's
 import-time chatter off stderr (`workbench.quiet`).
 """
@@ -28,6 +30,10 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return importlib.import_module("workbench.tune")
+    if name == "export":
+        from workbench.checks.export import export
+
+        return export
     if name == "doctor":
         from workbench.diagnosis import doctor
 

@@ -92,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_check_command(commands)
     _add_inspect_command(commands)
     _add_tune_command(commands)
+    _add_export_command(commands)
     doctor = commands.add_parser(
         "doctor", help="what this machine can run: TensorFlow, TF-TRT, TensorRT, GPUs, engine "
                        f"backends, Graphviz, Chromium (exit {EXIT_INTERNAL} when the workbench "
@@ -123,6 +124,34 @@ def _add_check_command(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--json", action="store_true",
                        help="print exactly one JSON document on stdout")
     check.set_defaults(run=_run_check)
+
+
+def _add_export_command(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser(
+        "export", help="write the conversion for production: a TF-TRT script (TensorFlow "
+                       "<= 2.17), the whole model as ONNX (checked against native TF) or "
+                       "trtexec commands for that ONNX")
+    _add_model_arguments(export)
+    _add_conversion_arguments(export)
+    export.add_argument("--format", required=True, choices=("tftrt", "onnx", "trtexec"))
+    export.add_argument("-o", "--output", required=True, help="the file to write")
+    export.add_argument("--batch-sizes", default="1",
+                        help="the shapes build() and trtexec get, comma-separated (default: 1)")
+    export.add_argument("--onnx", default=None,
+                        help="trtexec: the ONNX file the commands name (default: OUTPUT.onnx)")
+    export.set_defaults(run=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from workbench.checks.export import export
+
+    params = _conversion_params(args)
+    path = export(args.model, args.format, args.output, params,
+                  batch_sizes=_integers("--batch-sizes", args.batch_sizes),
+                  signature_key=args.signature_key, tags=_split(args.tags),
+                  output_node_names=_split(args.outputs), onnx_path=args.onnx)
+    print(f"wrote {path}")
+    return 0
 
 
 def _add_tune_command(commands: argparse._SubParsersAction) -> None:

@@ -264,6 +264,14 @@ class TrtGraphConverterV2:
             raise RuntimeError("TrtGraphConverterV2.convert() must be called first")
         return self._session
 
+    def export(self, format: str, output: str, *,
+               batch_sizes: Sequence[int] = (1,)) -> Any:
+        """Writes this conversion as a TF-TRT script, the whole model as ONNX or trtexec
+        commands (`workbench.checks.export.export`); returns the path."""
+        from workbench.checks.export import export
+
+        return export(self.session, format, output, self._params, batch_sizes=batch_sizes)
+
     def sweep(self, thresholds: Sequence[int] = range(1, 65)) -> list[ConversionResult]:
         """The conversion for every `minimum_segment_size` in `thresholds`, at once."""
         return self.session.sweep(self._params, thresholds)

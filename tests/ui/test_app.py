@@ -36,7 +36,7 @@ def test_loads_and_shows_every_tab(app: Workbench) -> None:
             in app.nonconversion_tab.html.value)
     assert app.graph_tab.html.value.count("<svg") == 1 and "TRTEngineOp_000_001" in app.svg
     assert app.tabs.titles == ("Summary", "Non-conversion report", "Segment graph", "Charts",
-                               "Validation", "Runs", "Profiling", "Tune")
+                               "Validation", "Runs", "Profiling", "Tune", "Export")
     assert set(app.figures) >= {"sweep", "engine_sizes"}
     assert not any(w.disabled for w in app.controls.all if w is not app.controls.profile_strategy)
     assert "Conv2D" in app.controls.denylist.allowed_tags
@@ -181,3 +181,21 @@ def test_loading_shows_the_preparation_steps_then_from_cache(
     assert second.summary_tab.html.value == first.summary_tab.html.value
     second.refresh()
     assert "from cache" not in second.status.value  # shown once, when loading ends
+
+
+def test_export_tab_writes_the_current_settings_and_shows_the_text(app: Workbench,
+                                                                    tmp_path: Path) -> None:
+    app.controls.precision.value = "FP16"
+    tab = app.export_tab
+    assert "FP16" in tab.settings.value
+    tab.path.value = str(tmp_path / "convert_tftrt.py")
+    tab.button.click()
+    written = tmp_path / "convert_tftrt.py"
+    assert app.error is None and written.is_file()
+    assert "precision_mode=trt.TrtPrecisionMode.FP16" in tab.text
+    assert "from tensorflow.python.compiler.tensorrt import trt_convert as trt" in tab.result.value
+    tab.format.value = "trtexec"
+    assert tab.path.value == str(tmp_path / "trtexec.sh")  # the default name follows
+    tab.path.value = str(tmp_path / "missing" / "x.sh")
+    tab.button.click()
+    assert "does not exist" in app.status.value and not (tmp_path / "missing").exists()

@@ -18,6 +18,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from workbench.checks.conversion_check import ConversionCheck, conversion_check_steps
+from workbench.checks.export import export
 from workbench.checks.per_engine import PerEngineAccuracy, per_engine_accuracy
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.report import ConversionReport
@@ -29,6 +30,7 @@ from workbench.errors import WorkbenchError
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
 from workbench.ui.controls import Controls
+from workbench.ui.export_tab import ExportTab
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tables import STYLE, note_html
 from workbench.ui.tabs import (
@@ -86,9 +88,11 @@ class Workbench:
         self.runs_tab = RunsTab(self.store, on_keep=self._keep_clicked)
         self.profile_tab = ProfileTab(on_profile=self.profile)
         self.tune_tab = TuneTab(self.set_params, self.store.root, background)
+        self.export_tab = ExportTab(on_export=self._export_clicked)
         self.tab_list: list[Tab] = [  # registering a tab: one line here, or add_tab()
             self.summary_tab, self.nonconversion_tab, self.graph_tab, self.charts_tab,
             self.validation_tab, self.runs_tab, self.profile_tab, self.tune_tab,
+            self.export_tab,
         ]
         self._build_widgets()
         self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,
@@ -362,6 +366,28 @@ class Workbench:
             return
         self.run_per_engine(batches=options["batches"], atol=options["atol"],
                             rtol=options["rtol"])
+
+    def export(self, format: str, output: str | Path,
+               batch_sizes: Sequence[int] = (1,)) -> None:
+        """Writes the current conversion as a TF-TRT script, ONNX or trtexec commands
+        (`workbench.checks.export`; background step); the Export tab shows the text."""
+        if self.session is None:
+            return
+        session, params = self.session, self.params
+
+        def body() -> Generator[Progress, None, Any]:
+            yield 0.1, f"Exporting ({format})"
+            return export(session, format, output, params, batch_sizes=batch_sizes)
+
+        self._start(body, self.export_tab.show, "Exporting")
+
+    def _export_clicked(self) -> None:
+        try:
+            options = self.export_tab.options()
+        except WorkbenchError as exc:
+            self._set_status(str(exc), error=True)
+            return
+        self.export(**options)
 
     def _measured(self, attribute: str) -> Any:
         """A step's done-handler: keeps its measurement for the next view."""

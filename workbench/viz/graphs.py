@@ -91,6 +91,33 @@ def full_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
     return dot
 
 
+# The outline of a node in the side-by-side view: TensorRT's verdict on the ONNX it became.
+TENSORRT_OUTLINES = {"taken": "#1a7f37", "rejected": "#d1242f",
+                     "in an unsupported subgraph": "#bf8700", "no ONNX node": "#6e7781"}
+
+
+def side_by_side_graph(graph: Graph, result: ConversionResult,
+                       tensorrt: dict[str, str]) -> graphviz.Digraph:
+    """View (a) with a second colouring: fill by TF-TRT engine, thick outline by TensorRT's
+    verdict on the node through ONNX (`tensorrt`: node -> a TENSORRT_OUTLINES key)."""
+    dot = full_graph(graph, result)
+    drawn = {line.strip().split(" [", 1)[0] for line in dot.body if " [" in line}
+    counts: dict[str, int] = {}
+    for name, verdict in tensorrt.items():
+        color = TENSORRT_OUTLINES.get(verdict)
+        if color and graphviz.quoting.quote(name) in drawn:
+            # A later statement of a drawn node only updates its attributes (cluster kept).
+            dot.node(name, color=color, penwidth="2.5")
+            counts[verdict] = counts.get(verdict, 0) + 1
+    rows = "".join(f'<tr><td bgcolor="{TENSORRT_OUTLINES[v]}" width="14"></td>'
+                   f'<td align="left">outline: TensorRT {escape(v)} ({n})</td></tr>'
+                   for v, n in counts.items())
+    dot.node(f"{LEGEND}_tensorrt", '<<table border="0" cellborder="1" cellspacing="0" '
+             f'cellpadding="3">{rows}</table>>', shape="plaintext", style="",
+             tooltip="TensorRT via ONNX")
+    return dot
+
+
 def converted_graph(graph: Graph, result: ConversionResult,
                     errors: Mapping[str, float] | None = None) -> graphviz.Digraph:
     """View (b): the graph as TF-TRT leaves it, each engine one node with its node count

@@ -1,0 +1,180 @@
+"""Exporting a conversion: the TF-TRT script runs (with our import) to the same engines, the
+ONNX model matches native TensorFlow, trtexec commands carry the profiles, and bad inputs get
+one clear line with nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import run_cli
+
+import sample_models
+from workbench.checks.export import (
+    TFTRT_IMPORT,
+    WORKBENCH_IMPORT,
+    export,
+    params_of,
+    tftrt_script,
+    trtexec_commands,
+)
+from workbench.checks.onnx_model import (
+    OnnxExportError,
+    check_against_tensorflow,
+    export_whole_model,
+)
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.session import ConversionSession
+from workbench.conversion.summary import summary_lines
+from workbench.engines.profiles import Profile
+from workbench.errors import WorkbenchError
+from workbench.tune.record import TrialRecord
+
+pytestmark = pytest.mark.slow
+
+BERT_PARAMS = ConversionParams(precision_mode="FP16", use_dynamic_shape=True,
+                               dynamic_shape_profile_strategy="Optimal",
+                               denylist=("Softmax",), max_engines=5)
+
+
+@pytest.fixture(scope="module")
+def tiny_bert() -> ConversionSession:
+    return ConversionSession.open(sample_models.build("tiny_bert"))
+
+
+def test_script_converts_to_the_same_engines_and_saves(tiny_bert, tmp_path) -> None:
+    script = tmp_path / "convert.py"
+    export(tiny_bert, "tftrt", script, BERT_PARAMS, batch_sizes=(1, 4))
+    text = script.read_text()
+    assert text.count(TFTRT_IMPORT) == 1
+    assert "os.environ[\"TF_TRT_OP_DENYLIST\"] = 'Softmax'" in text
+    assert "os.environ[\"TF_TRT_MAX_ALLOWED_ENGINES\"] = '5'" in text
+    assert "dynamic_shape_profile_strategy='Optimal'" in text
+    script.write_text(text.replace(TFTRT_IMPORT, WORKBENCH_IMPORT))
+    run = subprocess.run([sys.executable, str(script), str(tmp_path / "saved")],
+                         capture_output=True, text=True, timeout=600,
+                         # the script sets the conversion's own values over the caller's
+                         env={**_environment(), "TF_TRT_OP_DENYLIST": "Conv2D"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    expected = "\n".join(summary_lines(tiny_bert.convert(BERT_PARAMS))).splitlines()
+    printed = run.stdout.splitlines()
+    engine_lines = [line.strip() for line in expected if line.startswith(("[*]", "TRTEngineOp"))]
+    assert len(engine_lines) == 5 + 2  # five engines, then the engine count and the share
+    assert engine_lines == [line.strip() for line in printed
+                            if line.startswith(("[*]", "TRTEngineOp"))]
+    assert (tmp_path / "saved" / "saved_model.pb").is_file()
+
+
+def test_int8_script_refuses_to_run_without_calibration_data(tmp_path) -> None:
+    script = tmp_path / "int8.py"
+    export(sample_models.build("quickstart_mlp"), "tftrt", script,
+           ConversionParams(precision_mode="INT8"))
+    text = script.read_text().replace(TFTRT_IMPORT, WORKBENCH_IMPORT)
+    assert "calibration_input_fn=calibration_input_fn" in text
+    script.write_text(text)
+    run = subprocess.run([sys.executable, str(script), str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=300, env=_environment())
+    assert run.returncode == 1 and "set CALIBRATION_DATA" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_profiles_of_each_strategy_reach_the_script_and_trtexec(tiny_bert) -> None:
+    shapes = [((4, 16),) * 3, ((1, 16),) * 3]
+    range_params = ConversionParams(use_dynamic_shape=True,
+                                    dynamic_shape_profile_strategy="Range").validated()
+    text = trtexec_commands("m.onnx", ["input_mask", "input_type_ids", "input_word_ids"],
+                            range_params, shapes)
+    assert text.count("trtexec ") == 1
+    assert "--minShapes=input_mask:1x16,input_type_ids:1x16,input_word_ids:1x16" in text
+    assert "--maxShapes=input_mask:4x16" in text
+    for flag in ("--exportProfile=m_p0/m.profile.json", "--exportLayerInfo=m_p0/m.graph.json",
+                 "--profilingVerbosity=detailed", "polygraphy run m.onnx --trt --onnxrt"):
+        assert flag in text
+    optimal = trtexec_commands("m.onnx", ["a", "b", "c"], BERT_PARAMS.validated(), shapes)
+    assert optimal.count("trtexec ") == 2 and "--fp16" in optimal and "--int8" not in optimal
+    script = tftrt_script(tiny_bert, BERT_PARAMS.validated(), (1, 4))
+    assert "BUILD_SHAPES = [[(4, 16), (4, 16), (4, 16)], [(1, 16), (1, 16), (1, 16)]]" in script
+
+
+def test_a_tuning_trial_and_the_cli_json_give_the_same_parameters() -> None:
+    params = BERT_PARAMS.validated()
+    trial = TrialRecord("t", params.to_json(), "ok")
+    assert params_of(trial) == params_of(params.to_json()) == params_of(params)
+
+
+@pytest.mark.parametrize("name", ["quickstart_mlp", "digits_cnn", "mobilenet_v2", "tiny_bert",
+                                  "detector", "cond_mlp"])
+def test_onnx_matches_native_tensorflow(name) -> None:
+    session = ConversionSession.open(sample_models.build(name))
+    exported = export_whole_model(session)
+    assert [i.name for i in exported.model.graph.input] == session.loaded.input_names
+    results = check_against_tensorflow(session, exported)
+    assert results and all(r.passed for r in results)
+
+
+def test_onnx_export_writes_only_a_checked_model(tmp_path) -> None:
+    target = tmp_path / "digits.onnx"
+    run = run_cli("export", str(sample_models.build("digits_cnn")), "--format", "onnx",
+                  "-o", str(target))
+    assert run.returncode == 0, run.stderr
+    import onnx
+
+    onnx.checker.check_model(onnx.load(str(target)))
+    assert [p.name for p in tmp_path.iterdir()] == ["digits.onnx"]
+
+
+def test_a_model_tf2onnx_cannot_export_is_one_line_and_nothing_is_written(tmp_path) -> None:
+    run = run_cli("export", str(sample_models.build("lstm")), "--format", "onnx",
+                  "-o", str(tmp_path / "lstm.onnx"))
+    assert run.returncode == 2
+    assert run.stderr.strip().count("\n") == 0
+    assert "tf2onnx cannot express" in run.stderr and "TensorListReserve" in run.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_output_directory_is_one_line(tmp_path) -> None:
+    for fmt in ("tftrt", "onnx", "trtexec"):
+        run = run_cli("export", str(sample_models.build("quickstart_mlp")), "--format", fmt,
+                      "-o", str(tmp_path / "missing" / "out"))
+        assert run.returncode == 2
+        assert run.stderr.strip() == (f"workbench: error: the output directory "
+                                      f"{tmp_path / 'missing'} does not exist: create it first")
+    with pytest.raises(WorkbenchError, match="unknown export format"):
+        export(sample_models.build("quickstart_mlp"), "savedmodel", tmp_path / "x")
+
+
+def test_unsupported_ops_are_named_before_onnx_runtime_sees_them() -> None:
+    session = ConversionSession.open(sample_models.build("lstm"))
+    exported = export_whole_model(session)
+    assert exported.unsupported_ops == {"TensorListReserve": 1}
+    with pytest.raises(OnnxExportError, match="TensorListReserve"):
+        check_against_tensorflow(session, exported)
+
+
+def test_implicit_batch_profile_spans_batch_one_to_the_largest() -> None:
+    params = ConversionParams().validated()
+    text = trtexec_commands("d.onnx", ["images"], params, [((8, 8, 8, 1),), ((1, 8, 8, 1),)])
+    assert "--minShapes=images:1x8x8x1" in text and "--maxShapes=images:8x8x8x1" in text
+    assert Profile(((1, 2),), ((1, 2),), ((1, 2),)).describe() == "[1, 2]"
+
+
+def _environment() -> dict[str, str]:
+    import os
+
+    from conftest import REPO
+
+    return {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def test_a_converter_exports_its_own_settings(tmp_path) -> None:
+    from workbench import trt_convert as trt
+
+    converter = trt.TrtGraphConverterV2(
+        input_saved_model_dir=str(sample_models.build("quickstart_mlp")),
+        precision_mode=trt.TrtPrecisionMode.FP16, minimum_segment_size=2)
+    converter.convert()
+    path = converter.export("trtexec", str(tmp_path / "mlp.sh"), batch_sizes=(1, 8))
+    text = path.read_text()
+    assert "FP16, minimum_segment_size=2, implicit batch" in text and "--fp16" in text
+    assert "--maxShapes=" in text and ":8x" in text

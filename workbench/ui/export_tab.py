@@ -1,0 +1,66 @@
+"""The Export tab: write the current conversion for production and show the text to copy.
+
+One button writes the file (`workbench.checks.export.export`: a TF-TRT script, the whole model
+as ONNX checked against native TensorFlow, or trtexec commands) from the current controls; the
+app runs it in the background like its other long steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as widgets
+
+from workbench.checks.conversion_check import parse_batch_sizes
+from workbench.checks.export import describe
+from workbench.ui.tables import note_html, pre_html
+from workbench.viz.view import ConversionView
+
+DEFAULT_FILES = {"tftrt": "convert_tftrt.py", "onnx": "model.onnx", "trtexec": "trtexec.sh"}
+FORMAT_LABELS = {"TF-TRT script (TensorFlow <= 2.17)": "tftrt",
+                 "ONNX model (tf2onnx, checked)": "onnx", "trtexec commands": "trtexec"}
+
+
+class ExportTab:
+    """Format, file and batch sizes; 'Export' writes the file and shows its text."""
+
+    title = "Export"
+
+    def __init__(self, on_export: Callable[[], None]) -> None:
+        self.format = widgets.Dropdown(options=FORMAT_LABELS, value="tftrt",
+                                       description="format")
+        self.path = widgets.Text(value=DEFAULT_FILES["tftrt"], description="file",
+                                 layout=widgets.Layout(width="360px"))
+        self.batch_sizes = widgets.Text(value="1", description="batch sizes",
+                                        layout=widgets.Layout(width="220px"))
+        self.button = widgets.Button(description="Export", icon="download",
+                                     layout=widgets.Layout(width="120px"))
+        self.button.on_click(lambda _b: on_export())
+        self.format.observe(self._format_changed, names="value")
+        self.settings, self.result = widgets.HTML(), widgets.HTML()
+        options = widgets.HBox([self.format, self.path, self.batch_sizes, self.button],
+                               layout=widgets.Layout(flex_flow="row wrap"))
+        self.widget = widgets.VBox([options, self.settings, self.result])
+        self.text = ""  # the last exported script or commands
+
+    def options(self) -> dict[str, Any]:
+        """The export's arguments; bad batch sizes are a WorkbenchError."""
+        return {"format": self.format.value, "output": self.path.value,
+                "batch_sizes": parse_batch_sizes(self.batch_sizes.value)}
+
+    def update(self, view: ConversionView) -> None:
+        self.settings.value = note_html(f"Exports the current settings: {describe(view.params)}.")
+
+    def show(self, path: Path) -> None:
+        """The written file: its path, and the text to copy (scripts and commands)."""
+        self.text = "" if path.suffix == ".onnx" else path.read_text()
+        message = note_html(f"wrote {path.resolve()}")
+        if path.suffix == ".onnx":
+            message += note_html("The ONNX model matched native TensorFlow on generated inputs.")
+        self.result.value = message + (pre_html(self.text) if self.text else "")
+
+    def _format_changed(self, change: dict[str, Any]) -> None:
+        if Path(self.path.value).name in DEFAULT_FILES.values():
+            self.path.value = str(Path(self.path.value).with_name(DEFAULT_FILES[change["new"]]))
