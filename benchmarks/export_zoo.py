@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 import time
 
+import record
+
 from sample_models.zoo import zoo
 from workbench.checks.onnx_model import check_against_tensorflow, export_whole_model
 from workbench.conversion.params import ConversionParams
@@ -49,5 +51,9 @@ def run(name: str) -> str:
 
 
 if __name__ == "__main__":
+    lines = []
     for model in sys.argv[1:] or DEFAULT:
-        print(run(model), flush=True)
+        lines.append(run(model))
+        print(lines[-1], flush=True)
+    record.write("export_zoo", [record.figure(line.split(":", 1)[0] + ": whole model as ONNX",
+                                              line.split(":", 1)[1].strip()) for line in lines])

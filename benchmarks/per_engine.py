@@ -19,6 +19,8 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import record  # noqa: E402
+
 import sample_models  # noqa: E402
 from workbench.checks.per_engine import per_engine_accuracy  # noqa: E402
 from workbench.conversion.params import ConversionParams  # noqa: E402
@@ -28,6 +30,7 @@ DEFAULT = ("resnet50:FP16", "mobilenet_v2:INT8", "tiny_bert:FP16", "digits_cnn:I
 
 
 def main(cases: list[str]) -> None:
+    figures = []
     for case in cases:
         name, _, precision = case.partition(":")
         start = time.perf_counter()
@@ -38,6 +41,12 @@ def main(cases: list[str]) -> None:
         print(f"== {name} {precision}: opened in {opened:.1f} s, per-engine accuracy "
               f"{report.seconds:.1f} s, peak RSS {peak_gb:.1f} GB so far")
         print(report, flush=True)
+        worst = report.engines[0] if report.engines else None
+        figures.append(record.figure(
+            f"{name} {precision}: per-engine accuracy (engines, worst output error)",
+            f"{report.seconds:.1f} s, {len(report.engines)} engines, worst "
+            + (f"{worst.engine} {worst.output_max_abs_error:.2g}" if worst else "none")))
+    record.write("per_engine", figures)
 
 
 if __name__ == "__main__":

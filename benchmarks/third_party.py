@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import record
+
 HERE = Path(__file__).resolve()
 VENVS = {  # name -> pinned requirements; the exporters below are written for these versions
     "keras-hub": ["keras-hub==0.32.0", "tensorflow==2.21.0", "tensorflow-text==2.21.1"],
@@ -278,6 +280,14 @@ def main() -> None:
     rows = [convert_row(name, info, args.out) for name, info in models.items()
             if not only or name in only]
     print_table(rows)
+    record.write("third_party", [record.figure(
+        f"{row['model']} (TF {row['tf']}): convert, run, save, reload",
+        row["error"] if "error" in row else
+        f"{row['engines']} engines, {row['converted']:.2f}% converted, "
+        f"{'matches' if row['match'] else 'DIFFERS'} (max {row['max_diff']:.1e}), reload "
+        f"{'matches' if row['reload_match'] else 'DIFFERS'}",
+        "converts, matches, reloads", "error" not in row and row["match"]
+        and row["reload_match"]) for row in rows])
 
 
 if __name__ == "__main__":
