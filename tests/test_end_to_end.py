@@ -214,6 +214,9 @@ def test_disabling_non_trt_optimizers_shows_the_graph_before_grappler() -> None:
 def test_resnet50_graph_looks_trained() -> None:
     """With `weights=None` every bias and batch-norm shift is 0, and Grappler folded each
     BiasAdd and batch-norm add into an Identity (recipe v1: 108 Identity nodes, no BiasAdd in
-    362 nodes). Seeded non-zero values keep them, as in a trained ResNet-50."""
+    362 nodes). Seeded non-zero values keep them, as in a trained ResNet-50. Prepared for a
+    GPU (the default), the layout optimizer adds the input's Transpose and its permutation
+    Const to the 503 nodes of the CPU preparation."""
     ops = [n.op for n in session_for("resnet50").prepared().graph.real_nodes]
-    assert ops.count("BiasAdd") == 54 and ops.count("Identity") == 1 and len(ops) == 503
+    assert ops.count("BiasAdd") == 54 and ops.count("Identity") == 1 and len(ops) == 505
+    assert ops.count("Transpose") == 1

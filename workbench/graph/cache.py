@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.files import atomic_write
-from workbench.graph.gpu import CPU, PreparationTarget, preparation_target
+from workbench.graph.gpu import CPU, PreparationTarget, preparation_target, tf32_enabled
 from workbench.graph.loading import LoadedModel
 from workbench.graph.nodes import TensorSpec
 from workbench.graph.prepare import PREPARATION_VERSION, OptimizedGraph, fp32_shapes, optimize
@@ -112,6 +112,8 @@ def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool,
         "disable_non_trt_optimizers": disable_non_trt_optimizers,
         "fast_freeze": fast_freeze,  # the same graph either way, but a separate entry
         "prepare_for": (target or CPU).key,  # the GPU's compute capability, or "cpu"
+        # The layout optimizer keeps NHWC on Ampere+ only while TensorFloat-32 is on.
+        "tf32": tf32_enabled() if (target or CPU).is_gpu else None,
     }
     digest.update(json.dumps(settings, sort_keys=True).encode())
     _hash_files(digest, path, files)

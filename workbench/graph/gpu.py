@@ -1,15 +1,16 @@
 """The device TF-TRT's Grappler run saw: a GPU (by name or compute capability) or the CPU.
 
 TF-TRT only ran where a GPU was, so its Grappler pass placed the graph on `/device:GPU:0` and
-the layout optimizer rewrote NHWC convolutions and pools to NCHW, with Transposes at the edges
-(on Volta and newer GPUs it keeps NHWC instead when at least half the GPU's Conv2Ds are
-float16). We give Grappler a virtual cluster with such a GPU, so the graph we segment is the
-one TF-TRT segmented. Only the compute capability matters to Grappler's passes in TF-TRT's
-list; the other properties only make the device look like the real one.
+the layout optimizer rewrote NHWC convolutions and pools to NCHW, with Transposes at the
+edges. It keeps NHWC instead when at least half the GPU's convolutions are float16 on Volta+
+(sm_70), bfloat16 on Ampere+ (sm_80), or float32 on Ampere+ with TensorFloat-32 on (TF >= 2.10).
+We give Grappler a virtual cluster with such a GPU, so the graph we segment is the one TF-TRT
+segmented. Only the compute capability matters to Grappler's passes in TF-TRT's list; the other
+properties only make the device look like the real one.
 
 The default is the NVIDIA T4 (Turing, sm_75): the inference GPU of TF-TRT's years (AWS g4dn,
-Google Cloud, Colab's free GPU, NVIDIA's own TF-TRT notebooks and blog figures). For a float32
-model every GPU gives the same graph (NCHW); only float16 models tell pre-Volta GPUs apart.
+Google Cloud, Colab's free GPU, NVIDIA's TF-TRT blog figures). For a float32 model it gives the
+NCHW graph every Volta/Turing GPU gives; Ampere and newer keep NHWC (docs/gpu-preparation.md).
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ def preparation_target(setting: str | PreparationTarget | None = None) -> Prepar
 
 def _squash(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def tf32_enabled() -> bool:
+    """TensorFlow's TensorFloat-32 setting, which Grappler's layout optimizer reads."""
+    import tensorflow as tf
+
+    return bool(tf.config.experimental.tensor_float_32_execution_enabled())
 
 
 def grappler_cluster(target: PreparationTarget) -> Any:
