@@ -8,6 +8,7 @@ precision-dependent rest (`finish`) is redone when the precision changes.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from workbench.graph.gpu import (
 )
 from workbench.graph.loading import LoadedModel, find_meta_graph, read_saved_model_proto
 from workbench.graph.nodes import Graph, TensorSpec
+from workbench.quiet import environment_level, filtered_stderr
 
 # The optimizers TF-TRT's TrtGraphConverterV2 asks Grappler for, in this order; TF-TRT's own
 # TensorRTOptimizer (our segmenter) runs after them.
@@ -295,9 +297,14 @@ def _disable_non_trt_optimizers(rewrite: Any) -> None:
 def _optimize_graph(config: Any, graph_def: Any, fetches: list[str], cluster: Any = None) -> Any:
     from tensorflow.python.grappler import tf_optimizer
 
+    # With a virtual GPU, Grappler warns once per node that this TensorFlow has no GPU kernel
+    # for it (with every CPU kernel listed): those warnings go below TF_CPP_MIN_LOG_LEVEL.
+    quiet = filtered_stderr(environment_level()) if cluster is not None \
+        else contextlib.nullcontext()
     try:
-        return tf_optimizer.OptimizeGraph(config, _meta_graph(graph_def, fetches),
-                                          cluster=cluster)
+        with quiet:
+            return tf_optimizer.OptimizeGraph(config, _meta_graph(graph_def, fetches),
+                                              cluster=cluster)
     except Exception as exc:
         raise ModelLoadError(f"Grappler could not optimize the graph: {first_line(exc)}") from None
 
