@@ -169,10 +169,11 @@ def test_cli_json_is_one_document_matching_the_api() -> None:
     assert document["model"] == str(path)
     assert list(document) == ["model", "signature_key", "params", "engines", "unconverted",
                               "converted_nodes", "total_nodes", "percent_converted",
-                              "tensorflow_version"]
+                              "tensorflow_version", "prepared_for"]
     import tensorflow as tf
 
     assert document["tensorflow_version"] == tf.__version__
+    assert document["prepared_for"] == "NVIDIA T4 (sm_75)"  # the default GPU
 
 
 def test_cli_text_prints_summary_then_report() -> None:

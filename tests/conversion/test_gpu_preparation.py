@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,24 @@ def test_cli_json_says_what_the_graph_was_prepared_for():
     bad = subprocess.run([sys.executable, "-m", "workbench.cli", "convert", str(RESNET50),
                           "--prepare-for", "Voodoo"], capture_output=True, text=True)
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("denylist", ["Conv2D,MaxPool", ""])
+def test_nchw_nodes_left_to_tensorflow_run_without_onednn(denylist: str) -> None:
+    """digits_cnn prepared for the T4: NCHW convolutions, batch norms and pools. Denylisted,
+    they run in TensorFlow (the converted graph's native part) on a TensorFlow whose CPU
+    kernels refuse NCHW (oneDNN off); converted, they run in ONNX engines. Either way the
+    outputs match native TensorFlow's."""
+    import sample_models
+
+    path = str(sample_models.build("digits_cnn"))
+    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "WORKBENCH_CACHE_DIR": "off"}
+    args = [sys.executable, "-m", "workbench.cli", "check", path, "--batch-sizes", "1",
+            "--batches", "1", "--iterations", "1", "--json"]
+    done = subprocess.run(args + (["--denylist", denylist] if denylist else []),
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["passed"] and report["metrics"]["validation_passed"], report["metrics"]
+    assert report["engines"] == (3 if denylist else 2)
