@@ -45,7 +45,7 @@ GRAPPLER_OPTIMIZERS = (
 LOOP_LEFTOVER = "unused_control_flow_input"  # lift_to_graph's stand-in Placeholders
 MANUAL_CONTROL_ATTR = "_has_manual_control_dependencies"
 # Bump when `optimize`'s result changes for the same model: it keys the prepared-graph cache.
-PREPARATION_VERSION = 2
+PREPARATION_VERSION = 3
 
 
 @dataclass
@@ -270,8 +270,13 @@ def run_grappler(graph_def: Any, fetches: list[str],
     target = target or CPU
     optimized = _optimize_graph(config, graph_def, fetches, grappler_cluster(target))
     if target.is_gpu:
-        for node in optimized.node:
+        # The layout optimizer's node order varies from run to run (and with the frozen
+        # graph's order); ordered by name, the same model always gives the same graph.
+        nodes = sorted(optimized.node, key=lambda node: node.name)
+        for node in nodes:
             node.device = ""
+        del optimized.node[:]
+        optimized.node.extend(nodes)
     return optimized
 
 
