@@ -5,6 +5,10 @@ prepared for the same GPU."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -86,3 +90,30 @@ def test_tensorflow_2_10_and_later_keep_nhwc_on_ampere(resnet50: str) -> None:
     graph = gpu.prepared().graph_def
     assert not any(n.op == "Transpose" for n in graph.node)
     assert len(graph.node) == len(cpu.prepared().graph_def.node)
+
+
+PASS_LINE = re.compile(r"^  (\w+): Graph size after: (\d+) nodes \((-?\d+)\)", re.M)
+PREPARE = ("import sys; from workbench.graph.loading import load_model; "
+           "from workbench.graph.prepare import optimize; "
+           "optimize(load_model(sys.argv[1]), target=sys.argv[2])")
+
+
+@pytest.mark.slow
+def test_grappler_removes_what_tftrts_grappler_removed(resnet50: str) -> None:
+    """Grappler's per-pass log (meta_optimizer at verbosity 1) for the main graph: pruning
+    and the dependency optimizer remove exactly as many nodes as in TF-TRT's printed run.
+    The absolute sizes differ: Keras 3 writes each batch norm as separate ops, which constant
+    folding folds, where the printed run's Keras 2 wrote one FusedBatchNormV3."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "meta_optimizer=1",
+           "WORKBENCH_CACHE_DIR": "off"}
+    done = subprocess.run([sys.executable, "-c", PREPARE, resnet50, "8.6"], env=env,
+                          capture_output=True, text=True, check=True)
+    # The last result block of TF-TRT's pass list (both stand-in runs give the same counts).
+    blocks = done.stderr.split("Optimization results for grappler item")
+    block = [b for b in blocks if "  model_pruner:" in b][-1]
+    deltas = {name: int(delta) for name, _, delta in PASS_LINE.findall(block)}
+    golden = GOLDEN["grappler_tf_graph_deltas"]
+    assert deltas["model_pruner"] == golden["model_pruner"] == -322
+    assert deltas["dependency_optimizer"] == golden["dependency_optimizer"] == -324
+    # TF32 on: TensorFlow >= 2.10 keeps NHWC on this Ampere GPU (the printed run added 4).
+    assert deltas["layout"] == 0 != golden["layout"]

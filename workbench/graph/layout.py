@@ -3,9 +3,9 @@
 A graph prepared for a GPU (graph/gpu.py) holds NCHW convolutions and pools wherever the layout
 optimizer put them. Inside engines they are what TF-TRT converted; outside them (the native
 part of the converted graph, a native segment) TensorFlow runs them. Its CPU kernels run NCHW
-only through oneDNN (x86 builds with oneDNN on); elsewhere they refuse. (DepthToSpace,
-SpaceToDepth and MaxPoolV2 in NCHW have no CPU kernel even with oneDNN; they are not rewritten,
-and a native one fails with TensorFlow's own error.) `cpu_runnable` wraps each
+only through oneDNN (x86 builds with oneDNN on); elsewhere they refuse; DepthToSpace and
+SpaceToDepth have no NCHW CPU kernel at all. (MaxPoolV2, whose ksize and strides are tensors,
+is not rewritten: a native NCHW one fails with TensorFlow's own error.) `cpu_runnable` wraps each
 such node in Transposes: channels-last in, the same op on channels-last data, channels-first
 out, under the node's own name so every consumer still reads it. Graphs without such nodes (every
 CPU-prepared graph) are returned as they are.
@@ -21,6 +21,9 @@ DATA_INPUTS = {
     "Conv2D": (0,), "DepthwiseConv2dNative": (0,), "Conv3D": (0,),
     "MaxPool": (0,), "AvgPool": (0,), "MaxPool3D": (0,), "AvgPool3D": (0,),
     "Conv2DBackpropInput": (2,), "Conv3DBackpropInputV2": (2,),
+    # No NCHW CPU kernel at all, oneDNN or not; TensorFlow defines them as the NHWC op
+    # between Transposes, which is what the layout optimizer relied on.
+    "DepthToSpace": (0,), "SpaceToDepth": (0,),
 }
 # Inputs that are vectors in data_format's order: reordered with the data.
 SHAPE_INPUTS = {
