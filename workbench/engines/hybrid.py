@@ -145,7 +145,7 @@ def native_function_def(segment: SegmentGraph, weights: Sequence[str] = ()) -> F
         segment.graph_def
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(cpu_runnable(graph_def), name="")
+        tf.compat.v1.import_graph_def(graph_def, name="")
     names = [*segment.input_names, *(f"{WEIGHT_PREFIX}{i}" for i in range(len(weights)))]
     inputs = [graph.get_tensor_by_name(f"{n}:0") for n in names]
     identities = [graph.get_operation_by_name(n) for n in segment.output_names]
@@ -237,7 +237,7 @@ def converted_function_def(function: FunctionDef, body: FunctionBody,
         segments)
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(cpu_runnable(rewritten), name="")
+        tf.compat.v1.import_graph_def(rewritten, name="")
     results = set(body.results)
     fdef = graph_to_function_def(
         graph, [op for op in graph.get_operations() if op.name not in results],
