@@ -33,6 +33,11 @@ CHANNELS_FIRST = {b"NCHW": b"NHWC", b"NCDHW": b"NDHWC"}
 SUFFIX = "/_workbench_channels_last"
 
 
+def original_node(name: str) -> str:
+    """The prepared graph's node a node of the rewrite belongs to (profiles time it there)."""
+    return name.split(SUFFIX, 1)[0]
+
+
 def needs_rewrite(node: Any) -> bool:
     return node.op in DATA_INPUTS and node.attr["data_format"].s in CHANNELS_FIRST
 

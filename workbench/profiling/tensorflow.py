@@ -20,7 +20,7 @@ import pandas as pd
 
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError, first_line
-from workbench.graph.layout import cpu_runnable
+from workbench.graph.layout import cpu_runnable, original_node
 from workbench.graph.nodes import Graph, Node, TensorRef, numpy_dtype_name
 from workbench.hardware import cpu_device_name
 from workbench.profiling.encoded_inputs import encoded_images, image_input, string_input_error
@@ -248,8 +248,8 @@ def _op_times(step_stats: Any, devices: set[str]) -> dict[str, float]:
         if "/stream" in device_stats.device or "memcpy" in device_stats.device:
             continue
         devices.add(device_stats.device)
-        for stats in device_stats.node_stats:
-            times[stats.node_name] += _op_ms(stats)
+        for stats in device_stats.node_stats:  # a rewritten NCHW node's parts count as it
+            times[original_node(stats.node_name)] += _op_ms(stats)
     return times
 
 
