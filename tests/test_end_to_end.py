@@ -169,10 +169,11 @@ def test_cli_json_is_one_document_matching_the_api() -> None:
     assert document["model"] == str(path)
     assert list(document) == ["model", "signature_key", "params", "engines", "unconverted",
                               "converted_nodes", "total_nodes", "percent_converted",
-                              "tensorflow_version", "advice"]
+                              "tensorflow_version", "prepared_for", "advice"]
     import tensorflow as tf
 
     assert document["tensorflow_version"] == tf.__version__
+    assert document["prepared_for"] == "NVIDIA T4 (sm_75)"  # the default GPU
 
 
 def test_cli_text_prints_summary_then_report() -> None:
@@ -214,6 +215,9 @@ def test_disabling_non_trt_optimizers_shows_the_graph_before_grappler() -> None:
 def test_resnet50_graph_looks_trained() -> None:
     """With `weights=None` every bias and batch-norm shift is 0, and Grappler folded each
     BiasAdd and batch-norm add into an Identity (recipe v1: 108 Identity nodes, no BiasAdd in
-    362 nodes). Seeded non-zero values keep them, as in a trained ResNet-50."""
+    362 nodes). Seeded non-zero values keep them, as in a trained ResNet-50. Prepared for a
+    GPU (the default), the layout optimizer adds the input's Transpose and its permutation
+    Const to the 503 nodes of the CPU preparation."""
     ops = [n.op for n in session_for("resnet50").prepared().graph.real_nodes]
-    assert ops.count("BiasAdd") == 54 and ops.count("Identity") == 1 and len(ops) == 503
+    assert ops.count("BiasAdd") == 54 and ops.count("Identity") == 1 and len(ops) == 505
+    assert ops.count("Transpose") == 1

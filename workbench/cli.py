@@ -226,6 +226,7 @@ def _add_validate_command(commands: argparse._SubParsersAction) -> None:
     validate.add_argument("--precision", default="FP32", help="FP32, FP16 or INT8")
     validate.add_argument("--minimum-segment-size", type=int, default=3)
     validate.add_argument("--use-dynamic-shape", action="store_true")
+    _add_prepare_for_argument(validate)
     validate.add_argument("--profile-strategy", default=None)
     validate.add_argument("--inputs", default=None, metavar="FILE.npz",
                           help="arrays named by input, split into batches on the first axis "
@@ -270,6 +271,14 @@ def _add_conversion_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-engines", type=int, default=None,
                         help="keep the N largest engines (default: "
                              "$TF_TRT_MAX_ALLOWED_ENGINES or 20; <= 0: no limit)")
+    _add_prepare_for_argument(parser)
+
+
+def _add_prepare_for_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prepare-for", default=None, metavar="GPU|cpu",
+                        help="the device TF-TRT's Grappler run saw: a GPU (T4, V100, A100, "
+                             "'RTX 3090', ...) or compute capability (7.5, sm_75), or cpu "
+                             "(default: T4)")
 
 
 def _conversion_params(args: argparse.Namespace) -> ConversionParams:
@@ -289,7 +298,8 @@ def _open_session(args: argparse.Namespace) -> ConversionSession:
     from workbench.conversion.session import ConversionSession
 
     return ConversionSession.open(
-        args.model, args.signature_key, _split(args.tags), _split(args.outputs)
+        args.model, args.signature_key, _split(args.tags), _split(args.outputs),
+        prepare_for=args.prepare_for,
     )
 
 
@@ -422,7 +432,7 @@ def _run_validate(args: argparse.Namespace) -> int:
         input_saved_model_signature_key=args.signature_key, output_node_names=_split(args.outputs),
         precision_mode=args.precision, minimum_segment_size=args.minimum_segment_size,
         use_dynamic_shape=args.use_dynamic_shape,
-        dynamic_shape_profile_strategy=args.profile_strategy)
+        dynamic_shape_profile_strategy=args.profile_strategy, prepare_for=args.prepare_for)
     arrays = _npz(args.inputs) if args.inputs else {}
 
     def calibration() -> Any:

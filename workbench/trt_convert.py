@@ -34,6 +34,7 @@ from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.engines.runtime import converted_model
+from workbench.graph.gpu import preparation_target
 
 logger = logging.getLogger("workbench.trt_convert")
 
@@ -76,8 +77,9 @@ class TrtGraphConverterV2:
     """TF-TRT's converter for TF2 SavedModels; also accepts Keras models and frozen GraphDefs.
 
     Beyond TF-TRT: `input_model` (a Keras model, `.keras` or frozen `.pb` path, in place of
-    `input_saved_model_dir`), `output_node_names` (for a `.pb`), and the results as data
-    (`report`, `result`, `sweep()`).
+    `input_saved_model_dir`), `output_node_names` (for a `.pb`), `prepare_for` (the GPU
+    TF-TRT's Grappler run saw: "T4" by default, another GPU or compute capability, or "cpu";
+    see graph/gpu.py), and the results as data (`report`, `result`, `sweep()`).
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class TrtGraphConverterV2:
         *,
         input_model: Any = None,
         output_node_names: Sequence[str] | None = None,
+        prepare_for: str | None = None,
     ):
         if conversion_params is None:
             conversion_params = TrtConversionParams(
@@ -111,6 +114,7 @@ class TrtGraphConverterV2:
         self._tags = list(input_saved_model_tags or ["serve"])
         self._signature_key = input_saved_model_signature_key or "serving_default"
         self._output_node_names = output_node_names
+        self._target = preparation_target(prepare_for)  # a bad name fails here, not later
         self._params = ConversionParams(
             precision_mode=conversion_params.precision_mode,
             minimum_segment_size=conversion_params.minimum_segment_size,
@@ -163,6 +167,7 @@ class TrtGraphConverterV2:
         self._session = ConversionSession.open(
             self._model, self._signature_key, self._tags, self._output_node_names,
             disable_non_trt_optimizers=self._test_only_disable_non_trt_optimizers,
+            prepare_for=self._target,
         )
         self._result = self._session.convert(self._params)
         _log_nonconversion_report(self._result)

@@ -344,8 +344,9 @@ def test_json_document_structure_and_values():
     doc = ConversionReport(_full_result()).to_dict()
     assert list(doc) == ["model", "signature_key", "params", "engines", "unconverted",
                          "converted_nodes", "total_nodes", "percent_converted",
-                         "tensorflow_version"]
+                         "tensorflow_version", "prepared_for"]
     assert doc["tensorflow_version"] is None  # a hand-made result: no TensorFlow prepared it
+    assert doc["prepared_for"] is None
     assert doc["model"] == "/models/m" and doc["signature_key"] == "serving_default"
     assert doc["params"] == {
         "precision_mode": "FP16", "minimum_segment_size": 3, "use_dynamic_shape": False,

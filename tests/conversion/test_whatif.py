@@ -24,7 +24,9 @@ def two_convs(tmp_path_factory: pytest.TempPathFactory) -> ConversionSession:
     """uint8 x -> Cast -> Conv2D -> Relu -> ResizeBilinear -> Conv2D -> Relu -> y.
 
     TF-TRT rejects the Cast (uint8 input) and the resize (align_corners=False), which leaves
-    two engines of three nodes each: {filter, Conv2D, Relu} twice.
+    two engines of three nodes each: {filter, Conv2D, Relu} twice. Prepared for the CPU, so
+    the graph is this NHWC chain; on a GPU the layout optimizer adds a Transpose on each side
+    of each convolution, which join the engines (test_gpu_preparation covers that graph).
     """
     import tensorflow as tf
 
@@ -44,7 +46,7 @@ def two_convs(tmp_path_factory: pytest.TempPathFactory) -> ConversionSession:
     module = TwoConvs()
     path: Path = tmp_path_factory.mktemp("whatif") / "two_convs"
     tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
-    return ConversionSession.open(str(path))
+    return ConversionSession.open(str(path), prepare_for="cpu")
 
 
 def rows(table) -> dict[str, dict]:

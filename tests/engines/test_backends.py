@@ -446,7 +446,12 @@ def digits_engines():
     from workbench.conversion.session import ConversionSession
     from workbench.engines.segment import extract_segment
 
-    session = ConversionSession.open(sample_models.build("digits_cnn"))
+    # Prepared for the CPU: between its two segments TF only flattens (`_run_chain` does it
+    # with numpy, from the first segment's one output). Prepared for a GPU, the first segment
+    # has two outputs, the NCHW pool and its NHWC Transpose, and TF flattens the latter with a
+    # shape read off the former through a DataFormatVecPermute (the T4 graph's engines are
+    # checked through the hybrid runtime in tests/conversion/test_gpu_preparation.py).
+    session = ConversionSession.open(sample_models.build("digits_cnn"), prepare_for="cpu")
     result = session.convert(ConversionParams())
     prepared = session.prepared("FP32")
     models = [export.export_onnx(extract_segment(prepared, e)) for e in result.engines]

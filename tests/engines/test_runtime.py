@@ -645,9 +645,12 @@ def test_engines_export_as_onnx_per_segment_for_use_elsewhere(tmp_path: Path) ->
     names = {n.name for n in model.graph.node}
     assert any(n in names for n in converter.result.engines[0].nodes)  # traceable to TF nodes
     session = ort.InferenceSession(str(tmp_path / "TRTEngineOp_000_000.onnx"))
-    (first,) = session.run(None, {session.get_inputs()[0].name: x})
-    (expected,) = func.segments["TRTEngineOp_000_000"].op(x)
-    np.testing.assert_allclose(first, expected, atol=1e-5)
+    outputs = session.run(None, {session.get_inputs()[0].name: x})
+    expected = func.segments["TRTEngineOp_000_000"].op(x)
+    # Prepared for the T4: the NCHW pool for the Flatten's Shape and its NHWC Transpose.
+    assert [o.shape for o in outputs] == [(8, 32, 2, 2), (8, 2, 2, 32)]
+    for got, want in zip(outputs, expected, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5)
 
 
 def sample_inputs(func: Any, batch: int = 2) -> dict[str, np.ndarray]:

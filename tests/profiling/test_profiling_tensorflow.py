@@ -29,7 +29,8 @@ def digits_profile(digits):
 
 @pytest.fixture(scope="module")
 def resnet() -> ConversionSession:
-    return ConversionSession.open(sample_models.build("resnet50"))
+    # Prepared for the CPU: TensorFlow's CPU runtime fuses NHWC Conv2D + BiasAdd (below).
+    return ConversionSession.open(sample_models.build("resnet50"), prepare_for="cpu")
 
 
 def test_every_row_is_a_real_node_with_its_op(digits, digits_profile):
@@ -75,6 +76,16 @@ def test_resnet50_time_is_dominated_by_convolutions(resnet):
     assert len(convs) == 53 and len(biases) == 54  # ResNet-50's convolutions, and its Dense
     assert set(biases) <= set(profile["layer"])
     assert set(profile["run"]) == {"rn50"}
+
+
+def test_resnet50_prepared_for_a_gpu_times_its_nchw_convolutions() -> None:
+    """Prepared for the T4, the convolutions are NCHW: run channels-last between Transposes
+    (graph/layout.py), whose time counts as the Conv2D's; the NCHW BiasAdd is not fused."""
+    session = ConversionSession.open(sample_models.build("resnet50"))
+    profile = profile_tensorflow(session, random_inputs(session), runs=2, warmup=1)
+    by_type = profile.groupby("layer_type")["pct"].sum()
+    assert by_type.idxmax() == "Conv2D" and by_type["Conv2D"] > 50.0
+    assert (profile["layer_type"] == "Conv2D").sum() == 53
 
 
 def test_nodes_keeps_only_the_unconverted_part(digits):

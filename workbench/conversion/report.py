@@ -336,6 +336,7 @@ class ConversionReport:
             "total_nodes": result.total_nodes,
             "percent_converted": result.percent_converted,
             "tensorflow_version": result.tensorflow_version or None,
+            "prepared_for": result.prepared_for or None,
         } | ({"functions": [_function_json(f, self.tensorrt) for f in result.functions]}
              if result.functions else {}) | (
             {"advice": [a.to_json() for a in self.advice_entries]}

@@ -103,6 +103,8 @@ class ConversionResult:
     signature_key: str = "serving_default"
     # The TensorFlow whose Grappler prepared the graph: node counts differ between releases.
     tensorflow_version: str = ""
+    # The device Grappler prepared the graph for (graph/gpu.py), e.g. "NVIDIA T4 (sm_75)".
+    prepared_for: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     # Functions converted because they carry `_tftrt_convert_function` (FunctionConversion):
     # TF-TRT's summary() never counted their engines, so neither do the counts below.

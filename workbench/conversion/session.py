@@ -25,6 +25,7 @@ from workbench.conversion.result import ConversionResult
 from workbench.conversion.segmenter import Segmentation, segment_graph
 from workbench.conversion.validator import ValidatorSettings, validate_node
 from workbench.graph.cache import cached_optimize
+from workbench.graph.gpu import PreparationTarget, preparation_target
 from workbench.graph.loading import LoadedModel, load_model
 from workbench.graph.prepare import OptimizedGraph, PreparedGraph, finish
 from workbench.tf_compat import tensorflow_version
@@ -51,8 +52,12 @@ class ConversionSession:
     """Converts one loaded model for any `ConversionParams`, caching the expensive steps."""
 
     def __init__(self, loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
-                 cache: bool = True, fast_freeze: bool = True):
+                 cache: bool = True, fast_freeze: bool = True,
+                 prepare_for: PreparationTarget | str | None = None):
         self.loaded = loaded
+        # The device TF-TRT's Grappler run saw (graph/gpu.py): a GPU, the T4 by default, or
+        # "cpu" for Grappler on this machine.
+        self.target = preparation_target(prepare_for)
         self.disable_non_trt_optimizers = disable_non_trt_optimizers  # TF-TRT's test-only flag
         self.cache = cache  # read and write the prepared-graph cache (workbench.graph.cache)
         self.fast_freeze = fast_freeze  # off: TensorFlow's own freezing (graph/freeze.py)
@@ -71,15 +76,17 @@ class ConversionSession:
         input_node_names: Sequence[str] | None = None,
         disable_non_trt_optimizers: bool = False,
         cache: bool = True,
+        prepare_for: PreparationTarget | str | None = None,
     ) -> ConversionSession:
         """Loads `model` (SavedModel dir, Keras model or `.keras`, frozen `.pb`).
 
         With `cache` the prepared graph is read from (or stored in) the disk cache, so a
         model opened before skips freezing and Grappler; in-memory Keras models never are.
+        `prepare_for` names the GPU (or "cpu") Grappler prepares the graph for (graph/gpu.py).
         """
         start = time.perf_counter()
         loaded = load_model(model, signature_key, tags, output_node_names, input_node_names)
-        session = cls(loaded, disable_non_trt_optimizers, cache)
+        session = cls(loaded, disable_non_trt_optimizers, cache, prepare_for=prepare_for)
         session.timings["load_s"] = time.perf_counter() - start
         return session
 
@@ -87,7 +94,7 @@ class ConversionSession:
     def optimized(self) -> OptimizedGraph:
         if self._optimized is None:
             self._optimized = cached_optimize(self.loaded, self.disable_non_trt_optimizers,
-                                              self.cache, self.fast_freeze)
+                                              self.cache, self.fast_freeze, self.target)
             self.timings.update(self._optimized.timings)
         return self._optimized
 
@@ -204,6 +211,7 @@ class ConversionSession:
             model=self.loaded.source,
             signature_key=self.loaded.signature_key,
             tensorflow_version=tensorflow_version(),
+            prepared_for=self.target.label,
         )
 
 

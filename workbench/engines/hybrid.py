@@ -20,6 +20,7 @@ from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
 from workbench.graph.functions import function_refs
+from workbench.graph.layout import cpu_runnable
 from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
 
 if TYPE_CHECKING:
@@ -353,7 +354,7 @@ def engine_function(op: EngineOp, segment: SegmentGraph, inline: bool = True,
         def native() -> list[Any]:
             captured = [tf.identity(x) for x in inputs]  # brings the inputs into the branch
             return tf.compat.v1.import_graph_def(
-                segment.graph_def,
+                cpu_runnable(segment.graph_def),
                 input_map={f"{n}:0": x for n, x in zip(segment.input_names, captured,
                                                          strict=True)},
                 return_elements=[f"{n}:0" for n in segment.output_names], name="native")
@@ -378,6 +379,7 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
     import tensorflow as tf
 
     graph_def = _with_engine_calls(converted, engine_functions) if engine_functions else converted
+    graph_def = cpu_runnable(graph_def)  # NCHW nodes of a GPU-prepared graph (graph/layout.py)
 
     def _import(*args: Any) -> list[Any]:
         for function in (engine_functions or {}).values():

@@ -17,6 +17,7 @@ import numpy as np
 
 from workbench.conversion.result import EngineInfo
 from workbench.errors import WorkbenchError
+from workbench.graph.layout import cpu_runnable
 from workbench.graph.nodes import DTYPE_ENUMS, Graph, TensorRef, TensorSpec, numpy_dtype
 from workbench.graph.prepare import PreparedGraph
 
@@ -153,7 +154,7 @@ class NativeSegment:
             segment = self.segment
 
             def _import() -> None:
-                tf.compat.v1.import_graph_def(segment.graph_def, name="")
+                tf.compat.v1.import_graph_def(cpu_runnable(segment.graph_def), name="")
 
             wrapped = tf.compat.v1.wrap_function(_import, [])
             tensor = wrapped.graph.get_tensor_by_name

@@ -2,7 +2,8 @@
 
 An entry is keyed by everything that determines `optimize`'s result: the model files' contents
 (hashed, not sizes or mtimes), the signature and tags (or a frozen graph's named inputs and
-outputs), the TensorFlow version, `PREPARATION_VERSION` and the preparation settings. In-memory
+outputs), the TensorFlow version, `PREPARATION_VERSION` and the preparation settings (the
+device prepared for among them: a GPU's compute capability or the CPU). In-memory
 Keras models have no files to hash and are never cached. A SavedModel's variable data shards
 are not read: `variables.index`, which is hashed, holds a CRC32C of every tensor in them, and
 TensorFlow refuses to restore bytes that do not match it; so hashing the index (plus the
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.files import atomic_write
+from workbench.graph.gpu import CPU, PreparationTarget, preparation_target, tf32_enabled
 from workbench.graph.loading import LoadedModel
 from workbench.graph.nodes import TensorSpec
 from workbench.graph.prepare import PREPARATION_VERSION, OptimizedGraph, fp32_shapes, optimize
@@ -64,19 +66,22 @@ def max_bytes() -> int:
 
 
 def cached_optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
-                    use_cache: bool = True, fast_freeze: bool = True) -> OptimizedGraph:
+                    use_cache: bool = True, fast_freeze: bool = True,
+                    target: PreparationTarget | str | None = None) -> OptimizedGraph:
     """`optimize`, read from the cache when an entry matches, stored there otherwise."""
+    target = preparation_target(target)
     root = cache_dir() if use_cache else None
     start = time.perf_counter()
-    key = model_key(loaded, disable_non_trt_optimizers, fast_freeze) if root else None
+    key = model_key(loaded, disable_non_trt_optimizers, fast_freeze, target) if root else None
     if root is None or key is None:
-        return optimize(loaded, disable_non_trt_optimizers, fast_freeze)
+        return optimize(loaded, disable_non_trt_optimizers, fast_freeze, target)
     hash_s = time.perf_counter() - start
     hit = read_entry(root, key)
     if hit is not None:
         hit.timings = {"hash_s": hash_s, "cache_read_s": time.perf_counter() - start - hash_s}
+        hit.target = target
         return hit
-    optimized = optimize(loaded, disable_non_trt_optimizers, fast_freeze)
+    optimized = optimize(loaded, disable_non_trt_optimizers, fast_freeze, target)
     optimized.timings["hash_s"] = hash_s
     fp32_shapes(optimized)  # finish() needs them next; stored with the graph
     start = time.perf_counter()
@@ -89,7 +94,7 @@ def cached_optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = Fals
 
 
 def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool,
-              fast_freeze: bool = True) -> str | None:
+              fast_freeze: bool = True, target: PreparationTarget | None = None) -> str | None:
     """The entry key for `loaded`, or None when it has no files to hash (in-memory Keras)."""
     path = Path(loaded.source)
     files = model_files(path) if loaded.kind in ("saved_model", "keras", "graph_def") else None
@@ -106,6 +111,9 @@ def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool,
         "outputs": loaded.output_names,
         "disable_non_trt_optimizers": disable_non_trt_optimizers,
         "fast_freeze": fast_freeze,  # the same graph either way, but a separate entry
+        "prepare_for": (target or CPU).key,  # the GPU's compute capability, or "cpu"
+        # The layout optimizer keeps NHWC on Ampere+ only while TensorFloat-32 is on.
+        "tf32": tf32_enabled() if (target or CPU).is_gpu else None,
     }
     digest.update(json.dumps(settings, sort_keys=True).encode())
     _hash_files(digest, path, files)

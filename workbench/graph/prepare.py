@@ -8,6 +8,7 @@ precision-dependent rest (`finish`) is redone when the precision changes.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +26,16 @@ from workbench.graph.control_flow import (
 from workbench.graph.direct_freeze import NotDirect, freeze_saved_model
 from workbench.graph.freeze import FrozenGraph, freeze_function, optimize_with_stand_ins
 from workbench.graph.functions import rename_changed_functions
+from workbench.graph.gpu import (
+    CPU,
+    PLACED_ON,
+    PreparationTarget,
+    grappler_cluster,
+    preparation_target,
+)
 from workbench.graph.loading import LoadedModel, find_meta_graph, read_saved_model_proto
 from workbench.graph.nodes import Graph, TensorSpec
+from workbench.quiet import environment_level, filtered_stderr
 
 # The optimizers TF-TRT's TrtGraphConverterV2 asks Grappler for, in this order; TF-TRT's own
 # TensorRTOptimizer (our segmenter) runs after them.
@@ -57,6 +66,7 @@ class OptimizedGraph:
     from_cache: bool = False  # read from the prepared-graph cache (workbench.graph.cache)
     fp32_shapes: dict[str, list[TensorSpec]] | None = None  # memo of `fp32_shapes()`
     freeze_fallback: str = ""  # why TensorFlow loaded and froze the SavedModel, if it did
+    target: PreparationTarget = CPU  # the device Grappler prepared the graph for
 
     @property
     def input_specs(self) -> list[Any]:
@@ -84,8 +94,12 @@ class PreparedGraph:
 
 
 def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
-             fast_freeze: bool = True) -> OptimizedGraph:
+             fast_freeze: bool = True,
+             target: PreparationTarget | str | None = None) -> OptimizedGraph:
     """Freezes the signature function and runs TF-TRT's Grappler configuration once.
+
+    `target` is the device Grappler prepares for (graph/gpu.py): a GPU, by default the T4, as
+    TF-TRT always ran on one (nodes placed on it, the layout optimizer acting), or the CPU.
 
     `disable_non_trt_optimizers` is TF-TRT's `_test_only_disable_non_trt_optimizers`: every
     Grappler pass but TF-TRT's own is switched off, so the segmenter sees the frozen graph.
@@ -94,6 +108,7 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
     (graph/freeze.py); same result. Off, it is TensorFlow's own
     `convert_variables_to_constants_v2` of the loaded signature throughout.
     """
+    target = preparation_target(target)
     timings: dict[str, float] = {}
     frozen, fallback = _freeze(loaded, fast_freeze, timings)
     start = time.perf_counter()
@@ -101,13 +116,13 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
     canonical_loops(graph_def)
     move_gather_axes_into_loops(graph_def)
     for node in graph_def.node:
-        node.device = ""
+        node.device = PLACED_ON if target.is_gpu else ""
     timings[next(reversed(timings))] += time.perf_counter() - start  # the freezing step
 
     fetches = frozen.inputs + frozen.outputs
     start = time.perf_counter()
     def grappler(graph: Any) -> Any:
-        return run_grappler(graph, fetches, disable_non_trt_optimizers)
+        return run_grappler(graph, fetches, disable_non_trt_optimizers, target)
 
     stand_in_result, step = None, "grappler_s"
     if frozen.weights:
@@ -124,6 +139,7 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
         output_nodes=_node_names(frozen.outputs),
         timings=timings,
         freeze_fallback=fallback,
+        target=target,
     )
     if stand_in_result is not None:
         # Shapes of the stand-in graph: the same tensors' shapes, without carrying the weights
@@ -267,15 +283,21 @@ def fp32_shapes(optimized: OptimizedGraph) -> dict[str, list[TensorSpec]]:
 
 
 def prepare(loaded: LoadedModel, precision_mode: str = "FP32",
-            disable_non_trt_optimizers: bool = False) -> PreparedGraph:
+            disable_non_trt_optimizers: bool = False,
+            target: PreparationTarget | str | None = None) -> PreparedGraph:
     """`optimize` then `finish`: the whole preparation for one precision."""
-    return finish(optimize(loaded, disable_non_trt_optimizers), precision_mode)
+    return finish(optimize(loaded, disable_non_trt_optimizers, target=target), precision_mode)
 
 
 def run_grappler(graph_def: Any, fetches: list[str],
-                 disable_non_trt_optimizers: bool = False) -> Any:
+                 disable_non_trt_optimizers: bool = False,
+                 target: PreparationTarget | None = None) -> Any:
     """One Grappler meta-iteration with TF-TRT's optimizer list, remapping off; or, with
-    `disable_non_trt_optimizers`, TF-TRT's test-only config where no Grappler pass runs."""
+    `disable_non_trt_optimizers`, TF-TRT's test-only config where no Grappler pass runs.
+
+    For a GPU `target` Grappler sees a virtual cluster with that GPU; the device strings it
+    needed are cleared afterwards (our segmenter, like TF-TRT's on clean TF2 graphs, sees one
+    device everywhere), so the graph imports on any machine."""
     from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 
     config = config_pb2.ConfigProto()
@@ -286,7 +308,17 @@ def run_grappler(graph_def: Any, fetches: list[str],
         _disable_non_trt_optimizers(rewrite)
     else:
         rewrite.optimizers.extend(GRAPPLER_OPTIMIZERS)
-    return _optimize_graph(config, graph_def, fetches)
+    target = target or CPU
+    optimized = _optimize_graph(config, graph_def, fetches, grappler_cluster(target))
+    if target.is_gpu:
+        # The layout optimizer's node order varies from run to run (and with the frozen
+        # graph's order); ordered by name, the same model always gives the same graph.
+        nodes = sorted(optimized.node, key=lambda node: node.name)
+        for node in nodes:
+            node.device = ""
+        del optimized.node[:]
+        optimized.node.extend(nodes)
+    return optimized
 
 
 def _disable_non_trt_optimizers(rewrite: Any) -> None:
@@ -308,11 +340,17 @@ def _disable_non_trt_optimizers(rewrite: Any) -> None:
     rewrite.min_graph_nodes = -1
 
 
-def _optimize_graph(config: Any, graph_def: Any, fetches: list[str]) -> Any:
+def _optimize_graph(config: Any, graph_def: Any, fetches: list[str], cluster: Any = None) -> Any:
     from tensorflow.python.grappler import tf_optimizer
 
+    # With a virtual GPU, Grappler warns once per node that this TensorFlow has no GPU kernel
+    # for it (with every CPU kernel listed): those warnings go below TF_CPP_MIN_LOG_LEVEL.
+    quiet = filtered_stderr(environment_level()) if cluster is not None \
+        else contextlib.nullcontext()
     try:
-        return tf_optimizer.OptimizeGraph(config, _meta_graph(graph_def, fetches))
+        with quiet:
+            return tf_optimizer.OptimizeGraph(config, _meta_graph(graph_def, fetches),
+                                              cluster=cluster)
     except Exception as exc:
         raise ModelLoadError(f"Grappler could not optimize the graph: {first_line(exc)}") from None
 
@@ -388,14 +426,15 @@ def split_casts_to_fp32(graph_def: Any) -> int:
     return split
 
 
-def graph_from_function(function: Any, precision_mode: str = "FP32") -> PreparedGraph:
+def graph_from_function(function: Any, precision_mode: str = "FP32",
+                        target: PreparationTarget | str | None = None) -> PreparedGraph:
     """Prepares a `tf.function`'s concrete function (handy in tests and notebooks)."""
     loaded = LoadedModel(
         source=getattr(function, "name", "function"),
         kind="function",
         function=function,
     )
-    return prepare(loaded, precision_mode)
+    return prepare(loaded, precision_mode, target=target)
 
 
 def _meta_graph(graph_def: Any, fetches: list[str]) -> Any:

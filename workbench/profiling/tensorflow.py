@@ -20,6 +20,7 @@ import pandas as pd
 
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError, first_line
+from workbench.graph.layout import cpu_runnable, original_node
 from workbench.graph.nodes import Graph, Node, TensorRef, numpy_dtype_name
 from workbench.hardware import cpu_device_name
 from workbench.profiling.encoded_inputs import encoded_images, image_input, string_input_error
@@ -87,7 +88,7 @@ def trace_runs(
 
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(graph_def, name="")
+        tf.compat.v1.import_graph_def(cpu_runnable(graph_def), name="")
     options = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
     per_run: dict[str, list[float]] = defaultdict(list)
     devices: set[str] = set()
@@ -181,7 +182,8 @@ def tensor_values(session: ConversionSession, inputs: Mapping[str, np.ndarray],
 
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(session.prepared(precision_mode).graph_def, name="")
+        tf.compat.v1.import_graph_def(cpu_runnable(session.prepared(precision_mode).graph_def),
+                                      name="")
     try:
         with tf.compat.v1.Session(graph=graph, config=_session_config()) as sess:
             return list(sess.run(list(tensors), _feeds(session, inputs)))
@@ -206,7 +208,7 @@ def function_tensor_values(session: ConversionSession, inputs: Mapping[str, np.n
                                            if not t.startswith("^")], precision_mode)
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(conversion.body.graph_def, name="")
+        tf.compat.v1.import_graph_def(cpu_runnable(conversion.body.graph_def), name="")
     feeds = {f"{name}:0": value for name, value in zip(conversion.body.args, args, strict=True)}
     try:
         with tf.compat.v1.Session(graph=graph, config=_session_config()) as sess:
@@ -246,8 +248,8 @@ def _op_times(step_stats: Any, devices: set[str]) -> dict[str, float]:
         if "/stream" in device_stats.device or "memcpy" in device_stats.device:
             continue
         devices.add(device_stats.device)
-        for stats in device_stats.node_stats:
-            times[stats.node_name] += _op_ms(stats)
+        for stats in device_stats.node_stats:  # a rewritten NCHW node's parts count as it
+            times[original_node(stats.node_name)] += _op_ms(stats)
     return times
 
 

@@ -185,7 +185,9 @@ def _header(data: ConversionView) -> str:
         f"<code>{escape(result.signature_key)}</code></p>"
         f"<p>Segmented as TF-TRT 2.16/2.17 would, without a GPU. Generated {generated}.</p>"
         f"<p>{escape(graph_origin(result.tensorflow_version))}</p>"
-        "</header>"
+        + (f"<p>Graph prepared for: {escape(result.prepared_for)}</p>"
+           if result.prepared_for else "")
+        + "</header>"
     )
 
 

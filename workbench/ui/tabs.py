@@ -50,7 +50,9 @@ def headline_html(headline: Headline) -> str:
         f"[{headline.converted_nodes}/{headline.total_nodes}] · "
         f"<b>{headline.rejected_op_types}</b> op types rejected · "
         f'<span title="{escape(graph_origin(version))}">'
-        f"TensorFlow {escape(version or '?')}</span></div>"
+        f"TensorFlow {escape(version or '?')}</span>"
+        + (f" · prepared for {escape(headline.prepared_for)}" if headline.prepared_for else "")
+        + "</div>"
     )
 
 

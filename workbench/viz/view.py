@@ -51,6 +51,7 @@ class Headline:
     rejected_op_types: int
     rejected_nodes: int
     tensorflow_version: str | None
+    prepared_for: str = ""  # the device Grappler prepared the graph for (graph/gpu.py)
 
     @classmethod
     def of(cls, result: ConversionResult) -> Headline:
@@ -62,6 +63,7 @@ class Headline:
             rejected_op_types=len(result.nonconversion),
             rejected_nodes=sum(sum(r.values()) for r in result.nonconversion.values()),
             tensorflow_version=result.tensorflow_version,
+            prepared_for=result.prepared_for,
         )
 
 
