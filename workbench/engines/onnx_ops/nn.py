@@ -10,6 +10,7 @@ Filters are transposed once, at export time, when they are constants.
 
 from __future__ import annotations
 
+import string
 from typing import Any
 
 import numpy as np
@@ -171,7 +172,18 @@ def einsum(ctx: ExportContext, op: Any) -> None:
     if "." in equation:  # ONNX Runtime's Einsum handles ellipses poorly; none in our models
         raise ExportError(op, "ellipsis equations are not exported")
     inputs = [ctx.input(op, i) for i in range(len(op.inputs))]
-    ctx.node(op, "Einsum", inputs, equation=equation)
+    ctx.node(op, "Einsum", inputs, equation=lowercase_subscripts(equation))
+
+
+def lowercase_subscripts(equation: str) -> str:
+    """The equation with its subscripts renamed to lowercase letters (first seen, first
+    letter): TensorRT's Einsum takes only lowercase subscripts (TF and ONNX take both cases).
+    An equation with more than 26 distinct subscripts is kept as it is."""
+    labels = list(dict.fromkeys(c for c in equation if c.isalpha()))
+    if len(labels) > 26:
+        return equation
+    rename = dict(zip(labels, string.ascii_lowercase, strict=False))
+    return "".join(rename.get(c, c) for c in equation)
 
 
 def softmax(onnx_op: str):
