@@ -220,6 +220,9 @@ def _cases():
         ("matmuls", lambda x, y: (tf.matmul(x, y, transpose_a=True),
                                   tf.linalg.matmul(x[:, None], y[:, None], adjoint_b=True),
                                   tf.einsum("bi,bj->bij", x, y)), [matrix, matrix]),
+        # Keras attention's subscripts: uppercase, renamed to lowercase for TensorRT.
+        ("einsum_uppercase", lambda q, k: tf.einsum("BTNH,BSNH->BNTS", q, k),
+         [([None, 4, 2, 3], tf.float32), ([None, 5, 2, 3], tf.float32)]),
         ("softmaxes", lambda x: (nn.softmax(x), nn.log_softmax(x)), [matrix]),
         ("shapes", lambda x: (tf.transpose(x, [0, 2, 1, 3]), tf.squeeze(x[:, :1, :, :1], [1, 3]),
                               tf.unstack(x, axis=3)[1], tf.stack([x, x], axis=-1),
@@ -261,7 +264,7 @@ def _cases():
 
 CASES = {case[0]: case for case in _cases()}
 # The op types a case exists for: Grappler must leave them in the segment.
-CASE_OPS = {"clip": {"ClipByValue"}, "split_top_k": {"Split", "TopKV2"},
+CASE_OPS = {"clip": {"ClipByValue"}, "einsum_uppercase": {"Einsum"}, "split_top_k": {"Split", "TopKV2"},
             "depth_space": {"DepthToSpace", "SpaceToDepth"},
             "resizes": {"ResizeBilinear", "ResizeNearestNeighbor"},
             "vec_permute": {"DataFormatVecPermute"},
