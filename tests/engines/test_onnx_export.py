@@ -264,7 +264,8 @@ def _cases():
 
 CASES = {case[0]: case for case in _cases()}
 # The op types a case exists for: Grappler must leave them in the segment.
-CASE_OPS = {"clip": {"ClipByValue"}, "einsum_uppercase": {"Einsum"}, "split_top_k": {"Split", "TopKV2"},
+CASE_OPS = {"clip": {"ClipByValue"}, "einsum_uppercase": {"Einsum"},
+            "split_top_k": {"Split", "TopKV2"},
             "depth_space": {"DepthToSpace", "SpaceToDepth"},
             "resizes": {"ResizeBilinear", "ResizeNearestNeighbor"},
             "vec_permute": {"DataFormatVecPermute"},
