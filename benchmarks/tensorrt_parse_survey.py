@@ -5,14 +5,14 @@ converted with `TrtGraphConverterV2`, each engine's segment is exported to ONNX 
 are built (FP16: float16 ONNX from `to_float16`), and TensorRT-RTX parses it into a strongly
 typed network and builds a plan with the conversion's profile (implicit batch: batch 1..4 at
 the build's shapes; dynamic shape: the Range profile of `build()`'s two input sets, batch 1 and
-4, free dims 8 and 16). Prints one line per engine: parsed, built, TensorRT's error; then a
-per-model summary. The builder runs without a GPU.
+4, free dims 8 and 16, open image sizes 224). Prints one line per engine: parsed, built,
+TensorRT's error; then a per-model summary. The builder runs without a GPU.
 
     .venv/bin/python benchmarks/tensorrt_parse_survey.py [--models tiny_bert,ResNet50]
         [--modes implicit,dynamic] [--precisions FP32,FP16]
 
-Default models: the sample models and one architecture of each keras.applications family
-(random weights). Each model runs in its own process.
+Default models: the sample models, the zoo's jit-compiled-function model and one architecture
+of each keras.applications family (random weights). Each conversion runs in its own process.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 SAMPLES = ("quickstart_mlp", "digits_cnn", "resnet50", "mobilenet_v2", "tiny_bert", "detector",
            "lstm", "gru", "map_fn_cnn", "png_cnn", "cond_mlp")
+FEATURES = ("xla_function",)  # sample_models.zoo's feature models that are not samples
 APPLICATIONS = ("ResNet50", "MobileNetV2", "MobileNetV3Small", "EfficientNetB0",
                 "EfficientNetV2B0", "ConvNeXtTiny", "DenseNet121", "InceptionV3", "Xception",
                 "NASNetMobile", "VGG16")
@@ -114,8 +115,10 @@ def survey(model: str, mode: str, precision: str) -> list[EngineRow]:
                                         use_dynamic_shape=mode == "dynamic")
     func = converter.convert()
     dynamic = mode == "dynamic"
+    # Images of an open size (MobileNetV3) take 224, their default size with weights.
+    dims = (224, 224) if model in APPLICATIONS else FREE_DIMS
     sets = [random_inputs(converter.session, batch, other_dim=dim)
-            for batch, dim in zip(BATCHES, FREE_DIMS, strict=True)]
+            for batch, dim in zip(BATCHES, dims, strict=True)]
     if not dynamic:  # TF-TRT's implicit batch: one engine for the largest batch
         sets = sets[-1:]
     names = func.input_names
@@ -187,7 +190,7 @@ def _run(task: tuple[str, str, str]) -> list[EngineRow]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(SAMPLES + APPLICATIONS))
+    parser.add_argument("--models", default=",".join(SAMPLES + FEATURES + APPLICATIONS))
     parser.add_argument("--modes", default="implicit,dynamic")
     parser.add_argument("--precisions", default="FP32,FP16")
     args = parser.parse_args()
