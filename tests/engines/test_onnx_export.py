@@ -293,6 +293,19 @@ def test_op_family_matches_tensorflow(case: str, opset: int) -> None:
     assert_onnx_matches_native(seg, inputs, opset)
 
 
+def test_half_pixel_nearest_resize_picks_tensorflows_pixels() -> None:
+    """Exported as ONNX's half_pixel rounded half up (TensorRT refuses tf_half_pixel_for_nn
+    with floor): the same source pixel as TF's floor((x + 0.5) * in / out) at every size,
+    growing and shrinking; distinct pixel values show any other pick."""
+    import tensorflow as tf
+
+    sizes = [(h, w) for h in (1, 2, 3, 5, 7, 9, 16, 17, 31) for w in (3, 13, 26)]
+    seg = function_segment(lambda x: tuple(tf.compat.v1.image.resize_nearest_neighbor(
+        x, size, half_pixel_centers=True) for size in sizes), ([None, 7, 13, 2], tf.float32))
+    assert_onnx_matches_native(seg, [np.arange(2 * 7 * 13 * 2, dtype=np.float32).reshape(
+        2, 7, 13, 2)])
+
+
 def test_identity_n_exports_each_of_its_outputs() -> None:
     """Grappler removes IdentityN from prepared graphs, so this segment is written by hand."""
     import tensorflow as tf

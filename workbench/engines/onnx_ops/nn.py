@@ -208,12 +208,15 @@ def resize(ctx: ExportContext, op: Any) -> None:
     if op.type == "ResizeBilinear":
         attrs = {"mode": "linear", "coordinate_transformation_mode":
                  "align_corners" if align else "half_pixel" if half else "asymmetric"}
-    else:  # TF rounds half away from zero with align_corners, else floors
+    else:
+        # TF rounds half away from zero with align_corners, else floors. Its half-pixel source
+        # index floor((x + 0.5) * in / out) is ONNX's half_pixel, (x + 0.5) * in / out - 0.5,
+        # rounded half up: ONNX's tf_half_pixel_for_nn with floor says the same, but TensorRT
+        # takes that mode only with round_prefer_floor (and opset 13 deprecated it).
         attrs = {"mode": "nearest",
                  "coordinate_transformation_mode":
-                     "align_corners" if align else "tf_half_pixel_for_nn" if half
-                     else "asymmetric",
-                 "nearest_mode": "round_prefer_ceil" if align else "floor"}
+                     "align_corners" if align else "half_pixel" if half else "asymmetric",
+                 "nearest_mode": "round_prefer_ceil" if align or half else "floor"}
     shape = ctx.helper(op, "shape", "Shape", [ctx.input(op, 0)])
     batch_channels = ctx.helper(op, "nc", "Gather", [shape, ctx.constant(op, "nc_index", [0, 3],
                                                                            np.int64)])
