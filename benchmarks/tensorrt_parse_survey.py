@@ -21,6 +21,8 @@ import argparse
 import multiprocessing
 import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -199,8 +201,11 @@ def main() -> None:
     context = multiprocessing.get_context("spawn")
     summary = []
     for task in tasks:
-        with context.Pool(1) as pool:
-            rows = pool.apply(_run, (task,))
+        with ProcessPoolExecutor(1, mp_context=context) as pool:
+            try:
+                rows = pool.submit(_run, task).result()
+            except BrokenProcessPool:  # killed, e.g. out of memory
+                rows = [EngineRow(*task, "-", error="the conversion's process died")]
         for r in rows:
             print(f"{r.model:16} {r.mode:8} {r.precision:4} {r.engine:28} "
                   f"parsed={r.parsed!s:5} built={r.built!s:5} {r.error[:300]}", flush=True)
