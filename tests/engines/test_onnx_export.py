@@ -225,6 +225,9 @@ def _cases():
         ("matmuls", lambda x, y: (tf.matmul(x, y, transpose_a=True),
                                   tf.linalg.matmul(x[:, None], y[:, None], adjoint_b=True),
                                   tf.einsum("bi,bj->bij", x, y)), [matrix, matrix]),
+        # Keras attention's subscripts: uppercase, renamed to lowercase for TensorRT.
+        ("einsum_uppercase", lambda q, k: tf.einsum("BTNH,BSNH->BNTS", q, k),
+         [([None, 4, 2, 3], tf.float32), ([None, 5, 2, 3], tf.float32)]),
         ("softmaxes", lambda x: (nn.softmax(x), nn.log_softmax(x)), [matrix]),
         ("shapes", lambda x: (tf.transpose(x, [0, 2, 1, 3]), tf.squeeze(x[:, :1, :, :1], [1, 3]),
                               tf.unstack(x, axis=3)[1], tf.stack([x, x], axis=-1),
@@ -271,7 +274,8 @@ def _cases():
 
 CASES = {case[0]: case for case in _cases()}
 # The op types a case exists for: Grappler must leave them in the segment.
-CASE_OPS = {"clip": {"ClipByValue"}, "split_top_k": {"Split", "TopKV2"},
+CASE_OPS = {"clip": {"ClipByValue"}, "einsum_uppercase": {"Einsum"},
+            "split_top_k": {"Split", "TopKV2"},
             "depth_space": {"DepthToSpace", "SpaceToDepth"},
             "resizes": {"ResizeBilinear", "ResizeNearestNeighbor"},
             "vec_permute": {"DataFormatVecPermute"}, "gather_batch_dims": {"GatherV2"},
@@ -297,6 +301,19 @@ def test_op_family_matches_tensorflow(case: str, opset: int) -> None:
         else:
             inputs.append(rng.standard_normal(shape).astype(np.float32))
     assert_onnx_matches_native(seg, inputs, opset)
+
+
+def test_half_pixel_nearest_resize_picks_tensorflows_pixels() -> None:
+    """Exported as ONNX's half_pixel rounded half up (TensorRT refuses tf_half_pixel_for_nn
+    with floor): the same source pixel as TF's floor((x + 0.5) * in / out) at every size,
+    growing and shrinking; distinct pixel values show any other pick."""
+    import tensorflow as tf
+
+    sizes = [(h, w) for h in (1, 2, 3, 5, 7, 9, 16, 17, 31) for w in (3, 13, 26)]
+    seg = function_segment(lambda x: tuple(tf.compat.v1.image.resize_nearest_neighbor(
+        x, size, half_pixel_centers=True) for size in sizes), ([None, 7, 13, 2], tf.float32))
+    assert_onnx_matches_native(seg, [np.arange(2 * 7 * 13 * 2, dtype=np.float32).reshape(
+        2, 7, 13, 2)])
 
 
 def test_identity_n_exports_each_of_its_outputs() -> None:

@@ -10,6 +10,7 @@ Filters are transposed once, at export time, when they are constants.
 
 from __future__ import annotations
 
+import string
 from typing import Any
 
 import numpy as np
@@ -194,7 +195,18 @@ def einsum(ctx: ExportContext, op: Any) -> None:
     if "." in equation:  # ONNX Runtime's Einsum handles ellipses poorly; none in our models
         raise ExportError(op, "ellipsis equations are not exported")
     inputs = [ctx.input(op, i) for i in range(len(op.inputs))]
-    ctx.node(op, "Einsum", inputs, equation=equation)
+    ctx.node(op, "Einsum", inputs, equation=lowercase_subscripts(equation))
+
+
+def lowercase_subscripts(equation: str) -> str:
+    """The equation with its subscripts renamed to lowercase letters (first seen, first
+    letter): TensorRT's Einsum takes only lowercase subscripts (TF and ONNX take both cases).
+    An equation with more than 26 distinct subscripts is kept as it is."""
+    labels = list(dict.fromkeys(c for c in equation if c.isalpha()))
+    if len(labels) > 26:
+        return equation
+    rename = dict(zip(labels, string.ascii_lowercase, strict=False))
+    return "".join(rename.get(c, c) for c in equation)
 
 
 def softmax(onnx_op: str):
@@ -219,12 +231,15 @@ def resize(ctx: ExportContext, op: Any) -> None:
     if op.type == "ResizeBilinear":
         attrs = {"mode": "linear", "coordinate_transformation_mode":
                  "align_corners" if align else "half_pixel" if half else "asymmetric"}
-    else:  # TF rounds half away from zero with align_corners, else floors
+    else:
+        # TF rounds half away from zero with align_corners, else floors. Its half-pixel source
+        # index floor((x + 0.5) * in / out) is ONNX's half_pixel, (x + 0.5) * in / out - 0.5,
+        # rounded half up: ONNX's tf_half_pixel_for_nn with floor says the same, but TensorRT
+        # takes that mode only with round_prefer_floor (and opset 13 deprecated it).
         attrs = {"mode": "nearest",
                  "coordinate_transformation_mode":
-                     "align_corners" if align else "tf_half_pixel_for_nn" if half
-                     else "asymmetric",
-                 "nearest_mode": "round_prefer_ceil" if align else "floor"}
+                     "align_corners" if align else "half_pixel" if half else "asymmetric",
+                 "nearest_mode": "round_prefer_ceil" if align or half else "floor"}
     shape = ctx.helper(op, "shape", "Shape", [ctx.input(op, 0)])
     batch_channels = ctx.helper(op, "nc", "Gather", [shape, ctx.constant(op, "nc_index", [0, 3],
                                                                            np.int64)])
