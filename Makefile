@@ -75,7 +75,7 @@ screenshots: install
 # sed line repairs those. Kept out of site-packages: stubs alone make `import tensorrt` succeed.
 TYPING := $(VENV)/typing
 TENSORRT_MODULES := workbench/engines/tensorrt_api.py workbench/engines/tensorrt_backend.py \
-	workbench/engines/tensorrt_verdict.py
+	workbench/engines/tensorrt_verdict.py workbench/engines/tensorrt_rtx_onnx.py
 
 typecheck: install $(TYPING)/.made
 	MYPYPATH=$(TYPING) $(PY) -m mypy $(TENSORRT_MODULES)

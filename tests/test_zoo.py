@@ -16,6 +16,8 @@ pytestmark = pytest.mark.slow
 
 def _benchmark():
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "zoo.py"
+    if str(path.parent) not in sys.path:  # its `record` module sits beside it
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location("zoo_benchmark", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up

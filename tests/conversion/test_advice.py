@@ -77,7 +77,7 @@ def test_denylist_advice_is_measured() -> None:
     advice = advise(session, params)
     first, last = advice[0], advice[-1]
     assert (first.setting, first.value, first.trade_off) == ("denylist", (), False)
-    assert first.why.startswith("the denylist rejects Conv2D: 7 nodes; 8 engines -> 3")
+    assert first.why.startswith("the denylist rejects Conv2D: 7 nodes; 9 engines -> 3")
     assert (last.setting, last.value, last.trade_off) == ("denylist", ("Conv2D", "Relu"), True)
     assert last.engines < len(session.convert(params).engines)
     keys = [(a.native_nodes, a.engines, -a.largest_engine) for a in advice if not a.trade_off]
@@ -91,7 +91,7 @@ def test_engine_limit_advice_is_measured() -> None:
     advice = advise(session, params)
     assert (advice[0].setting, advice[0].value, advice[0].engines) == ("max_engines", 3, 3)
     assert advice[0].why.startswith(
-        "the engine limit TF_TRT_MAX_ALLOWED_ENGINES=1 leaves 2 more segments (36 nodes)")
+        "the engine limit TF_TRT_MAX_ALLOWED_ENGINES=1 leaves 2 more segments (38 nodes)")
     assert_measured(sample_models.build("detector"), params, advice)
 
 

@@ -9,31 +9,21 @@ import onnx
 import pytest
 
 from workbench.engines.profiles import Profile
+from workbench.engines.settings import BuildRequest
 
 
 @pytest.fixture(scope="session")
-def tensorrt_error() -> Callable[[onnx.ModelProto, Profile], str]:
-    """A function: (ONNX model, optimization profile) -> "" when TensorRT-RTX parses it into a
-    strongly typed network and builds a plan, else TensorRT's first error."""
-    trt = pytest.importorskip(
+def tensorrt_error() -> Callable[[onnx.ModelProto, str, Profile], str]:
+    """A function: (FP32 ONNX model, precision, optimization profile) -> "" when TensorRT-RTX
+    parses it into a strongly typed network at that precision and builds a plan, else
+    TensorRT's error (`tensorrt_verdict`, uncached)."""
+    pytest.importorskip(
         "tensorrt_rtx", reason="tensorrt_rtx is not installed (pip install tensorrt-rtx)")
+    from workbench.engines.tensorrt_verdict import tensorrt_verdict
 
-    def build(model: onnx.ModelProto, profile: Profile) -> str:
-        logger = trt.Logger(trt.Logger.ERROR)
-        builder = trt.Builder(logger)
-        network = builder.create_network(
-            1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
-        parser = trt.OnnxParser(network, logger)
-        if not parser.parse(model.SerializeToString()):
-            return "; ".join(parser.get_error(i).desc() for i in range(parser.num_errors))
-        config = builder.create_builder_config()
-        trt_profile = builder.create_optimization_profile()
-        for index in range(network.num_inputs):
-            trt_profile.set_shape(network.get_input(index).name, profile.min[index],
-                                  profile.opt[index], profile.max[index])
-        config.add_optimization_profile(trt_profile)
-        if builder.build_serialized_network(network, config) is None:
-            return "build_serialized_network failed (see TensorRT's log above)"
-        return ""
+    def build(model: onnx.ModelProto, precision: str, profile: Profile) -> str:
+        verdict = tensorrt_verdict(model, precision, BuildRequest(profiles=(profile,)),
+                                   use_cache=False)
+        return "" if verdict.built else verdict.error or "no plan"
 
     return build

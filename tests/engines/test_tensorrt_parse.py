@@ -9,15 +9,9 @@ from test_onnx_export import CASES, exported, function_segment
 from test_segment import engine_io_values, segments
 
 from workbench.engines.onnx_export import export_onnx
-from workbench.engines.onnxruntime_backend import fold_for_precision, to_float16
 from workbench.engines.profiles import Profile
 
 pytestmark = pytest.mark.slow
-
-
-def at_precision(model, precision: str):
-    """The engine's ONNX as the engines are built: FP16 is float16 ONNX."""
-    return to_float16(fold_for_precision(model)) if precision == "FP16" else model
 
 
 @pytest.mark.parametrize("precision", ["FP32", "FP16"])
@@ -29,7 +23,7 @@ def test_tiny_bert_dynamic_shape_engines_build(tensorrt_error, precision: str) -
                           strict=True):
         low = tuple(small[t].shape for t in seg.engine.inputs)
         high = tuple(large[t].shape for t in seg.engine.inputs)
-        error = tensorrt_error(at_precision(model, precision), Profile(low, high, high))
+        error = tensorrt_error(model, precision, Profile(low, high, high))
         assert error == "", f"{seg.engine.name}: {error}"
 
 
@@ -49,7 +43,7 @@ def test_op_family_case_builds(tensorrt_error, case: str, precision: str) -> Non
     _, body, specs = CASES[case]
     model = export_onnx(function_segment(body, *specs))
     shapes = tuple(tuple(3 if d is None else d for d in s[0]) for s in specs)
-    assert tensorrt_error(at_precision(model, precision), Profile(shapes, shapes, shapes)) == ""
+    assert tensorrt_error(model, precision, Profile(shapes, shapes, shapes)) == ""
     op_type, attribute, value = REFUSED_CASES[case]
     assert value in {a.s for n in model.graph.node if n.op_type == op_type
                      for a in n.attribute if a.name == attribute}

@@ -27,7 +27,8 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     app = Workbench(model, store=tmp_path / "runs", background=False,
                     params=ConversionParams(precision_mode="FP32", minimum_segment_size=3))
     tab = app.tune_tab
-    assert app.tabs.titles[-1] == "Tune" and app.tabs.children[-1] is tab.widget
+    index = app.tabs.titles.index("Tune")
+    assert app.tabs.children[index] is tab.widget
     assert tab.model == str(model)
     assert tab.precisions.value == ("FP32", "FP16") and tab.thresholds.value == "3, 5"
     tab.thresholds.value, tab.workers.value = "2", 2

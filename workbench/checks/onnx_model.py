@@ -1,7 +1,8 @@
 """The whole model as ONNX through tf2onnx, checked against native TensorFlow before it is kept.
 
 tf2onnx (the field's TensorFlow -> ONNX converter) converts the graph TF-TRT would have seen:
-the frozen signature after TF-TRT's Grappler pass (`session.optimized`), so the ONNX node names
+the frozen signature after TF-TRT's Grappler pass, prepared for the CPU (channels-last:
+`session.optimized_for("cpu")`), so the ONNX node names
 are the TensorFlow node names (tf2onnx appends `__N` to the nodes it adds). The exported model
 runs on ONNX Runtime on generated inputs and its outputs are compared with native TensorFlow's,
 Polygraphy's way (`checks.validate`); only a model that passes is written, through a temporary
@@ -101,7 +102,9 @@ def export_whole_model(session: ConversionSession, opset: int = DEFAULT_OPSET) -
                               "(the workbench's [export] extra)")
     import tf2onnx
 
-    optimized = session.optimized
+    # tf2onnx exports channels-last graphs best: the CPU's preparation, whatever GPU the
+    # conversion is prepared for (the layout optimizer's DataFormatVecPermute has no ONNX op).
+    optimized = session.optimized_for("cpu")
     count = len(optimized.input_nodes)
     names = list(session.loaded.input_names) + list(session.loaded.output_names)
     log = io.StringIO()

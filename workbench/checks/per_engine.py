@@ -28,6 +28,7 @@ import pandas as pd
 from workbench.checks.conversion_check import CALIBRATION_SEED, check_conversion
 from workbench.checks.validate import _as_numpy, _Comparer, generated_inputs
 from workbench.conversion.params import ConversionParams
+from workbench.engines.precision import FP16_MAX
 from workbench.engines.runtime import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
 
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
     from workbench.engines.segment import SegmentGraph
 
-FP16_MAX = 65504.0
 # A precision one step more accurate than each: the precision remedy.
 HIGHER_PRECISION = {"INT8": "FP16", "FP16": "FP32"}
 # Ops whose outputs say nothing about an engine's arithmetic: never the op type to denylist.

@@ -98,6 +98,16 @@ class ConversionSession:
             self.timings.update(self._optimized.timings)
         return self._optimized
 
+    def optimized_for(self, prepare_for: PreparationTarget | str) -> OptimizedGraph:
+        """The graph Grappler prepares for another target (cached like `optimized`): the
+        whole-model ONNX export wants the CPU's, channels-last, without the layout optimizer's
+        GPU-only ops."""
+        target = preparation_target(prepare_for)
+        if target == self.target:
+            return self.optimized
+        return cached_optimize(self.loaded, self.disable_non_trt_optimizers, self.cache,
+                               self.fast_freeze, target)
+
     def prepared(self, precision_mode: str = "FP32") -> PreparedGraph:
         """The graph the segmenter sees; FP16 differs only by its split Casts."""
         fp16 = precision_mode.upper() == "FP16"

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 # onnx 1.23 writes IR version 14, newer than ORT 1.31 reads (13); IR 10 covers opsets <= 21.
 MAX_IR_VERSION = 10
-_FP16_MAX = float(np.finfo(np.float16).max)
+FP16_MAX = float(np.finfo(np.float16).max)
 
 # Ops kept in float32 by `to_float16`: control flow (subgraphs see outer tensors by name),
 # random generators and detection post-processing, whose float inputs are scores/boxes.
@@ -147,14 +147,14 @@ def _halve_initializers(graph: onnx.GraphProto, keep32: set[str], outputs: set[s
     half = set()
     for index, tensor in enumerate(graph.initializer):
         if tensor.data_type == TensorProto.FLOAT and tensor.name not in keep32 | outputs:
-            graph.initializer[index].CopyFrom(_half_tensor(tensor))
+            graph.initializer[index].CopyFrom(half_tensor(tensor))
             half.add(tensor.name)
     return half
 
 
-def _half_tensor(tensor: onnx.TensorProto) -> onnx.TensorProto:
-    # Clipped so that large float32 values become +-65504 instead of inf.
-    values = np.clip(numpy_helper.to_array(tensor), -_FP16_MAX, _FP16_MAX).astype(np.float16)
+def half_tensor(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    """`tensor` as float16, clipped so that large float32 values become +-65504, not inf."""
+    values = np.clip(numpy_helper.to_array(tensor), -FP16_MAX, FP16_MAX).astype(np.float16)
     return numpy_helper.from_array(values, tensor.name)
 
 
@@ -186,7 +186,7 @@ def _halve_attributes(node: onnx.NodeProto) -> None:
         if node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT:
             attr.i = TensorProto.FLOAT16
         elif attr.name == "value" and attr.t.data_type == TensorProto.FLOAT:
-            attr.t.CopyFrom(_half_tensor(attr.t))
+            attr.t.CopyFrom(half_tensor(attr.t))
 
 
 # --- INT8 ---

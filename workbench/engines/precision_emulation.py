@@ -19,9 +19,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from workbench.engines.precision import half_tensor
+
 # Nodes this module adds (not TF nodes: the layer table leaves them out, as to_float16's casts).
 ROUND_PREFIX = "workbench_fp16/round/"
-FP16_MAX = float(np.finfo(np.float16).max)
 
 
 def store_as_float16(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -59,7 +60,7 @@ def store_unquantized_as_float16(model: onnx.ModelProto) -> onnx.ModelProto:
     graph = model.graph
     for index, tensor in enumerate(graph.initializer):
         if tensor.data_type == TensorProto.FLOAT and tensor.name not in quantized:
-            graph.initializer[index].CopyFrom(_as_float32(_as_float16(tensor)))
+            graph.initializer[index].CopyFrom(_as_float32(half_tensor(tensor)))
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
         nodes.append(node)
@@ -103,12 +104,6 @@ def _widen_attributes(node: onnx.NodeProto) -> None:
     for attr in node.attribute:
         if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == TensorProto.FLOAT16:
             attr.t.CopyFrom(_as_float32(attr.t))
-
-
-def _as_float16(tensor: onnx.TensorProto) -> onnx.TensorProto:
-    """Clipped to +-65504 as `to_float16` stores weights (no inf from a large weight)."""
-    values = np.clip(numpy_helper.to_array(tensor), -FP16_MAX, FP16_MAX).astype(np.float16)
-    return numpy_helper.from_array(values, tensor.name)
 
 
 def _as_float32(tensor: onnx.TensorProto) -> onnx.TensorProto:

@@ -1,10 +1,10 @@
 """What TensorRT-RTX's ONNX parser takes of a whole model, and the plan it builds from it.
 
-Every call into `tensorrt_rtx` for the export and side-by-side views is in this one module, so
-it can later point at the TensorRT-RTX backend's own helpers. `capability()` reports what
-Polygraphy's `inspect capability` reports (without `--with-partitioning`): the subgraphs of
-`OnnxParser.supports_model_v2`, each supported or not, and the parser's error per rejected
-node. The builder runs without a GPU.
+The export and side-by-side views' calls into `tensorrt_rtx`: the package through the TensorRT
+family's adapter (`tensorrt_api.TENSORRT_RTX`), plans through its `build_plan`.
+`capability()` reports what Polygraphy's `inspect capability` reports (without
+`--with-partitioning`): the subgraphs of `OnnxParser.supports_model_v2`, each supported or not,
+and the parser's error per rejected node. The builder runs without a GPU.
 """
 
 from __future__ import annotations
@@ -13,10 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engines.profiles import Profile
-from workbench.errors import WorkbenchError
+import onnx
 
-MODULE = "tensorrt_rtx"
+from workbench.engines import tensorrt_backend
+from workbench.engines.backend import BackendUnavailableError
+from workbench.engines.profiles import Profile
+from workbench.engines.settings import BuildRequest
+from workbench.engines.tensorrt_api import TENSORRT_RTX
+from workbench.errors import WorkbenchError
 
 
 class TensorRTParseError(WorkbenchError):
@@ -46,21 +50,17 @@ class Capability:
 
 
 def available() -> tuple[bool, str]:
-    """Whether `tensorrt_rtx` imports here, and its version or why not."""
-    try:
-        import tensorrt_rtx as trt
-    except Exception as exc:  # ImportError, or a broken install's OSError
-        return False, f"{MODULE} is not installed ({type(exc).__name__}: {exc})"
-    return True, str(trt.__version__)
+    """Whether `tensorrt_rtx` imports here, and its version or how to install it."""
+    version = TENSORRT_RTX.version()
+    return (True, version) if version is not None else \
+        (False, f"TensorRT-RTX is not installed: {TENSORRT_RTX.install}")
 
 
 def _trt() -> Any:
-    ok, detail = available()
-    if not ok:
-        raise WorkbenchError(f"{detail}; install the [tensorrt] extra")
-    import tensorrt_rtx as trt
-
-    return trt
+    try:
+        return TENSORRT_RTX.module()
+    except BackendUnavailableError as exc:
+        raise WorkbenchError(str(exc)) from None
 
 
 def _network(trt: Any, logger: Any) -> tuple[Any, Any, Any]:
@@ -88,28 +88,31 @@ def capability(onnx_bytes: bytes) -> Capability:
 def build_plan(onnx_bytes: bytes, profiles: Sequence[Profile], input_names: Sequence[str],
                precision: str = "FP32") -> bytes:
     """A serialized TensorRT-RTX plan of the whole model, one optimization profile per
-    `profiles` entry (shapes in `input_names` order). TensorRT-RTX picks precisions itself
-    (strongly typed); FP16/INT8 come from the model's own types, so `precision` only names it.
-    Raises TensorRTParseError with the parser's first error when the model does not parse."""
-    trt = _trt()
-    logger = trt.Logger(trt.Logger.INTERNAL_ERROR)
-    builder, network, parser = _network(trt, logger)
-    if not parser.parse(onnx_bytes):
-        error = parser.get_error(0)
-        raise TensorRTParseError(
-            f"TensorRT cannot parse the ONNX model at node {error.node_name()} "
-            f"({error.node_operator()}): {_reason(error)}")
-    config = builder.create_builder_config()
-    for profile in profiles:
-        optimization = builder.create_optimization_profile()
-        for index, name in enumerate(input_names):
-            optimization.set_shape(name, profile.min[index], profile.opt[index],
-                                   profile.max[index])
-        config.add_optimization_profile(optimization)
-    plan = builder.build_serialized_network(network, config)
-    if plan is None:
-        raise WorkbenchError(f"TensorRT-RTX could not build a {precision} plan of the model")
-    return bytes(plan)
+    `profiles` entry (shapes in `input_names` order), built by the TensorRT backend family's
+    `build_plan`. TensorRT-RTX is strongly typed: the plan computes in the model's own types,
+    so `precision` only names it. Raises TensorRTParseError with the parser's errors when the
+    model does not parse, WorkbenchError with the builder's when it does not build."""
+    _trt()  # absent: one line saying how to install it
+    model = onnx.load_from_string(onnx_bytes)
+    order = _network_order(model, input_names) if profiles else []
+    request = BuildRequest(profiles=tuple(
+        Profile(*(tuple(shapes[i] for i in order) for shapes in (p.min, p.opt, p.max)))
+        for p in profiles))
+    build = tensorrt_backend.build_plan(TENSORRT_RTX, model, "FP32", request)
+    if not build.parsed:
+        raise TensorRTParseError(f"TensorRT cannot parse the ONNX model: {build.error}")
+    if build.plan is None:
+        raise WorkbenchError(f"TensorRT-RTX could not build a {precision} plan of the model: "
+                             f"{build.error}")
+    return build.plan
+
+
+def _network_order(model: onnx.ModelProto, input_names: Sequence[str]) -> list[int]:
+    """For each input of the parsed network (the graph's inputs that are not initializers),
+    its index in `input_names`."""
+    weights = {init.name for init in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in weights]
+    return [list(input_names).index(name) for name in names]
 
 
 def _reason(error: Any) -> str:
