@@ -25,6 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
+import record
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 SAMPLES = ("quickstart_mlp", "digits_cnn", "resnet50", "mobilenet_v2", "tiny_bert", "detector",
@@ -117,6 +119,13 @@ def main() -> None:
     for model, mode, precision, engines, built, reasons in summary:
         print(f"{model:16} {mode:8} {precision:4} {engines:7} {built:5} {engines - built:3} "
               f"{' | '.join(reasons)}")
+    record.write("tensorrt_parse_survey", [
+        record.figure(f"{model} {mode} {precision}: engines TensorRT-RTX builds",
+                      f"{built} of {engines}" + (f" (refused: {' | '.join(reasons)[:200]})"
+                                                 if reasons else ""),
+                      "every engine built or refused with TensorRT's reason", None)
+        for model, mode, precision, engines, built, reasons in summary],
+        keep_other_models=True)
     sys.stdout.flush()
 
 
