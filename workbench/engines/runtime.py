@@ -207,8 +207,11 @@ class ConvertedModel:
         runtime = self.segments[name]
         if runtime.export_error:
             raise WorkbenchError(runtime.export_error)
+        model = self.onnx_model(name)
+        runtime.segment.release()  # made again if needed; the export has its weights
         engine = build_segment_engine(runtime.segment, runtime.op.settings, request,
-                                      backend=self.backend, model=self.onnx_model(name))
+                                      backend=self.backend, model=model)
+        del model
         # The engine holds its own copy of the weights; a later build or save exports again
         # (VGG16: 0.6 s) rather than keep a third copy for the model's life.
         runtime.onnx_model = None

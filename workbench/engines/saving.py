@@ -53,6 +53,9 @@ def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        for segment in model.graph.segments:  # each held its weights again
+            segment.release()
     return target
 
 
@@ -269,7 +272,9 @@ def _load_engines(model: ConvertedModel, assets: Path, entry: dict[str, Any]) ->
                 from workbench.engines.backend import get_backend
 
                 backend = get_backend(saved["backend"])
-            engine = backend.deserialize(file.read_bytes(), name)
+            from_file = getattr(backend, "deserialize_file", None)  # streams the model
+            engine = from_file(file, name) if from_file else \
+                backend.deserialize(file.read_bytes(), name)
         except Exception as exc:
             raise DamagedModelError(f"engine file {file} cannot be loaded: {first_line(exc)}"
                                     ) from None
