@@ -1,7 +1,7 @@
 """Peak memory by phase of one zoo model converted, run, saved and reloaded in this process,
 as multiples of its weights, next to the floor and each copy of the weights held.
 
-    nice .venv/bin/python benchmarks/memory_phases.py VGG16 [ConvNeXtXLarge ...]
+    nice .venv/bin/python benchmarks/memory_phases.py VGG16 [ConvNeXtXLarge ...] [--saved-model]
 
 For each phase (convert(), the first call with engines built, save(), workbench.load() and
 the reload's first call) it prints the phase's peak resident memory above the process's size
@@ -214,16 +214,46 @@ class Run:
             print(f"    peak in {phase.where}", flush=True)
 
 
-def measure(name: str, limit: float, where: bool) -> bool:
+SAVE = """
+import json, sys
+import tensorflow as tf
+from sample_models.zoo import zoo
+model = zoo()[sys.argv[1]].make()
+tf.saved_model.save(model, sys.argv[2])
+print(json.dumps([sum(v.numpy().nbytes for v in model.weights), list(model.input_shape)]))
+"""
+
+
+class _Saved(str):
+    """A SavedModel directory that also answers a zoo entry's `inputs` (its input shape)."""
+
+    input_shape: tuple
+
+
+def saved_model(name: str, directory: str) -> tuple[_Saved, int]:
+    """The zoo model exported as a SavedModel by another process, and its weights' bytes."""
+    done = subprocess.run([sys.executable, "-c", SAVE, name, directory], capture_output=True,
+                          text=True, check=True)
+    weights, shape = json.loads(done.stdout.strip().splitlines()[-1])
+    path = _Saved(directory)
+    path.input_shape = tuple(shape)
+    return path, weights
+
+
+def measure(name: str, limit: float, where: bool, from_saved_model: bool) -> bool:
     entry = zoo()[name]
     gc.collect()
     base = rss()
     start = time.perf_counter()
-    model = entry.make()
-    weights = sum(v.numpy().nbytes for v in model.weights) if not isinstance(model, str) \
-        else 0
-    print(f"\n{name}: weights {weights / GB:.2f} GB, model built +{(rss() - base) / GB:.2f} GB "
-          f"in {time.perf_counter() - start:.1f} s", flush=True)
+    if from_saved_model:
+        model, weights = saved_model(name, tempfile.mkdtemp(prefix="memory-phases-model-"))
+        made = "SavedModel exported by another process"
+    else:
+        model = entry.make()
+        weights = sum(v.numpy().nbytes for v in model.weights)
+        made = f"Keras model built +{(rss() - base) / GB:.2f} GB"
+    print(f"\n{name}: weights {weights / GB:.2f} GB, {made} in "
+          f"{time.perf_counter() - start:.1f} s", flush=True)
     run = Run(weights, base, where)
     converter = trt.TrtGraphConverterV2(input_saved_model_dir=model) if isinstance(model, str) \
         else trt.TrtGraphConverterV2(input_model=model)
@@ -283,6 +313,9 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=["VGG16"])
     parser.add_argument("--limit", type=float, default=3.0,
                         help="the most a phase may hold, in multiples of the weights")
+    parser.add_argument("--saved-model", action="store_true",
+                        help="convert the model from a SavedModel directory (exported by "
+                             "another process) rather than an in-memory Keras model")
     parser.add_argument("--where", action="store_true",
                         help="name the code running at each phase's peak (RSS sampled)")
     parser.add_argument("--reload", help=argparse.SUPPRESS)  # the fresh process's phases
@@ -291,7 +324,7 @@ def main() -> None:
     if args.reload:
         reload_phases(args.reload, args.weights, args.models[0], args.where)
         return
-    results = [measure(name, args.limit, args.where) for name in args.models]
+    results = [measure(name, args.limit, args.where, args.saved_model) for name in args.models]
     sys.exit(0 if all(results) else 1)
 
 

@@ -264,6 +264,12 @@ class OrtEngine(EngineBase):
         return self.path.read_bytes()
 
     @property
+    def exported_model(self) -> Path | None:
+        """The file of the segment's ONNX export as it was built from (FP32: the engine runs
+        it as is), which a save copies rather than export the segment again."""
+        return self.path if self.precision == "FP32" else None
+
+    @property
     def model_size(self) -> int:
         return self.path.stat().st_size
 

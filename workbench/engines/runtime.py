@@ -196,7 +196,16 @@ class ConvertedModel:
         return model
 
     def write_onnx(self, engine: str, path: Path) -> None:
-        """The segment's ONNX model into `path`, exported again unless it is kept."""
+        """The segment's ONNX model into `path`: copied from an engine's file that is the
+        export (an FP32 ONNX Runtime engine), else exported again unless it is kept."""
+        import shutil
+
+        runtime = self.segments[engine]
+        exported = [e.exported_model for _, e in runtime.op.engines()
+                    if getattr(e, "exported_model", None) is not None]
+        if runtime.onnx_model is None and exported:
+            shutil.copyfile(exported[0], path)
+            return
         path.write_bytes(self.onnx_model(engine, keep=False).SerializeToString())
 
     def _build_engine(self, name: str, request: BuildRequest) -> Engine:
