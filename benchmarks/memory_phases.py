@@ -113,7 +113,8 @@ def holdings(model: Any, converted: Any, converter: Any) -> Holdings:
     built = {name for name, op in converted.ops.items() if op.engines()} \
         if converted._segments is not None else set()
     if graph is not None:
-        held.add(False, "converted GraphDef", _weight_bytes(graph.converted_graph_def))
+        if not callable(graph.converted_source):
+            held.add(False, "converted GraphDef", _weight_bytes(graph.converted_source))
         for segment in graph.segments:
             if not callable(segment.source):
                 held.add(False, "segment GraphDefs", _weight_bytes(segment.source))
