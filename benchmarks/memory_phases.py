@@ -113,8 +113,10 @@ def holdings(model: Any, converted: Any, converter: Any) -> Holdings:
     built = {name for name, op in converted.ops.items() if op.engines()} \
         if converted._segments is not None else set()
     if graph is not None:
-        if not callable(graph.converted_source):
-            held.add(False, "converted GraphDef", _weight_bytes(graph.converted_source))
+        converted_source = getattr(graph, "converted_source", None) or \
+            graph.converted_graph_def  # (older versions: always the GraphDef)
+        if not callable(converted_source):
+            held.add(False, "converted GraphDef", _weight_bytes(converted_source))
         for segment in graph.segments:
             if not callable(segment.source):
                 held.add(False, "segment GraphDefs", _weight_bytes(segment.source))
@@ -127,7 +129,8 @@ def holdings(model: Any, converted: Any, converter: Any) -> Holdings:
             if runtime.onnx_model is not None:
                 held.add(False, "ONNX exports kept", runtime.onnx_model.ByteSize())
             for _, engine in runtime.op.engines():
-                size = getattr(engine, "model_size", 0)
+                size = getattr(engine, "model_size", None) or \
+                    len(getattr(engine, "model_bytes", b""))
                 native = getattr(engine, "native", None)
                 owned = getattr(engine, "_session", None) is not None
                 held.add(True, "engines' sessions", size if engine.is_active else 0)

@@ -61,12 +61,12 @@ def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool
 
 def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     graph = model.graph
+    assets = out / "assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    # Written first, while little else is held; the SavedModel is made from the same GraphDef.
+    (assets / CONVERTED_GRAPH).write_bytes(graph.converted_graph_def.SerializeToString())
     with _sessions_closed(model):
         _write_saved_model(graph, out)
-    assets = out / "assets"
-    assets.mkdir(exist_ok=True)
-    (assets / CONVERTED_GRAPH).write_bytes(graph.converted_graph_def.SerializeToString())
-    graph.release_converted()
     engines = []
     for segment in graph.segments:
         name = segment.engine.name
