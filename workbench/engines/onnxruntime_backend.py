@@ -226,9 +226,12 @@ class OrtEngine(EngineBase):
 
     def _activate(self) -> None:
         if self.native is not None:
-            self.native.open()
-        else:
-            self._session = self._new_session()
+            try:
+                self.native.open()
+                return
+            except RuntimeError:  # its calls miss to the Python path, which has a session
+                self.native = None
+        self._session = self._new_session()
 
     def _deactivate(self) -> None:
         self._session = None
