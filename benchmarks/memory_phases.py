@@ -250,7 +250,8 @@ def measure(name: str, limit: float, where: bool, from_saved_model: bool) -> boo
     base = rss()
     start = time.perf_counter()
     if from_saved_model:
-        model, weights = saved_model(name, tempfile.mkdtemp(prefix="memory-phases-model-"))
+        exported = tempfile.TemporaryDirectory(prefix="memory-phases-model-")  # removed at exit
+        model, weights = saved_model(name, exported.name)
         made = "SavedModel exported by another process"
     else:
         model = entry.make()
