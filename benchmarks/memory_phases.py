@@ -42,8 +42,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402, F401  (imported before the baseline is read)
 import numpy as np  # noqa: E402
-import record  # noqa: E402
 import onnxruntime  # noqa: E402, F401
+import record  # noqa: E402
 import tensorflow  # noqa: E402, F401
 
 import workbench  # noqa: E402
