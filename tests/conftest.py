@@ -70,6 +70,24 @@ def tiny_frozen_pb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def tensorrt_error():
+    """A function: (FP32 ONNX model, precision, optimization profile) -> "" when TensorRT-RTX
+    parses it into a strongly typed network at that precision and builds a plan, else
+    TensorRT's error (`tensorrt_verdict`, uncached; the builder runs without a GPU)."""
+    pytest.importorskip(
+        "tensorrt_rtx", reason="tensorrt_rtx is not installed (pip install tensorrt-rtx)")
+    from workbench.engines.settings import BuildRequest
+    from workbench.engines.tensorrt_verdict import tensorrt_verdict
+
+    def build(model, precision: str, profile) -> str:
+        verdict = tensorrt_verdict(model, precision, BuildRequest(profiles=(profile,)),
+                                   use_cache=False)
+        return "" if verdict.built else verdict.error or "no plan"
+
+    return build
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Runs `workbench ...` as a user would, in a fresh process: without TF_CPP_MIN_LOG_LEVEL
     (unless `env` sets it), so TensorFlow's start-up chatter is ours to keep off stderr."""
