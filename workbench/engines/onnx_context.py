@@ -52,12 +52,13 @@ class ExportContext:
         """ONNX value for input `index` of `op`; a Const input becomes an initializer."""
         tensor = op.inputs[index]
         name = self.value_name(tensor)
-        if tensor.op.type == "Const" and name not in self.initializers:
-            raw = _raw_initializer(self.const_protos.get(tensor.op.name), name)
+        proto = self.const_protos.get(tensor.op.name)
+        if (tensor.op.type == "Const" or proto is not None) and name not in self.initializers:
+            raw = _raw_initializer(proto, name)
             if raw is not None:
                 self.initializers[name] = raw
                 return name
-            value = _const_array(tensor.op)
+            value = _proto_array(proto) if proto is not None else _const_array(tensor.op)
             if value.dtype.kind in "OSU":
                 raise ExportError(op, "string tensors have no ONNX equivalent here")
             self.initializers[name] = numpy_helper.from_array(value, name)
@@ -67,7 +68,11 @@ class ExportContext:
         """The value of input `index` when TensorFlow can fold it statically."""
         from tensorflow.python.framework import tensor_util
 
-        return tensor_util.constant_value(op.inputs[index])
+        tensor = op.inputs[index]
+        proto = self.const_protos.get(tensor.op.name)
+        if proto is not None and tensor.value_index == 0:  # a weight is a Placeholder here
+            return _proto_array(proto)
+        return tensor_util.constant_value(tensor)
 
     def require_const(self, op: Any, index: int, what: str) -> np.ndarray:
         value = self.const(op, index)
@@ -157,6 +162,10 @@ def _raw_initializer(proto: Any, name: str) -> TensorProto | None:
 
 
 def _const_array(op: Any) -> np.ndarray:
+    return _proto_array(op.get_attr("value"))
+
+
+def _proto_array(proto: Any) -> np.ndarray:
     from tensorflow.python.framework import tensor_util
 
-    return np.asarray(tensor_util.MakeNdarray(op.get_attr("value")))
+    return np.asarray(tensor_util.MakeNdarray(proto))

@@ -77,19 +77,20 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
     """
     if opset < 13:
         raise WorkbenchError(f"ONNX opset {opset} is too old: the exporter needs 13 or newer")
-    tf_graph = _import(segment.graph_def)
     ctx = ExportContext(opset)
     ctx.const_protos = {n.name: n.attr["value"].tensor for n in segment.graph_def.node
                         if n.op == "Const"}
+    tf_graph = _import(segment.graph_def)
     ctx.reserve([op.name for op in tf_graph.get_operations()])
     inputs = set(segment.input_names)
     for op in tf_graph.get_operations():  # import order is topological
-        if op.type == "Const" or op.name in inputs:
+        if op.type == "Const" or op.name in inputs or op.name in ctx.const_protos:
             continue
         convert = CONVERTERS.get(op.type)
         if convert is None:
             raise ExportError(op, *([NOT_EXPORTED[op.type]] if op.type in NOT_EXPORTED else []))
         convert(ctx, op)
+    del tf_graph
     dims = _DimNames()
     graph = helper.make_graph(
         ctx.nodes,
@@ -98,23 +99,32 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
                                                  strict=True)],
         [_value_info(n, s, dims) for n, s in zip(segment.output_names, segment.output_specs,
                                                  strict=True)],
-        initializer=list(ctx.initializers.values()),
     )
     opsets = [helper.make_opsetid("", opset)]
     model = helper.make_model(
         graph, opset_imports=opsets, producer_name="tf-trt-workbench",
         ir_version=helper.find_min_ir_version_for(opsets),
     )
+    # The weights moved into the model one at a time (make_graph and make_model copy what
+    # they are given: two more copies of every weight at once).
+    initializers = ctx.initializers
+    while initializers:
+        model.graph.initializer.append(initializers.pop(next(iter(initializers))))
     onnx.checker.check_model(model)
     return model
 
 
 def _import(graph_def: Any) -> Any:
+    """`graph_def` as a tf.Graph whose weights are Placeholders (`weights.stand_in`): the
+    converters read them from the GraphDef's protos (`ExportContext.const_protos`), and the
+    graph need not hold them again."""
     import tensorflow as tf
+
+    from workbench.engines.weights import lift_weights
 
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(graph_def, name="")
+        tf.compat.v1.import_graph_def(lift_weights(graph_def).graph_def, name="")
     return graph
 
 

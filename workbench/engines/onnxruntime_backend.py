@@ -9,11 +9,15 @@ nodes, each ORT node maps back to TF nodes.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import statistics
 import tempfile
+import weakref
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +58,7 @@ if TYPE_CHECKING:
 NAME = "onnxruntime"
 _NOT_TF_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
-# Every engine session's settings (the compiled engine op's twin sessions use them too): all
+# Every engine session's settings (the compiled engine op's sessions use them too): all
 # graph optimizations (ORT_ENABLE_ALL) and idle threads that do not spin, since spinning
 # threads take the cores TensorFlow needs for the native parts between engines: digits_cnn (two
 # engines) ran 1.0 ms with spinning, 0.7 without.
@@ -116,7 +120,7 @@ class OnnxRuntimeBackend:
             elif precision == "INT8":
                 model = store_unquantized_as_float16(
                     quantize_int8(fold_for_precision(model), batches))
-            return self._engine(readable_bytes(model), name, precision)
+            return self._engine(write_model(readable_bytes(model)), name, precision)
         except WorkbenchError:
             raise
         except Exception as error:
@@ -127,35 +131,77 @@ class OnnxRuntimeBackend:
     def deserialize(self, data: bytes, name: str) -> OrtEngine:
         """The engine `serialize()` wrote, without converting or calibrating again."""
         meta, payload = unpack_engine(data, NAME)
+        return self._deserialized(lambda: write_model(payload), name, meta)
+
+    def deserialize_file(self, path: Path, name: str) -> OrtEngine:
+        """`deserialize` of the file `write()` made, its model copied file to file: never
+        whole in memory (VGG16: 0.5 GB)."""
+        with path.open("rb") as file:
+            meta, _ = unpack_engine(file.readline() + file.readline(), NAME)  # magic, JSON
+
+            def copy() -> Path:
+                with model_file() as (out, model_path):
+                    shutil.copyfileobj(file, out, _COPY_CHUNK)
+                return model_path
+
+            return self._deserialized(copy, name, meta)
+
+    def _deserialized(self, write: Callable[[], Path], name: str, meta: dict) -> OrtEngine:
         try:
-            return self._engine(payload, name, meta["precision"])
+            return self._engine(write(), name, meta["precision"])
         except Exception as error:
             raise EngineBuildError(
                 f"damaged serialized onnxruntime engine {name!r}: {first_line(error)}"
             ) from error
 
-    def _engine(self, data: bytes, name: str, precision: str) -> OrtEngine:
-        return OrtEngine(data, name, precision, self.providers, self.threads, self.device)
+    def _engine(self, path: Path, name: str, precision: str) -> OrtEngine:
+        return OrtEngine(path, name, precision, self.providers, self.threads, self.device)
+
+
+_COPY_CHUNK = 16 << 20
+
+
+@contextmanager
+def model_file() -> Iterator[tuple[Any, Path]]:
+    """A new temporary `.onnx` file open for writing, removed if writing it fails."""
+    handle, name = tempfile.mkstemp(prefix="workbench-engine-", suffix=".onnx")
+    path = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            yield out, path
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def write_model(data: bytes) -> Path:
+    """`data` in a new temporary `.onnx` file (see `OrtEngine`)."""
+    with model_file() as (out, path):
+        out.write(data)
+    return path
 
 
 class OrtEngine(EngineBase):
     """One segment's model in an ONNX Runtime session (the session is what activation makes).
 
-    The engine keeps the model only as its serialized bytes (what a session is made from and
-    what `serialize` writes), not also as a ModelProto: each is a full copy of the weights, and
-    with the session's own they made three (VGG16: 528 MB each).
+    The engine owns its model as a temporary file (removed with the engine), not in memory:
+    sessions are made from the file and `write` copies it, so the only copy of the weights in
+    memory is the session's (VGG16: the serialized model held 0.5 GB more). Once the compiled
+    engine op serves the engine (`hand_over`), its session is the only one: a call it does not
+    serve makes the Python session again.
     """
 
     backend = NAME
 
-    def __init__(self, data: bytes, name: str, precision: str,
+    def __init__(self, path: Path, name: str, precision: str,
                  providers: Sequence[str], threads: int, device: str):
         self.name, self.precision = name, precision
         self.providers, self.threads, self.device = list(providers), threads, device
-        self._bytes = data
+        self.path = path
+        self._removal = weakref.finalize(self, path.unlink, missing_ok=True)
         self._session: ort.InferenceSession | None = None
-        # The compiled engine op's twin session (native_op.NativeSession), once one is made:
-        # open while this engine is active.
+        # The compiled engine op's session (native_op.NativeSession), once handed over: open
+        # while this engine is active.
         self.native: Any = None
         self.activate()  # built active: a model ORT cannot load fails the build
         session = self._session
@@ -165,10 +211,21 @@ class OrtEngine(EngineBase):
         self.input_types = [_numpy_type(i.type) for i in session.get_inputs()]
         self.output_types = [_numpy_type(o.type) for o in session.get_outputs()]
 
+    def hand_over(self, native: Any) -> None:
+        """The compiled op's session `native` serves this engine from now on (one session:
+        this engine's own is dropped first, then `native` opens)."""
+        self._session = None
+        self.native = native
+        native.open()
+
     def _activate(self) -> None:
-        self._session = self._new_session()
         if self.native is not None:
-            self.native.open()
+            try:
+                self.native.open()
+                return
+            except RuntimeError:  # its calls miss to the Python path, which has a session
+                self.native = None
+        self._session = self._new_session()
 
     def _deactivate(self) -> None:
         self._session = None
@@ -176,7 +233,8 @@ class OrtEngine(EngineBase):
             self.native.close()
 
     def _run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        assert self._session is not None
+        if self._session is None:  # calls the compiled op does not serve
+            self._session = self._new_session()
         return self._run_in(self._session, inputs)
 
     def layer_timings(self, inputs: list[np.ndarray], runs: int = 10,
@@ -199,23 +257,33 @@ class OrtEngine(EngineBase):
 
     @property
     def model_bytes(self) -> bytes:
-        """The serialized ONNX model sessions are made from (not a copy)."""
-        return self._bytes
+        """The serialized ONNX model sessions are made from (read from the engine's file)."""
+        return self.path.read_bytes()
+
+    @property
+    def exported_model(self) -> Path | None:
+        """The file of the segment's ONNX export as it was built from (FP32: the engine runs
+        it as is), which a save copies rather than export the segment again."""
+        return self.path if self.precision == "FP32" else None
+
+    @property
+    def model_size(self) -> int:
+        return self.path.stat().st_size
 
     @property
     def model(self) -> onnx.ModelProto:
-        """The engine's (converted or quantized) ONNX model, parsed from its bytes on demand."""
-        return onnx.load_model_from_string(self._bytes)
+        """The engine's (converted or quantized) ONNX model, parsed from its file."""
+        return onnx.load(str(self.path))
 
     def serialize(self) -> bytes:
         """The (converted or quantized) ONNX model behind a header naming its precision."""
-        return pack_engine(NAME, self.precision, self._bytes, name=self.name)
+        return pack_engine(NAME, self.precision, self.model_bytes, name=self.name)
 
     def write(self, path: Path) -> None:
-        """`serialize()`'s bytes into `path`, the header then the model: no packed copy."""
-        with path.open("wb") as file:
+        """`serialize()`'s bytes into `path`, the header then the model copied file to file."""
+        with path.open("wb") as file, self.path.open("rb") as model:
             file.write(engine_header(NAME, self.precision, name=self.name))
-            file.write(self._bytes)
+            shutil.copyfileobj(model, file, _COPY_CHUNK)
 
     def _new_session(self, profile_dir: Path | None = None) -> ort.InferenceSession:
         import onnxruntime as ort
@@ -231,7 +299,7 @@ class OrtEngine(EngineBase):
             # The graph ORT actually runs: its node names are the ones the profiler reports.
             options.optimized_model_filepath = str(profile_dir / "optimized.onnx")
             options.log_severity_level = 3
-        return ort.InferenceSession(self._bytes, options, providers=self.providers)
+        return ort.InferenceSession(str(self.path), options, providers=self.providers)
 
     def _run_in(self, session: ort.InferenceSession, inputs: list[np.ndarray]
                 ) -> list[np.ndarray]:

@@ -46,7 +46,10 @@ class RuntimeGraph:
     place of the segments; `save()` adds the native segment functions), the segments, and how
     the signature's names map to tensors."""
 
-    converted_graph_def: Any
+    # The converted GraphDef, or a function making (or reading) it: it holds every native
+    # weight, which the converted function captures as tensors, so it is dropped once they
+    # are (`release_converted`) and made again for a save.
+    converted_source: Any
     segments: list[SegmentGraph]  # in engine order
     input_names: list[str]
     output_names: list[str]
@@ -63,6 +66,21 @@ class RuntimeGraph:
     functions: list[Any] = field(default_factory=list)
     # engine inside a function -> its function's EngineSettings fields (`_tftrt_*` attributes).
     engine_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        source = self.converted_source
+        self._converted_maker = source if callable(source) else None
+
+    @property
+    def converted_graph_def(self) -> Any:
+        if callable(self.converted_source):
+            self.converted_source = self.converted_source()
+        return self.converted_source
+
+    def release_converted(self) -> None:
+        """Drops the converted GraphDef when it can be made again."""
+        if self._converted_maker is not None:
+            self.converted_source = self._converted_maker
 
     @property
     def engines(self) -> list[EngineInfo]:
@@ -196,7 +214,16 @@ class ConvertedModel:
         return model
 
     def write_onnx(self, engine: str, path: Path) -> None:
-        """The segment's ONNX model into `path`, exported again unless it is kept."""
+        """The segment's ONNX model into `path`: copied from an engine's file that is the
+        export (an FP32 ONNX Runtime engine), else exported again unless it is kept."""
+        import shutil
+
+        runtime = self.segments[engine]
+        exported = [e.exported_model for _, e in runtime.op.engines()
+                    if getattr(e, "exported_model", None) is not None]
+        if runtime.onnx_model is None and exported:
+            shutil.copyfile(exported[0], path)
+            return
         path.write_bytes(self.onnx_model(engine, keep=False).SerializeToString())
 
     def _build_engine(self, name: str, request: BuildRequest) -> Engine:
@@ -207,8 +234,11 @@ class ConvertedModel:
         runtime = self.segments[name]
         if runtime.export_error:
             raise WorkbenchError(runtime.export_error)
+        model = self.onnx_model(name)
+        runtime.segment.release()  # made again if needed; the export has its weights
         engine = build_segment_engine(runtime.segment, runtime.op.settings, request,
-                                      backend=self.backend, model=self.onnx_model(name))
+                                      backend=self.backend, model=model)
+        del model
         # The engine holds its own copy of the weights; a later build or save exports again
         # (VGG16: 0.6 s) rather than keep a third copy for the model's life.
         runtime.onnx_model = None
@@ -238,8 +268,9 @@ class ConvertedModel:
             graph = self.graph
             # An engine inside a function may run inside a loop wherever the function is
             # called: never inlined either.
-            in_loops = engines_in_loops(graph.converted_graph_def) | {
-                node.name for function in graph.converted_graph_def.library.function
+            lifted, weights = self._lifted_weights()  # the converted GraphDef, no weights
+            in_loops = engines_in_loops(lifted) | {
+                node.name for function in lifted.library.function
                 for node in function.node_def if node.name in self.segments}
             functions = {}
             for segment in graph.segments:
@@ -252,7 +283,6 @@ class ConvertedModel:
                 functions[name] = self._engine_functions[key]
             # Kept: this one and the all-fallback one (calibration and shape collection).
             self._functions = {k: f for k, f in self._functions.items() if not k}
-            lifted, weights = self._lifted_weights()
             self._functions[fast] = wrap_converted(
                 lifted, graph.input_tensors, graph.feed_specs(), graph.output_tensors,
                 functions, captured=weights)
@@ -268,6 +298,8 @@ class ConvertedModel:
             self._weights = lifted.graph_def, {
                 name: tf.constant(tf.make_ndarray(tensor))
                 for name, tensor in lifted.weights.items()}
+            del lifted
+            self.graph.release_converted()  # its weights are the tensors now
         return self._weights
 
     # --- calling ------------------------------------------------------------------------------
@@ -568,20 +600,27 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
     segments = [extract_segment(prepared, engine) for engine in result.engines]
     dtypes = {s.engine.name: ([x.dtype for x in s.input_specs], [x.dtype for x in s.output_specs])
               for s in segments}
-    converted = converted_graph_def(prepared.graph_def, result.engines, dtypes,
-                                    [TensorRef.parse(t).node for t in outputs])
     functions = [f for f in result.functions if f.engines and f.body is not None]
     engine_settings = {}
+    replaced = []
     for conversion in functions:
         function_segments = [extract_segment(conversion.body, e) for e in conversion.engines]
-        _replace_function(converted, conversion, function_segments)
+        replaced.append((conversion, function_segments))
         segments += function_segments
         own = asdict(EngineSettings.from_params(conversion.params))
         engine_settings.update({e.name: dict(own) for e in conversion.engines})
+
+    def converted() -> Any:  # made on use, again after `release_converted()`
+        graph_def = converted_graph_def(prepared.graph_def, result.engines, dtypes,
+                                        [TensorRef.parse(t).node for t in outputs])
+        for conversion, function_segments in replaced:
+            _replace_function(graph_def, conversion, function_segments)
+        return graph_def
+
     graph = prepared.graph
     specs = [graph.output_spec(TensorRef.parse(t)) for t in inputs]
     return RuntimeGraph(
-        converted_graph_def=converted,
+        converted_source=converted,
         segments=segments,
         input_names=list(loaded.input_names),
         output_names=list(loaded.output_names),

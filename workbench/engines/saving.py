@@ -15,7 +15,7 @@ import gc
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -53,16 +53,20 @@ def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        for segment in model.graph.segments:  # each held its weights again
+            segment.release()
     return target
 
 
 def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     graph = model.graph
+    assets = out / "assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    # Written first, while little else is held; the SavedModel is made from the same GraphDef.
+    (assets / CONVERTED_GRAPH).write_bytes(graph.converted_graph_def.SerializeToString())
     with _sessions_closed(model):
         _write_saved_model(graph, out)
-    assets = out / "assets"
-    assets.mkdir(exist_ok=True)
-    (assets / CONVERTED_GRAPH).write_bytes(graph.converted_graph_def.SerializeToString())
     engines = []
     for segment in graph.segments:
         name = segment.engine.name
@@ -137,12 +141,17 @@ def _save_signature(graph: RuntimeGraph, out: Path) -> None:
     from workbench.engines.saved_weights import lift_saved_weights
 
     lifted = lift_saved_weights(graph.converted_graph_def, graph.segments)
+    names = list(lifted.weights)
     module = tf.Module()
-    module.weights = [tf.Variable(tf.make_ndarray(tensor), trainable=False)
-                      for tensor in lifted.weights.values()]
+    # Each weight's proto let go once it is a variable, then the GraphDefs holding them.
+    module.weights = [tf.Variable(tf.make_ndarray(lifted.weights.pop(n)), trainable=False)
+                      for n in names]
+    graph.release_converted()
+    for segment in graph.segments:
+        segment.release()
     weight_specs = [tf.TensorSpec(v.shape, v.dtype) for v in module.weights]
     native = wrap_converted(lifted.graph_def, [*graph.input_tensors,
-                                               *(f"{n}:0" for n in lifted.weights)],
+                                               *(f"{n}:0" for n in names)],
                             [*graph.feed_specs(), *weight_specs], graph.output_tensors)
     del lifted
     names = graph.output_names
@@ -184,7 +193,7 @@ def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel
     try:
         segments = [_segment(assets, e) for e in manifest["engines"]]
         graph = RuntimeGraph(
-            converted_graph_def=_graph_def(assets / CONVERTED_GRAPH),
+            converted_source=_converted_graph(assets / CONVERTED_GRAPH),
             segments=segments,
             input_names=manifest["input_names"], output_names=manifest["output_names"],
             input_tensors=manifest["input_tensors"], output_tensors=manifest["output_tensors"],
@@ -224,6 +233,14 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         raise DamagedModelError(f"{path} was saved in format {manifest['format']}, this "
                                 f"workbench reads {FORMAT}: convert and save the model again")
     return manifest
+
+
+def _converted_graph(file: Path) -> Callable[[], Any]:
+    """Reads the converted GraphDef on use (it holds every native weight, which the converted
+    function captures as tensors, see `RuntimeGraph.release_converted`)."""
+    if not file.is_file():
+        raise DamagedModelError(f"{file} is missing; save the model again")
+    return lambda: _graph_def(file)
 
 
 def _graph_def(file: Path) -> Any:
@@ -269,7 +286,9 @@ def _load_engines(model: ConvertedModel, assets: Path, entry: dict[str, Any]) ->
                 from workbench.engines.backend import get_backend
 
                 backend = get_backend(saved["backend"])
-            engine = backend.deserialize(file.read_bytes(), name)
+            from_file = getattr(backend, "deserialize_file", None)  # streams the model
+            engine = from_file(file, name) if from_file else \
+                backend.deserialize(file.read_bytes(), name)
         except Exception as exc:
             raise DamagedModelError(f"engine file {file} cannot be loaded: {first_line(exc)}"
                                     ) from None

@@ -38,13 +38,16 @@ class SegmentGraph:
     """
 
     engine: EngineInfo
-    # The GraphDef, or a function reading it: a saved model's segments are read on first use
-    # (engines run without them; the native fallback and the ONNX export need them).
+    # The GraphDef, or a function making it: segments are made (a saved model's read) on first
+    # use; engines run without them, the native fallback and the ONNX export need them.
     source: GraphDef | Callable[[], GraphDef]
     input_names: list[str]
     output_names: list[str]
     input_specs: list[TensorSpec]
     output_specs: list[TensorSpec]
+
+    def __post_init__(self) -> None:
+        self._reader = self.source if callable(self.source) else None
 
     @property
     def graph_def(self) -> GraphDef:
@@ -52,15 +55,20 @@ class SegmentGraph:
             self.source = self.source()
         return self.source
 
+    def release(self) -> None:
+        """Drops the GraphDef when it can be made again: it holds the segment's weights,
+        which its engine holds too once built (and TensorFlow, once the native segment ran)."""
+        if self._reader is not None:
+            self.source = self._reader
+
 
 def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph:
     """The segment GraphDef of `engine`, cut out of the prepared graph it was found in."""
     from tensorflow.core.framework import graph_pb2
 
     graph = prepared.graph
-    node_defs = {nd.name: nd for nd in prepared.graph_def.node}
     members = set(engine.nodes)
-    missing = sorted(members - node_defs.keys())
+    missing = sorted(members - {nd.name for nd in prepared.graph_def.node})
     if missing:
         raise WorkbenchError(f"{engine.name}: node {missing[0]} is not in the prepared graph")
     input_ports = {TensorRef.parse(text): i for i, text in enumerate(engine.inputs)}
@@ -68,19 +76,25 @@ def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph
     output_refs = [TensorRef.parse(text) for text in engine.outputs]
     output_specs = [_spec(graph, ref, engine.name) for ref in output_refs]
 
-    segment = graph_pb2.GraphDef()
-    segment.versions.CopyFrom(prepared.graph_def.versions)
-    for name in _copied_consts(graph, members):  # at the front, as TF-TRT places them
-        _copy_node(segment, node_defs[name], members, input_ports)
-    for name in sorted(members, key=lambda n: graph[n].id):
-        _copy_node(segment, node_defs[name], members, input_ports)
     input_names = [f"{INPUT_PREFIX}{i}" for i in range(len(input_specs))]
     output_names = [f"{OUTPUT_PREFIX}{i}" for i in range(len(output_refs))]
-    for name, spec in zip(input_names, input_specs, strict=True):
-        _add_placeholder(segment, name, spec)
-    for name, ref, spec in zip(output_names, output_refs, output_specs, strict=True):
-        _add_output(segment, name, ref, spec)
-    return SegmentGraph(engine, segment, input_names, output_names, input_specs, output_specs)
+
+    def segment_graph_def() -> GraphDef:  # made on use, again after `release()`
+        segment = graph_pb2.GraphDef()
+        segment.versions.CopyFrom(prepared.graph_def.versions)
+        node_defs = {nd.name: nd for nd in prepared.graph_def.node}
+        for name in _copied_consts(graph, members):  # at the front, as TF-TRT places them
+            _copy_node(segment, node_defs[name], members, input_ports)
+        for name in sorted(members, key=lambda n: graph[n].id):
+            _copy_node(segment, node_defs[name], members, input_ports)
+        for name, spec in zip(input_names, input_specs, strict=True):
+            _add_placeholder(segment, name, spec)
+        for name, ref, spec in zip(output_names, output_refs, output_specs, strict=True):
+            _add_output(segment, name, ref, spec)
+        return segment
+
+    return SegmentGraph(engine, segment_graph_def, input_names, output_names, input_specs,
+                        output_specs)
 
 
 def _spec(graph: Graph, ref: TensorRef, engine: str) -> TensorSpec:

@@ -8,7 +8,7 @@ engine, and every other call misses to the Python path:
 
 - the op's cache holds one built ONNX Runtime engine on the CPU provider, with numeric inputs
   and outputs of the segment's dtypes and a model of at most `WORKBENCH_NATIVE_CALL_MAX_BYTES`
-  (default 256 MB; the op's session holds the weights again);
+  (default 256 MB);
 - the input shapes are ones that engine serves: implicit batch, a batch up to the engine's and
   the other dims equal; explicit batch, inside one of its optimization profiles.
 
@@ -52,7 +52,8 @@ _keys = itertools.count()
 
 
 class NativeSession:
-    """An engine's twin session in the op's registry, open while the engine is active.
+    """An engine's session in the op's registry, open while the engine is active (the
+    engine's only one: see `OrtEngine.hand_over`).
 
     Holds the engine weakly: when the engine goes, so does the session, and a call still naming
     it misses to the Python path. `calls()` counts the calls the op served, across reopenings.
@@ -69,7 +70,7 @@ class NativeSession:
 
     def open(self) -> None:
         engine = self._engine()
-        if self._open or engine is None or not engine.is_active:
+        if self._open or engine is None:
             return
         names_in = [n.encode() for n in engine.input_names]
         names_out = [n.encode() for n in engine.output_names]
@@ -116,12 +117,12 @@ def engine_call(op: EngineOp, segment: SegmentGraph) -> Callable[[list[Any]], An
     if session is None:
         session = NativeSession(lib, engine, bounds)
         try:
-            session.open()
+            engine.hand_over(session)
         except RuntimeError as exc:
+            engine.native = None  # the engine makes its own session again
             logger.warning("engine %s is called through Python: its compiled op's session "
                            "failed: %s", op.name, first_line(exc))
             return None
-        engine.native = session
     op.count_native_calls(session)
     import tensorflow as tf
 
@@ -143,7 +144,7 @@ def _bounds(op: EngineOp, key: Any) -> list[Profile] | None:
 def _eligible(engine: Any, segment: SegmentGraph) -> bool:
     if not isinstance(engine, OrtEngine) or engine.providers != ["CPUExecutionProvider"]:
         return False
-    if len(engine.model_bytes) > int(os.environ.get(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)):
+    if engine.model_size > int(os.environ.get(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)):
         return False
     want_in = [numpy_dtype_name(s.dtype) for s in segment.input_specs]
     want_out = [numpy_dtype_name(s.dtype) for s in segment.output_specs]
