@@ -114,13 +114,11 @@ def holdings(model: Any, converted: Any, converter: Any) -> Holdings:
     built = {name for name, op in converted.ops.items() if op.engines()} \
         if converted._segments is not None else set()
     if graph is not None:
-        converted_source = getattr(graph, "converted_source", None) or \
-            graph.converted_graph_def  # (older versions: always the GraphDef)
-        if not callable(converted_source):
-            held.add(False, "converted GraphDef", _weight_bytes(converted_source))
+        if graph.converted_held:
+            held.add(False, "converted GraphDef", _weight_bytes(graph.converted_graph_def))
         for segment in graph.segments:
-            if not callable(segment.source):
-                held.add(False, "segment GraphDefs", _weight_bytes(segment.source))
+            if segment.graph_def_held:
+                held.add(False, "segment GraphDefs", _weight_bytes(segment.graph_def))
     native = 0
     if converted._weights is not None:
         native = sum(t.numpy().nbytes for t in converted._weights[1].values())

@@ -23,7 +23,7 @@ from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.engines.backend import Backend, Engine
 from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
-from workbench.engines.segment import NativeSegment, SegmentGraph
+from workbench.engines.segment import MadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.engines.weights import lift_weights
 from workbench.errors import WorkbenchError
@@ -68,19 +68,19 @@ class RuntimeGraph:
     engine_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        source = self.converted_source
-        self._converted_maker = source if callable(source) else None
+        self._converted = MadeOnUse(self.converted_source)
 
     @property
     def converted_graph_def(self) -> Any:
-        if callable(self.converted_source):
-            self.converted_source = self.converted_source()
-        return self.converted_source
+        return self._converted.get()
+
+    @property
+    def converted_held(self) -> bool:
+        return self._converted.held
 
     def release_converted(self) -> None:
         """Drops the converted GraphDef when it can be made again."""
-        if self._converted_maker is not None:
-            self.converted_source = self._converted_maker
+        self._converted.release()
 
     @property
     def engines(self) -> list[EngineInfo]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,32 @@ if TYPE_CHECKING:
 
 INPUT_PREFIX = "TensorRTInputPH_"
 OUTPUT_PREFIX = "TensorRTOutputPH_"
+
+
+T = TypeVar("T")
+
+
+class MadeOnUse(Generic[T]):
+    """A value, or a function making it: made on first use, and dropped by `release()` when it
+    can be made again (GraphDefs holding weights that engines or captured tensors hold too)."""
+
+    def __init__(self, source: T | Callable[[], T]) -> None:
+        self._maker: Callable[[], T] | None = source if callable(source) else None
+        self._value: T | None = None if callable(source) else source
+
+    @property
+    def held(self) -> bool:
+        return self._value is not None
+
+    def get(self) -> T:
+        if self._value is None:
+            assert self._maker is not None
+            self._value = self._maker()
+        return self._value
+
+    def release(self) -> None:
+        if self._maker is not None:
+            self._value = None
 
 
 @dataclass
@@ -47,19 +73,20 @@ class SegmentGraph:
     output_specs: list[TensorSpec]
 
     def __post_init__(self) -> None:
-        self._reader = self.source if callable(self.source) else None
+        self._graph_def = MadeOnUse(self.source)
 
     @property
     def graph_def(self) -> GraphDef:
-        if callable(self.source):
-            self.source = self.source()
-        return self.source
+        return self._graph_def.get()
+
+    @property
+    def graph_def_held(self) -> bool:
+        return self._graph_def.held
 
     def release(self) -> None:
         """Drops the GraphDef when it can be made again: it holds the segment's weights,
         which its engine holds too once built (and TensorFlow, once the native segment ran)."""
-        if self._reader is not None:
-            self.source = self._reader
+        self._graph_def.release()
 
 
 def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph:
