@@ -51,7 +51,7 @@ GRAPPLER_OPTIMIZERS = (
 LOOP_LEFTOVER = "unused_control_flow_input"  # lift_to_graph's stand-in Placeholders
 MANUAL_CONTROL_ATTR = "_has_manual_control_dependencies"
 # Bump when `optimize`'s result changes for the same model: it keys the prepared-graph cache.
-PREPARATION_VERSION = 3
+PREPARATION_VERSION = 4
 
 
 @dataclass
