@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.checks.conversion_check import CALIBRATION_SEED, check_conversion
-from workbench.checks.validate import _as_numpy, _Comparer, generated_inputs
+from workbench.checks.validate import Comparer, as_numpy, generated_inputs
 from workbench.conversion.params import ConversionParams
 from workbench.engines.precision import FP16_MAX
 from workbench.engines.runtime import ConvertedModel, converted_model
@@ -153,7 +153,7 @@ def per_engine_accuracy(session: ConversionSession, params: ConversionParams, *,
     tell(0.1, f"Building {len(result.engines)} engine(s) on {model.backend.name}")
     model.build(lambda: iter(inputs[:1]))
     run = _Run(session, params, result, model, inputs,
-               [_as_numpy(session.loaded(**feeds)) for feeds in inputs], batch_size,
+               [as_numpy(session.loaded(**feeds)) for feeds in inputs], batch_size,
                tolerances)
     whole = run.compare({e.name for e in result.engines})
     tell(0.2, "Running native TensorFlow, capturing each engine's inputs")
@@ -201,9 +201,9 @@ class _Run:
 
     def compare(self, engines: set[str]) -> list[Any]:
         """The outputs with `engines` on the backend (the rest native) vs native TF."""
-        comparer = _Comparer(**self.tolerances)
+        comparer = Comparer(**self.tolerances)
         for feeds, want in zip(self.inputs, self.native, strict=True):
-            comparer.add(want, _as_numpy(self.model.call_with_engines(engines, **feeds)))
+            comparer.add(want, as_numpy(self.model.call_with_engines(engines, **feeds)))
         return comparer.results()
 
     def engine_accuracy(self, info: EngineInfo, alone: list[Any] | None) -> EngineAccuracy:

@@ -290,7 +290,7 @@ def _common_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
 
 
 @dataclass
-class _Comparer:
+class Comparer:
     """The tolerances, checked once, and an accumulator per output."""
 
     atol: Tolerance = DEFAULT_ATOL
@@ -348,9 +348,9 @@ def compare_outputs(expected: Mapping[str, Any], actual: Mapping[str, Any],
                     check_shapes: bool = True, infinities_compare_equal: bool = False,
                     ) -> list[OutputComparison]:
     """Compares one set of outputs (name -> array) with the expected ones, Polygraphy's way."""
-    comparer = _Comparer(atol, rtol, check_error_stat, error_quantile, check_shapes,
+    comparer = Comparer(atol, rtol, check_error_stat, error_quantile, check_shapes,
                          infinities_compare_equal)
-    comparer.add(_as_numpy(expected), _as_numpy(actual))
+    comparer.add(as_numpy(expected), as_numpy(actual))
     return comparer.results()
 
 
@@ -360,12 +360,12 @@ def validate(converted: Any, native: Any, inputs: Iterable[Mapping[str, Any]],
     (input name -> array) and compares their outputs; `tolerances` are compare_outputs'
     keyword arguments. The report names the backend, device and precision of the engines and
     counts the calls any segment served natively, since those compare native with native."""
-    comparer = _Comparer(**tolerances)
+    comparer = Comparer(**tolerances)
     before = _native_calls(converted)
     batches = 0
     for batch in inputs:
         feeds = dict(batch)
-        comparer.add(_as_numpy(native(**feeds)), _as_numpy(converted(**feeds)))
+        comparer.add(as_numpy(native(**feeds)), as_numpy(converted(**feeds)))
         batches += 1
     if not batches:
         raise ValidationError("validate() got no inputs: give at least one input set")
@@ -396,6 +396,7 @@ def _native_calls(converted: Any) -> dict[str, int]:
     return {name: op.stats.native_calls for name, op in ops.items()}
 
 
-def _as_numpy(outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def as_numpy(outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Named outputs (TensorFlow tensors or arrays) as numpy arrays."""
     return {name: value.numpy() if hasattr(value, "numpy") else np.asarray(value)
             for name, value in outputs.items()}

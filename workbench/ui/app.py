@@ -10,7 +10,7 @@ a threshold change costs milliseconds). Everything shown is also reachable from 
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -359,13 +359,9 @@ class Workbench:
         self._start(body, self._measured("per_engine_report"), "Comparing engines")
 
     def _per_engine_clicked(self) -> None:
-        try:
-            options = self.validation_tab.options()  # the check's tolerances and batches
-        except WorkbenchError as exc:
-            self._set_status(str(exc), error=True)
-            return
-        self.run_per_engine(batches=options["batches"], atol=options["atol"],
-                            rtol=options["rtol"])
+        # The check's tolerances and batches.
+        self._with_options(self.validation_tab.options, lambda options: self.run_per_engine(
+            batches=options["batches"], atol=options["atol"], rtol=options["rtol"]))
 
     def export(self, format: str, output: str | Path,
                batch_sizes: Sequence[int] = (1,)) -> None:
@@ -382,24 +378,24 @@ class Workbench:
         self._start(body, self.export_tab.show, "Exporting")
 
     def _export_clicked(self) -> None:
-        try:
-            options = self.export_tab.options()
-        except WorkbenchError as exc:
-            self._set_status(str(exc), error=True)
-            return
-        self.export(**options)
+        self._with_options(self.export_tab.options, lambda options: self.export(**options))
 
     def _measured(self, attribute: str) -> Any:
         """A step's done-handler: keeps its measurement for the next view."""
         return lambda value: setattr(self, attribute, value)
 
     def _check_clicked(self) -> None:
+        self._with_options(self.validation_tab.options, lambda options: self.run_check(**options))
+
+    def _with_options(self, read: Callable[[], dict[str, Any]],
+                      act: Callable[[dict[str, Any]], None]) -> None:
+        """A button's action on its tab's options, or the options' error in the status line."""
         try:
-            options = self.validation_tab.options()
+            options = read()
         except WorkbenchError as exc:
             self._set_status(str(exc), error=True)
             return
-        self.run_check(**options)
+        act(options)
 
     def _on_progress(self, fraction: float, message: str) -> None:
         self.progress.value = fraction
