@@ -33,7 +33,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from workbench.graph.freeze import FrozenGraph, reject_variable_updates, take_weights
+from workbench.graph.freeze import (
+    FrozenGraph,
+    hold_out_large_values,
+    reject_variable_updates,
+    take_weights,
+)
 from workbench.graph.functions import function_refs, rename_changed_functions
 
 CHECKPOINT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -66,8 +71,9 @@ def freeze_saved_model(path: Path, meta_graph: Any, signature_key: str,
     feeds = inputs[:len(inputs) - len(bound)]
     inlined = _inline(graph_def, inputs + outputs)
     reject_variable_updates(inlined, signature_key)
-    frozen = _to_constants(inlined, captured, values)
-    weights, groups = take_weights(frozen)
+    frozen, written = _to_constants(inlined, captured, values)
+    del values  # the large ones live on in `written`, then as the weights
+    weights, groups = take_weights(frozen, given=written)
     pruned = prune(frozen, feeds, outputs)
     # Functions kept (not inlined) get names of their content: the saved names are only
     # unique within their SavedModel, and TensorFlow registers them process-wide.
@@ -308,48 +314,24 @@ def _inline(graph_def: Any, fetches: list[str]) -> Any:
     return tf_optimizer.OptimizeGraph(config, meta_graph)
 
 
-def _to_constants(graph_def: Any, captured: list[str], values: list[Any]) -> Any:
-    """TensorFlow's variables-to-Consts rewrite with the captured values.
+def _to_constants(graph_def: Any, captured: list[str], values: list[Any]
+                  ) -> tuple[Any, dict[str, Any]]:
+    """TensorFlow's variables-to-Consts rewrite with the captured values; returns the graph
+    and the values of its Consts left empty, by node name.
 
     Its Consts are built with `make_tensor_proto`, which copies a weight's bytes three times
-    (VGG16: 1.7 s); large float32 values are given to it empty and written into their Consts
-    once, with the bytes `make_tensor_proto` would write. A While it rewrites reads the
-    values' shapes, so with a While left after inlining every value goes through it whole."""
-    import numpy as np
+    (VGG16: 1.7 s); the large values are held out (`hold_out_large_values`)."""
     from tensorflow.python.framework import convert_to_constants as tf_freezing
     from tensorflow.python.framework import dtypes
 
     names = [name.split(":")[0] for name in captured]
-    loops = _has_while(graph_def)
-    written = {name: value for name, value in zip(names, values, strict=True)
-               if not loops and value.dtype == np.float32 and value.size > 1}
     data = SimpleNamespace(graph_def=graph_def, tensor_data={
         name: tf_freezing._TensorData(
-            numpy=np.empty((0,), value.dtype) if name in written else value,
-            dtype=dtypes.as_dtype(value.dtype).as_datatype_enum, index=i)
+            numpy=value, dtype=dtypes.as_dtype(value.dtype).as_datatype_enum, index=i)
         for i, (name, value) in enumerate(zip(names, values, strict=True))})
+    written = hold_out_large_values(data.tensor_data, graph_def)
     converted, _ = tf_freezing._replace_variables_by_constants(data)
-    for node in converted.node:
-        if node.name in written:
-            _write_tensor(node.attr["value"].tensor, written[node.name])
-    return converted
-
-
-def _has_while(graph_def: Any) -> bool:
-    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
-    return any(node.op in ("While", "StatelessWhile") for node in nodes)
-
-
-def _write_tensor(tensor: Any, value: Any) -> None:
-    """`value` (float32, more than one element) into `tensor`, as `make_tensor_proto` writes
-    it: dtype, shape, the C-order bytes as `tensor_content`."""
-    from tensorflow.core.framework import types_pb2
-
-    tensor.Clear()
-    tensor.dtype = types_pb2.DT_FLOAT
-    for size in value.shape:
-        tensor.tensor_shape.dim.add(size=size)
-    tensor.tensor_content = value.tobytes()
+    return converted, written
 
 
 # --- lift_to_graph on NodeDefs ------------------------------------------------------------

@@ -72,12 +72,32 @@ def freeze_function(function: Any, fast: bool = True,
     # The steps of convert_variables_to_constants_v2, with stand-ins taken before the import.
     converter = _converter_data(tf_freezing)(
         func=function, lower_control_flow=True, aggressive_inlining=False)
+    written = hold_out_large_values(converter.tensor_data, converter.graph_def)
     graph_def, converted = tf_freezing._replace_variables_by_constants(converter)
     del converter  # its numpy copies of the weights
-    weights, groups = take_weights(graph_def)
+    weights, groups = take_weights(graph_def, given=written)
+    del written
     frozen = tf_freezing._construct_concrete_function(function, graph_def, converted)
     return FrozenGraph(frozen.graph.as_graph_def(), _names(frozen.inputs),
                        _names(frozen.outputs), weights, groups)
+
+
+def hold_out_large_values(tensor_data: dict[str, Any], graph_def: Any) -> dict[str, Any]:
+    """The large float32 values of TensorFlow's freezing data (`_TensorData` by node name),
+    each swapped there for an empty array: its Const is made empty and `take_weights` keeps
+    the value apart or writes it in once (`make_tensor_proto` would copy it three times).
+    Not with a While left after inlining: TensorFlow's rewrite of it reads the values' shapes."""
+    import numpy as np
+
+    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
+    if any(node.op in ("While", "StatelessWhile") for node in nodes):
+        return {}
+    held = {}
+    for name, data in list(tensor_data.items()):
+        if data.numpy.dtype == np.float32 and data.numpy.size > 1:
+            held[name] = data.numpy
+            tensor_data[name] = data._replace(numpy=np.empty((0,), np.float32))
+    return held
 
 
 def reject_variable_updates(graph_def: Any, signature: str) -> None:
@@ -123,36 +143,72 @@ def _names(tensors: Any) -> list[str]:
 # --- stand-ins ----------------------------------------------------------------------------
 
 
-def take_weights(graph_def: Any) -> tuple[dict[str, Any], dict[str, int]]:
-    """Replaces every eligible Const by its stand-in (value set A); returns the real tensors
-    by node name and each one's group (weights with equal bytes share a group)."""
-    from tensorflow.core.framework import tensor_pb2, types_pb2
+def take_weights(graph_def: Any, given: dict[str, Any] | None = None
+                 ) -> tuple[dict[str, Any], dict[str, int]]:
+    """Replaces every eligible Const by its stand-in (value set A); returns the real weights
+    (float32 arrays) by node name and each one's group (weights with equal bytes share one).
 
+    `given` holds values of Consts written empty (the freezing's large float32 values): they
+    are taken as they are, without ever being copied into their Const, and the ineligible
+    ones are written in."""
+    import numpy as np
+
+    given = given or {}
     weights: dict[str, Any] = {}
     groups: dict[str, int] = {}
     firsts: dict[tuple, list[str]] = {}  # (shape, crc32) -> first node of each group
     folded = _feeds_constant_computation(graph_def)
     for node in graph_def.node:
-        if node.op != "Const" or node.name in folded:
+        if node.op != "Const":
             continue
         tensor = node.attr["value"].tensor
-        if tensor.dtype != types_pb2.DT_FLOAT or element_count(tensor) < MIN_STAND_IN_ELEMENTS:
+        value = given.get(node.name)
+        if value is None and node.name not in folded:
+            value = _float_weight(tensor)
+        if value is None or node.name in folded or not _eligible(value):
+            if node.name in given:
+                write_weight(tensor, given[node.name])
             continue
-        content = tensor.tensor_content  # each read of the field copies the bytes
-        if not _eligible(content, element_count(tensor)):
-            continue
-        real = tensor_pb2.TensorProto()
-        real.CopyFrom(tensor)
-        key = (tuple(d.size for d in real.tensor_shape.dim), zlib.crc32(content))
-        same = [n for n in firsts.get(key, []) if weights[n].tensor_content == content]
+        key = (value.shape, zlib.crc32(np.ascontiguousarray(value).view(np.uint8)))
+        same = [n for n in firsts.get(key, []) if np.array_equal(weights[n], value)]
         if same:
             groups[node.name] = groups[same[0]]
         else:
             groups[node.name] = sum(len(names) for names in firsts.values())
             firsts.setdefault(key, []).append(node.name)
-        weights[node.name] = real
-        tensor.CopyFrom(stand_in(real, groups[node.name], second=False))
+        weights[node.name] = value
+        tensor.CopyFrom(stand_in(value, groups[node.name], second=False))
     return weights, groups
+
+
+def _float_weight(tensor: Any) -> Any:
+    """A large float32 Const's value (its bytes copied out), or None."""
+    import numpy as np
+    from tensorflow.core.framework import types_pb2
+
+    count = element_count(tensor)
+    if tensor.dtype != types_pb2.DT_FLOAT or count < MIN_STAND_IN_ELEMENTS:
+        return None
+    content = tensor.tensor_content  # each read of the field copies the bytes
+    if len(content) != 4 * count:
+        return None
+    return np.frombuffer(content, np.float32).reshape([d.size for d in tensor.tensor_shape.dim])
+
+
+def write_weight(tensor: Any, value: Any) -> None:
+    """`value` (float32) into `tensor` as `make_tensor_proto` writes it: dtype, shape, the
+    C-order bytes as `tensor_content`."""
+    _write_content(tensor, value.shape, value.tobytes())
+
+
+def _write_content(tensor: Any, shape: tuple[int, ...], content: bytes) -> None:
+    from tensorflow.core.framework import types_pb2
+
+    tensor.Clear()
+    tensor.dtype = types_pb2.DT_FLOAT
+    for size in shape:
+        tensor.tensor_shape.dim.add(size=size)
+    tensor.tensor_content = content
 
 
 def _feeds_constant_computation(graph_def: Any) -> set[str]:
@@ -190,26 +246,28 @@ def _feeds_constant_computation(graph_def: Any) -> set[str]:
     return folded
 
 
-def _eligible(content: bytes, count: int) -> bool:
-    """A float32 weight's raw bytes, neither uniform nor compressible: Grappler keeps such a
-    tensor's bytes as they are unless it computes with them."""
+def _eligible(value: Any) -> bool:
+    """A float32 weight neither uniform nor compressible: Grappler keeps such a tensor's bytes
+    as they are unless it computes with them."""
     import numpy as np
 
-    if len(content) != 4 * count:
+    count = value.size
+    if count < MIN_STAND_IN_ELEMENTS:
         return False
     # Grappler's CompressConstants rewrites a tensor whose trailing run of one repeated value
     # covers half of it or more; bits, not floats, so -0.0 and NaNs count as TensorFlow does.
-    bits = np.frombuffer(content, dtype=np.uint32)
+    bits = np.ascontiguousarray(value).view(np.uint32).ravel()
     return bool(bits[count // 2] != bits[-1] or np.any(bits[count // 2:] != bits[-1]))
 
 
 def stand_in(real: Any, group: int, second: bool) -> Any:
     """A Const value of `real`'s dtype and shape that repeats one value: distinct per group,
     and different in the second run (never 0 or 1, which Grappler's simplifications seek)."""
-    from tensorflow.core.framework import tensor_pb2
+    from tensorflow.core.framework import tensor_pb2, types_pb2
 
-    tensor = tensor_pb2.TensorProto(dtype=real.dtype)
-    tensor.tensor_shape.CopyFrom(real.tensor_shape)
+    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT)
+    for size in real.shape:
+        tensor.tensor_shape.dim.add(size=size)
     tensor.float_val.append(-3.0 - group / 1024 if second else 2.0 + group / 1024)
     return tensor
 
@@ -241,7 +299,6 @@ def optimize_with_stand_ins(frozen: FrozenGraph,
             break
         put_weights(frozen.graph_def, {name: frozen.weights.pop(name) for name in used})
     put_weights(frozen.graph_def, frozen.weights)
-    frozen.weights.clear()
     return run(frozen.graph_def), None
 
 
@@ -278,7 +335,11 @@ def _same_but_stand_ins(first: Any, second: Any, frozen: FrozenGraph) -> bool:
 
 
 def put_weights(graph_def: Any, weights: dict[str, Any]) -> None:
-    """Puts the real tensors back in place of their stand-ins."""
+    """Moves the real weights back in place of their stand-ins: each leaves `weights` as it
+    goes in, so the bytes are held about once (plus the one weight being written)."""
     for node in graph_def.node:
         if node.name in weights:
-            node.attr["value"].tensor.CopyFrom(weights[node.name])
+            content = weights[node.name].tobytes()
+            shape = weights.pop(node.name).shape  # the array goes before its bytes are copied
+            _write_content(node.attr["value"].tensor, shape, content)
+            del content
