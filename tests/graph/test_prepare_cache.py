@@ -187,3 +187,34 @@ def test_default_directory_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.delenv(cache.CACHE_DIR_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert cache.cache_dir() == tmp_path / "tftrt-workbench"
+
+
+def test_a_graph_written_in_pieces_parses_as_itself(tmp_path: Path) -> None:
+    """The cache writes a large Const's bytes apart from its node; the file is the GraphDef."""
+    import zlib
+
+    import numpy as np
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    graph_def.versions.producer = 1994
+    weight = np.random.default_rng(0).normal(size=(512, 1024)).astype(np.float32)
+    node = graph_def.node.add(name="w", op="Const", device="/device:GPU:0")
+    node.attr["dtype"].type = types_pb2.DT_FLOAT
+    node.attr["_class"].list.s.append(b"loc:@w")
+    tensor = node.attr["value"].tensor
+    tensor.dtype = types_pb2.DT_FLOAT
+    tensor.tensor_shape.dim.add(size=512)
+    tensor.tensor_shape.dim.add(size=1024)
+    tensor.tensor_content = weight.tobytes()
+    graph_def.node.add(name="y", op="Identity", input=["w"]).attr["T"].type = types_pb2.DT_FLOAT
+    graph_def.library.function.add().signature.name = "f"
+
+    with (tmp_path / "graph.pb").open("wb") as out:
+        size, crc32 = cache.write_graph_def(graph_def, out)
+    data = (tmp_path / "graph.pb").read_bytes()
+    assert (size, crc32) == (len(data), zlib.crc32(data))
+    assert len(data) == len(graph_def.SerializeToString())
+    parsed = graph_pb2.GraphDef.FromString(data)
+    assert parsed == graph_def
+    assert parsed.node[0].attr["value"].tensor.tensor_content == weight.tobytes()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from workbench.graph.nodes import dtype_enum, element_count
+from workbench.graph.nodes import VALUE_LISTS, dtype_enum, element_count
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -50,7 +50,10 @@ def stored_weight(node: NodeDef) -> TensorProto | None:
     tensor = large_const(node)
     if tensor is None:
         return None
-    return tensor if tensor.ByteSize() >= element_count(tensor) else None
+    # Not ByteSize(): protobuf's upb serializes the tensor to count it (twice its bytes).
+    count = element_count(tensor)
+    listed = max(len(getattr(tensor, name)) for name in VALUE_LISTS)
+    return tensor if listed >= count or len(tensor.tensor_content) >= count else None
 
 
 @dataclass

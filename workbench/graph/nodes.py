@@ -43,6 +43,11 @@ def dtype_enum(tf_name: str) -> int:
     return DTYPE_ENUMS[tf_name]
 
 
+# A TensorProto's value fields besides `tensor_content` (a value is either its bytes or these).
+VALUE_LISTS = ("float_val", "double_val", "int_val", "int64_val", "half_val", "bool_val",
+               "uint32_val", "uint64_val", "scomplex_val", "dcomplex_val", "string_val")
+
+
 def element_count(tensor: Any) -> int:
     """The number of elements a TensorProto's shape holds (1 for a scalar)."""
     count = 1
