@@ -147,14 +147,31 @@ def test_a_module_with_a_variable_in_a_while_loop(tmp_path) -> None:  # noqa: AN
 
 
 @pytest.mark.slow
+def test_custom_gradients_are_frozen_from_the_protos(tmp_path) -> None:  # noqa: ANN001
+    """A registered gradient only matters for training: EfficientNet's activations have one."""
+    _Loop.save(str(tmp_path), custom_gradient=True)
+    _same_preparation(str(tmp_path))
+
+
+@pytest.mark.slow
 def test_what_the_protos_path_does_not_handle_tensorflow_freezes(tmp_path) -> None:  # noqa: ANN001
+    import tensorflow as tf
+
+    path = str(tmp_path / "tf1")
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as tf1_session:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 8], name="x")
+        w = tf.compat.v1.get_variable(
+            "w", initializer=np.random.default_rng(3).normal(size=(8, 8)).astype(np.float32))
+        y = tf.tanh(tf.matmul(x, w), name="y")
+        tf1_session.run(tf.compat.v1.global_variables_initializer())
+        tf.compat.v1.saved_model.simple_save(tf1_session, path, {"x": x}, {"y": y})
+    _same_preparation(path, fallback=True)
     from workbench.conversion.session import ConversionSession
 
-    _Loop.save(str(tmp_path), custom_gradient=True)
-    _same_preparation(str(tmp_path), fallback=True)
-    session = ConversionSession(load_model(str(tmp_path)), cache=False)
+    session = ConversionSession(load_model(path), cache=False)
     session.convert(ConversionParams())
-    assert "froze with TensorFlow (the model registers custom gradients)" in (
+    assert "froze with TensorFlow (a TF1 SavedModel, without an object graph)" in (
         session.preparation_steps())
 
 

@@ -21,7 +21,7 @@ Here the same graph is built on the protos:
    rebuilt, `_has_manual_control_dependencies` on every node a control edge leaves).
 
 `tests/graph/test_freeze.py` checks the prepared graph is TensorFlow's on every sample model.
-What this path does not know (a TF1 SavedModel, captured tables or assets, custom gradients,
+What this path does not know (a TF1 SavedModel, captured tables or assets,
 resource ops left after inlining) raises `NotDirect`, and TensorFlow freezes instead.
 """
 
@@ -60,8 +60,6 @@ def freeze_saved_model(path: Path, meta_graph: Any, signature_key: str,
 
     name, bound = _signature_function(meta_graph, signature_key)
     library = {f.signature.name: f for f in meta_graph.graph_def.library.function}
-    if meta_graph.graph_def.library.registered_gradients:
-        raise NotDirect("the model registers custom gradients")
     graph_def, inputs, outputs = function_graph_def(library, name)
     start = time.perf_counter()
     values = _captured_values(path, meta_graph, bound)
