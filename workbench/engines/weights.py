@@ -50,7 +50,15 @@ def stored_weight(node: NodeDef) -> TensorProto | None:
     tensor = large_const(node)
     if tensor is None:
         return None
-    return tensor if tensor.ByteSize() >= element_count(tensor) else None
+    # Not ByteSize(): it serializes the tensor (twice its bytes for a moment); reading the
+    # bytes field copies it once.
+    stored = max(len(getattr(tensor, name)) for name in _VALUE_FIELDS) >= \
+        element_count(tensor) or tensor.tensor_content
+    return tensor if stored else None
+
+
+_VALUE_FIELDS = ("half_val", "float_val", "double_val", "int_val", "int64_val", "bool_val",
+                 "uint32_val", "uint64_val", "scomplex_val", "dcomplex_val")
 
 
 @dataclass
