@@ -27,7 +27,7 @@ from onnx import helper
 
 from workbench.conversion.result import EngineInfo
 from workbench.engines.onnx_context import ExportContext, ExportError, raw_bytes
-from workbench.engines.onnx_files import append_external, data_file, move_to_data
+from workbench.engines.onnx_files import append_external, data_file
 from workbench.engines.onnx_ops import CONVERTERS
 from workbench.engines.segment import SegmentGraph
 from workbench.errors import WorkbenchError
@@ -85,6 +85,9 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
     return model
 
 
+_INLINE_BYTES = 4096  # larger initializers go to the data file
+
+
 def write_export(segment: SegmentGraph, path: Path, opset: int = 17) -> None:
     """`export_onnx`'s model into the file `path`, its weights streamed from the segment's
     protos into the data file beside it (`onnx_files.data_file`): the model in memory never
@@ -95,7 +98,8 @@ def write_export(segment: SegmentGraph, path: Path, opset: int = 17) -> None:
         for tensor in model.graph.initializer:
             if tensor.name in weights:
                 append_external(tensor, raw_bytes(weights.pop(tensor.name)), data)
-        move_to_data(model, data)  # the ones converters made (OIHW convolution weights)
+            elif len(tensor.raw_data) > _INLINE_BYTES:  # made by a converter (OIHW weights)
+                append_external(tensor, tensor.raw_data, data)
     onnx.save_model(model, str(path))
     onnx.checker.check_model(str(path))
 

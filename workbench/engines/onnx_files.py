@@ -23,7 +23,6 @@ from workbench.engines.wire import field
 
 DATA_SUFFIX = ".data"
 COPY_CHUNK = 16 << 20
-INLINE_BYTES = 4096  # initializers up to this size stay in the model
 _ALIGN = 4096  # each weight starts on a page: ONNX Runtime maps it in place
 
 # Field numbers of ModelProto.graph, GraphProto.initializer and TensorProto.raw_data.
@@ -81,24 +80,6 @@ def append_external(tensor: onnx.TensorProto, data: bytes, out: BinaryIO) -> Non
         tensor.external_data.add(key=key, value=value)
     tensor.data_location = onnx.TensorProto.EXTERNAL
     tensor.ClearField("raw_data")
-
-
-def move_to_data(model: onnx.ModelProto, out: BinaryIO) -> None:
-    """Each initializer of `model` holding more than INLINE_BYTES moved to the data file `out`."""
-    for tensor in model.graph.initializer:
-        data = tensor.raw_data  # read once: each read copies
-        if len(data) > INLINE_BYTES:
-            append_external(tensor, data, out)
-
-
-def externalize(path: Path) -> None:
-    """The self-contained model file `path` rewritten with its weights in its data file, which
-    ONNX Runtime maps (from an inline file it parses every weight, then copies it into its own
-    tensors: ResNet-50's reload peaked at 4x its weights)."""
-    model = onnx.load(str(path))
-    with data_file(path).open("wb") as out:
-        move_to_data(model, out)
-    onnx.save_model(model, str(path))
 
 
 def write_inline(path: Path, out: BinaryIO) -> None:

@@ -36,9 +36,7 @@ from workbench.engines.layer_table import layer_table
 from workbench.engines.onnx_files import (
     COPY_CHUNK,
     data_file,
-    externalize,
     model_file,
-    new_model,
     remove_model,
     take_model,
     write_inline,
@@ -161,17 +159,14 @@ class OnnxRuntimeBackend:
         return self._deserialized(lambda: write_model(payload), name, meta)
 
     def deserialize_file(self, path: Path, name: str) -> OrtEngine:
-        """`deserialize` of the file `write()` made, its model copied file to file then its
-        weights moved to its data file (`onnx_files.externalize`): the model is in memory
-        once, and not while ONNX Runtime makes the session."""
+        """`deserialize` of the file `write()` made, its model copied file to file: never
+        whole in memory (VGG16: 0.5 GB)."""
         with path.open("rb") as file:
             meta, _ = unpack_engine(file.readline() + file.readline(), NAME)  # magic, JSON
 
             def copy() -> Path:
-                with new_model() as model_path:
-                    with model_path.open("wb") as out:
-                        shutil.copyfileobj(file, out, COPY_CHUNK)
-                    externalize(model_path)
+                with model_file() as (out, model_path):
+                    shutil.copyfileobj(file, out, COPY_CHUNK)
                 return model_path
 
             return self._deserialized(copy, name, meta)
