@@ -65,32 +65,9 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     assets.mkdir(parents=True, exist_ok=True)
     # Written first, while little else is held; the SavedModel is made from the same GraphDef.
     (assets / CONVERTED_GRAPH).write_bytes(graph.converted_graph_def.SerializeToString())
-    with _sessions_closed(model):
+    with _sessions_closed(model):  # nothing below runs an engine
         _write_saved_model(graph, out)
-    engines = []
-    for segment in graph.segments:
-        name = segment.engine.name
-        _write_segment(segment, assets / f"{name}.segment.pb")
-        entry: dict[str, Any] = {
-            "info": _info_json(segment.engine),
-            "input_names": segment.input_names, "output_names": segment.output_names,
-            "input_specs": [asdict(s) for s in segment.input_specs],
-            "output_specs": [asdict(s) for s in segment.output_specs],
-            "onnx": None, "onnx_error": "", "engines": [],
-        }
-        try:
-            model.write_onnx(name, assets / f"{name}.onnx")
-            entry["onnx"] = f"{name}.onnx"
-        except Exception as exc:  # the segment still runs natively; say why there is no ONNX
-            entry["onnx_error"] = first_line(exc)
-        op = model.ops[name]
-        for index, (key, engine) in enumerate(op.engines() if save_engines else []):
-            file = f"{ENGINE_PREFIX}{name}.{index}"
-            engine.write(assets / file)
-            entry["engines"].append({"file": file, "key": _key_json(key),
-                                     "backend": engine.backend, "device": engine.device,
-                                     "precision": engine.precision})
-        engines.append(entry)
+        engines = [_segment_entry(model, s, assets, save_engines) for s in graph.segments]
     manifest = {
         "format": FORMAT,
         "signature_key": graph.signature_key,
@@ -105,11 +82,39 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     (assets / MANIFEST).write_text(json.dumps(manifest, indent=1))
 
 
+def _segment_entry(model: ConvertedModel, segment: Any, assets: Path,
+                   save_engines: bool) -> dict[str, Any]:
+    """Writes the segment's GraphDef, ONNX model and engines; its manifest entry."""
+    name = segment.engine.name
+    _write_segment(segment, assets / f"{name}.segment.pb")
+    entry: dict[str, Any] = {
+        "info": _info_json(segment.engine),
+        "input_names": segment.input_names, "output_names": segment.output_names,
+        "input_specs": [asdict(s) for s in segment.input_specs],
+        "output_specs": [asdict(s) for s in segment.output_specs],
+        "onnx": None, "onnx_error": "", "engines": [],
+    }
+    try:
+        model.write_onnx(name, assets / f"{name}.onnx")
+        entry["onnx"] = f"{name}.onnx"
+    except Exception as exc:  # the segment still runs natively; say why there is no ONNX
+        entry["onnx_error"] = first_line(exc)
+    op = model.ops[name]
+    for index, (key, engine) in enumerate(op.engines() if save_engines else []):
+        file = f"{ENGINE_PREFIX}{name}.{index}"
+        engine.write(assets / file)
+        entry["engines"].append({"file": file, "key": _key_json(key),
+                                 "backend": engine.backend, "device": engine.device,
+                                 "precision": engine.precision})
+    return entry
+
+
 @contextmanager
 def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
     """The built engines inactive meanwhile: TensorFlow's SavedModel writing copies every native
     weight many times, and the engines' sessions hold the converted ones again (VGG16: 1.3 GB
-    of a 15 GB peak). Their serialized models stay, so reactivating does not rebuild them."""
+    of a 15 GB peak); writing the segments reads each weight once more. Their serialized
+    models stay, so reactivating does not rebuild them."""
     active = [engine for op in model.ops.values() for _, engine in op.engines()
               if engine.is_active]
     for engine in active:
