@@ -415,7 +415,7 @@ def test_file_export_is_the_in_memory_export(model: str, tmp_path) -> None:
     `write_inline` makes that one self-contained file again: both the same model as
     `export_onnx`'s, weights and all (a saved engine and `<engine>.onnx` are that file)."""
     from workbench.engines.onnx_export import write_export
-    from workbench.engines.onnx_files import data_file, write_inline
+    from workbench.engines.onnx_files import data_file, split_inline, write_inline
 
     seg = next(s for s in segments(model, "implicit")
                if not isinstance(exported(model, "implicit")[0], ExportError))
@@ -434,3 +434,18 @@ def test_file_export_is_the_in_memory_export(model: str, tmp_path) -> None:
         write_inline(path, out)
     assert onnx.load(str(tmp_path / "inline.onnx")) == want
     ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    # A saved engine's model is split again as it is read (`workbench.load()`).
+    split = tmp_path / "split.onnx"
+    with (tmp_path / "inline.onnx").open("rb") as source:
+        split_inline(source, split)
+    assert _external(split) == _external(path)
+    loaded = onnx.load(str(split))
+    for tensor in loaded.graph.initializer:
+        tensor.ClearField("data_location")
+    assert loaded == want
+
+
+def _external(path) -> set[str]:
+    model = onnx.load(str(path), load_external_data=False)
+    return {t.name for t in model.graph.initializer
+            if t.data_location == onnx.TensorProto.EXTERNAL}

@@ -27,7 +27,7 @@ from onnx import helper
 
 from workbench.conversion.result import EngineInfo
 from workbench.engines.onnx_context import ExportContext, ExportError, raw_bytes
-from workbench.engines.onnx_files import append_external, data_file
+from workbench.engines.onnx_files import INLINE_BYTES, append_external, data_file
 from workbench.engines.onnx_ops import CONVERTERS
 from workbench.engines.segment import SegmentGraph
 from workbench.errors import WorkbenchError
@@ -85,9 +85,6 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
     return model
 
 
-_INLINE_BYTES = 4096  # larger initializers go to the data file
-
-
 def write_export(segment: SegmentGraph, path: Path, opset: int = 17) -> None:
     """`export_onnx`'s model into the file `path`, its weights streamed from the segment's
     protos into the data file beside it (`onnx_files.data_file`): the model in memory never
@@ -95,11 +92,13 @@ def write_export(segment: SegmentGraph, path: Path, opset: int = 17) -> None:
     and `onnx.checker`'s serialization)."""
     model, weights = _exported(segment, opset)
     with data_file(path).open("wb") as data:
-        for tensor in model.graph.initializer:
-            if tensor.name in weights:
-                append_external(tensor, raw_bytes(weights.pop(tensor.name)), data)
-            elif len(tensor.raw_data) > _INLINE_BYTES:  # made by a converter (OIHW weights)
-                append_external(tensor, tensor.raw_data, data)
+        for tensor in model.graph.initializer:  # converters made some (OIHW weights)
+            proto = weights.pop(tensor.name, None)
+            raw = tensor.raw_data if proto is None else raw_bytes(proto)  # read once
+            if len(raw) > INLINE_BYTES:
+                append_external(tensor, raw, data)
+            elif proto is not None:
+                tensor.raw_data = raw
     onnx.save_model(model, str(path))
     onnx.checker.check_model(str(path))
 

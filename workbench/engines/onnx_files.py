@@ -19,10 +19,11 @@ from typing import BinaryIO
 
 import onnx
 
-from workbench.engines.wire import field
+from workbench.engines.wire import field, varint
 
 DATA_SUFFIX = ".data"
 COPY_CHUNK = 16 << 20
+INLINE_BYTES = 4096  # initializers up to this size stay in the model
 _ALIGN = 4096  # each weight starts on a page: ONNX Runtime maps it in place
 
 # Field numbers of ModelProto.graph, GraphProto.initializer and TensorProto.raw_data.
@@ -71,12 +72,21 @@ def take_model(path: Path) -> onnx.ModelProto:
 def append_external(tensor: onnx.TensorProto, data: bytes, out: BinaryIO) -> None:
     """Writes `data`, the initializer `tensor`'s bytes, at the end of the data file `out` and
     makes `tensor` point there (its location is the data file's name: the model sits beside)."""
+    offset = _aligned(out)
+    out.write(data)
+    _point_to(tensor, out, offset, len(data))
+
+
+def _aligned(out: BinaryIO) -> int:
     offset = out.tell() + -out.tell() % _ALIGN
     out.seek(offset)
-    out.write(data)
+    return offset
+
+
+def _point_to(tensor: onnx.TensorProto, out: BinaryIO, offset: int, length: int) -> None:
     del tensor.external_data[:]
     for key, value in (("location", Path(out.name).name), ("offset", str(offset)),
-                       ("length", str(len(data)))):
+                       ("length", str(length))):
         tensor.external_data.add(key=key, value=value)
     tensor.data_location = onnx.TensorProto.EXTERNAL
     tensor.ClearField("raw_data")
@@ -118,10 +128,109 @@ def _write_initializer(tensor: onnx.TensorProto, weights: BinaryIO, out: BinaryI
     initializer = field(_INITIALIZER, size)
     out.write(field(_GRAPH, len(initializer) + size) + initializer + head)
     weights.seek(offset)
-    while length:
-        chunk = weights.read(min(length, COPY_CHUNK))
-        if not chunk:
-            raise ValueError(f"{weights.name} ends inside the weights of {tensor.name}")
-        out.write(chunk)
-        length -= len(chunk)
+    _copy(weights, out, length)
 
+
+def split_inline(source: BinaryIO, path: Path) -> None:
+    """The self-contained model read from `source` (to its end) into the model file `path` and
+    its data file, streamed: each initializer's raw bytes larger than INLINE_BYTES go to the
+    data file as they are read (`write_inline` the other way), so ONNX Runtime maps them
+    rather than parse them out of the proto and copy them into its tensors."""
+    with path.open("wb") as model, data_file(path).open("wb") as data:
+        while (found := _next_field(source)) is not None:
+            number, wire, key = found
+            if number == _GRAPH and wire == 2:
+                _split_graph(source, _read_varint(source), model, data)
+            else:
+                model.write(key + _value(source, wire))
+
+
+def _split_graph(source: BinaryIO, length: int, model: BinaryIO, data: BinaryIO) -> None:
+    """The graph's fields, each written as a piece of the graph (`wire`)."""
+    end = source.tell() + length
+    while source.tell() < end:
+        found = _next_field(source)
+        if found is None:
+            raise ValueError("the model ends inside its graph")
+        number, wire, key = found
+        if number == _INITIALIZER and wire == 2:
+            tensor = _split_tensor(source, _read_varint(source), data)
+            piece = field(_INITIALIZER, len(tensor)) + tensor
+        else:
+            piece = key + _value(source, wire)
+        model.write(field(_GRAPH, len(piece)) + piece)
+
+
+def _split_tensor(source: BinaryIO, length: int, data: BinaryIO) -> bytes:
+    """A serialized initializer, its raw bytes moved to `data` when large."""
+    end = source.tell() + length
+    head = bytearray()
+    moved: tuple[int, int] | None = None
+    while source.tell() < end:
+        found = _next_field(source)
+        if found is None:
+            raise ValueError("the model ends inside an initializer")
+        number, wire, key = found
+        if number == _RAW_DATA and wire == 2 and moved is None:
+            size = _read_varint(source)
+            if size > INLINE_BYTES:
+                moved = (_aligned(data), size)
+                _copy(source, data, size)
+                continue
+            head += key + varint(size) + _read(source, size)
+            continue
+        head += key + _value(source, wire)
+    if moved is None:
+        return bytes(head)
+    tensor = onnx.TensorProto.FromString(bytes(head))
+    _point_to(tensor, data, *moved)
+    return tensor.SerializeToString()
+
+
+def _next_field(source: BinaryIO) -> tuple[int, int, bytes] | None:
+    """The next field's number, wire type and key bytes; None at the end."""
+    first = source.read(1)
+    if not first:
+        return None
+    raw = bytearray(first)
+    while raw[-1] & 0x80:
+        raw += _read(source, 1)
+    key = _decode(bytes(raw))
+    return key >> 3, key & 7, bytes(raw)
+
+
+def _value(source: BinaryIO, wire: int) -> bytes:
+    """A field's value as its wire bytes (a length-delimited one with its length)."""
+    if wire == 0:
+        raw = bytearray(_read(source, 1))
+        while raw[-1] & 0x80:
+            raw += _read(source, 1)
+        return bytes(raw)
+    if wire in (1, 5):
+        return _read(source, 8 if wire == 1 else 4)
+    if wire == 2:
+        size = _read_varint(source)
+        return varint(size) + _read(source, size)
+    raise ValueError(f"unexpected protobuf wire type {wire} in an ONNX model")
+
+
+def _read_varint(source: BinaryIO) -> int:
+    return _decode(_value(source, 0))
+
+
+def _decode(raw: bytes) -> int:
+    return sum((b & 0x7F) << (7 * i) for i, b in enumerate(raw))
+
+
+def _read(source: BinaryIO, size: int) -> bytes:
+    data = source.read(size)
+    if len(data) != size:
+        raise ValueError("the model file ends early")
+    return data
+
+
+def _copy(source: BinaryIO, out: BinaryIO, size: int) -> None:
+    while size:
+        chunk = _read(source, min(size, COPY_CHUNK))
+        out.write(chunk)
+        size -= len(chunk)

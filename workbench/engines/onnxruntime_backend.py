@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import shutil
 import statistics
 import tempfile
 import weakref
@@ -34,10 +33,11 @@ from workbench.engines.backend import (
 )
 from workbench.engines.layer_table import layer_table
 from workbench.engines.onnx_files import (
-    COPY_CHUNK,
     data_file,
     model_file,
+    new_model,
     remove_model,
+    split_inline,
     take_model,
     write_inline,
 )
@@ -159,14 +159,15 @@ class OnnxRuntimeBackend:
         return self._deserialized(lambda: write_model(payload), name, meta)
 
     def deserialize_file(self, path: Path, name: str) -> OrtEngine:
-        """`deserialize` of the file `write()` made, its model copied file to file: never
-        whole in memory (VGG16: 0.5 GB)."""
+        """`deserialize` of the file `write()` made, its model copied file to file, its
+        weights into a data file (`onnx_files.split_inline`): never in memory but the
+        session's (VGG16: 0.5 GB)."""
         with path.open("rb") as file:
             meta, _ = unpack_engine(file.readline() + file.readline(), NAME)  # magic, JSON
 
             def copy() -> Path:
-                with model_file() as (out, model_path):
-                    shutil.copyfileobj(file, out, COPY_CHUNK)
+                with new_model() as model_path:
+                    split_inline(file, model_path)
                 return model_path
 
             return self._deserialized(copy, name, meta)
