@@ -407,3 +407,45 @@ def test_a_segment_with_an_unexported_op_gets_a_note_and_the_reason() -> None:
     assert "Conv2DBackpropInput" in {n.op for n in seg.graph_def.node}
     with pytest.raises(ExportError, match="Conv2DBackpropInput node .*transposed convolutions"):
         export_onnx(seg)
+
+
+@pytest.mark.parametrize("model", ["resnet50", "digits_cnn"])
+def test_file_export_is_the_in_memory_export(model: str, tmp_path) -> None:
+    """`write_export` streams the weights into a data file beside a small model, and
+    `write_inline` makes that one self-contained file again: both the same model as
+    `export_onnx`'s, weights and all (a saved engine and `<engine>.onnx` are that file)."""
+    from workbench.engines.onnx_export import write_export
+    from workbench.engines.onnx_files import data_file, split_inline, write_inline
+
+    seg = next(s for s in segments(model, "implicit")
+               if not isinstance(exported(model, "implicit")[0], ExportError))
+    want = export_onnx(seg)
+    path = tmp_path / "engine.onnx"
+    write_export(seg, path)
+    small = onnx.load(str(path), load_external_data=False)
+    assert {t.data_location for t in small.graph.initializer
+            if np.prod(t.dims) > 1024} == {onnx.TensorProto.EXTERNAL}
+    assert data_file(path).stat().st_size > path.stat().st_size
+    loaded = onnx.load(str(path))
+    for tensor in loaded.graph.initializer:  # onnx.load sets it to DEFAULT with the data
+        tensor.ClearField("data_location")
+    assert loaded == want
+    with (tmp_path / "inline.onnx").open("wb") as out:
+        write_inline(path, out)
+    assert onnx.load(str(tmp_path / "inline.onnx")) == want
+    ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    # A saved engine's model is split again as it is read (`workbench.load()`).
+    split = tmp_path / "split.onnx"
+    with (tmp_path / "inline.onnx").open("rb") as source:
+        split_inline(source, split)
+    assert _external(split) == _external(path)
+    loaded = onnx.load(str(split))
+    for tensor in loaded.graph.initializer:
+        tensor.ClearField("data_location")
+    assert loaded == want
+
+
+def _external(path) -> set[str]:
+    model = onnx.load(str(path), load_external_data=False)
+    return {t.name for t in model.graph.initializer
+            if t.data_location == onnx.TensorProto.EXTERNAL}

@@ -40,6 +40,9 @@ class ExportContext:
         # Const node -> its TensorProto in the segment's GraphDef (weights are copied from
         # there as bytes: going through numpy took most of VGG16's 10 s export).
         self.const_protos: dict[str, Any] = {}
+        # Initializer -> the TF TensorProto holding its bytes, for the initializers made
+        # without their data: the bytes are copied once, where the model is written.
+        self.raw_weights: dict[str, Any] = {}
 
     # -- TF tensors -------------------------------------------------------------------------
     @staticmethod
@@ -57,6 +60,7 @@ class ExportContext:
             raw = _raw_initializer(proto, name)
             if raw is not None:
                 self.initializers[name] = raw
+                self.raw_weights[name] = proto
                 return name
             value = _proto_array(proto) if proto is not None else _const_array(tensor.op)
             if value.dtype.kind in "OSU":
@@ -151,14 +155,18 @@ _RAW_TYPES = {DTYPE_ENUMS[name]: helper.np_dtype_to_tensor_dtype(numpy_dtype(nam
 
 
 def _raw_initializer(proto: Any, name: str) -> TensorProto | None:
-    """The initializer made straight from a TF TensorProto's bytes, when it holds them raw."""
-    if proto is None or not proto.tensor_content or proto.dtype not in _RAW_TYPES \
-            or sys.byteorder != "little":
+    """The initializer of a TF TensorProto whose dtype has ONNX's raw layout, without its
+    bytes yet (see `ExportContext.raw_weights` and `raw_bytes`)."""
+    if proto is None or proto.dtype not in _RAW_TYPES or sys.byteorder != "little":
         return None
-    tensor = TensorProto(name=name, data_type=_RAW_TYPES[proto.dtype],
-                         dims=[d.size for d in proto.tensor_shape.dim])
-    tensor.raw_data = proto.tensor_content
-    return tensor
+    return TensorProto(name=name, data_type=_RAW_TYPES[proto.dtype],
+                       dims=[d.size for d in proto.tensor_shape.dim])
+
+
+def raw_bytes(proto: Any) -> bytes:
+    """A TF TensorProto's value as ONNX raw data: its bytes (read once: each read of a proto's
+    bytes field copies them), else its values (a repeated value TF keeps short) expanded."""
+    return proto.tensor_content or _proto_array(proto).tobytes()
 
 
 def _const_array(op: Any) -> np.ndarray:

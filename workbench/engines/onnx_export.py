@@ -19,19 +19,21 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import onnx
 from onnx import helper
 
 from workbench.conversion.result import EngineInfo
-from workbench.engines.onnx_context import ExportContext, ExportError
+from workbench.engines.onnx_context import ExportContext, ExportError, raw_bytes
+from workbench.engines.onnx_files import INLINE_BYTES, append_external, data_file
 from workbench.engines.onnx_ops import CONVERTERS
 from workbench.engines.segment import SegmentGraph
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import TensorSpec, numpy_dtype
 
-__all__ = ["NOT_EXPORTED", "ExportError", "export_notes", "export_onnx"]
+__all__ = ["NOT_EXPORTED", "ExportError", "export_notes", "export_onnx", "write_export"]
 
 # Op types TF-TRT converts (the op-rule registry accepts them) that the exporter has no
 # converter for, and why. A segment holding one keeps its engine op; the engine build fails
@@ -75,12 +77,43 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
     Raises `ExportError` for the first op without a converter (or with attributes ONNX cannot
     express), naming the op type and node.
     """
+    model, weights = _exported(segment, opset)
+    for tensor in model.graph.initializer:  # each weight's bytes copied once, into the model
+        if tensor.name in weights:
+            tensor.raw_data = raw_bytes(weights.pop(tensor.name))
+    onnx.checker.check_model(model)
+    return model
+
+
+def write_export(segment: SegmentGraph, path: Path, opset: int = 17) -> None:
+    """`export_onnx`'s model into the file `path`, its weights streamed from the segment's
+    protos into the data file beside it (`onnx_files.data_file`): the model in memory never
+    holds them (VGG16's export held its weights three times: the segment's GraphDef, the model
+    and `onnx.checker`'s serialization)."""
+    model, weights = _exported(segment, opset)
+    with data_file(path).open("wb") as data:
+        for tensor in model.graph.initializer:  # converters made some (OIHW weights)
+            proto = weights.pop(tensor.name, None)
+            raw = tensor.raw_data if proto is None else raw_bytes(proto)  # read once
+            if len(raw) > INLINE_BYTES:
+                append_external(tensor, raw, data)
+            elif proto is not None:
+                tensor.raw_data = raw
+    onnx.save_model(model, str(path))
+    onnx.checker.check_model(str(path))
+
+
+def _exported(segment: SegmentGraph, opset: int) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """The segment's model, and initializer -> the TF TensorProto holding its bytes for each
+    initializer made without them (`ExportContext.raw_weights`)."""
     if opset < 13:
         raise WorkbenchError(f"ONNX opset {opset} is too old: the exporter needs 13 or newer")
     ctx = ExportContext(opset)
-    ctx.const_protos = {n.name: n.attr["value"].tensor for n in segment.graph_def.node
-                        if n.op == "Const"}
-    tf_graph = _import(segment.graph_def)
+    lifted = segment.lifted()  # the weights as Placeholders: the graph need not hold them
+    ctx.const_protos = {**lifted.weights, **{n.name: n.attr["value"].tensor
+                                             for n in lifted.graph_def.node if n.op == "Const"}}
+    tf_graph = _import(lifted.graph_def)
+    del lifted
     ctx.reserve([op.name for op in tf_graph.get_operations()])
     inputs = set(segment.input_names)
     for op in tf_graph.get_operations():  # import order is topological
@@ -105,26 +138,22 @@ def export_onnx(segment: SegmentGraph, opset: int = 17) -> onnx.ModelProto:
         graph, opset_imports=opsets, producer_name="tf-trt-workbench",
         ir_version=helper.find_min_ir_version_for(opsets),
     )
-    # The weights moved into the model one at a time (make_graph and make_model copy what
-    # they are given: two more copies of every weight at once).
+    # The initializers moved into the model one at a time (make_graph and make_model copy what
+    # they are given).
     initializers = ctx.initializers
     while initializers:
         model.graph.initializer.append(initializers.pop(next(iter(initializers))))
-    onnx.checker.check_model(model)
-    return model
+    return model, ctx.raw_weights
 
 
 def _import(graph_def: Any) -> Any:
-    """`graph_def` as a tf.Graph whose weights are Placeholders (`weights.stand_in`): the
-    converters read them from the GraphDef's protos (`ExportContext.const_protos`), and the
-    graph need not hold them again."""
+    """`graph_def` (its weights Placeholders) as a tf.Graph: the converters read the weights
+    from their protos (`ExportContext.const_protos`)."""
     import tensorflow as tf
-
-    from workbench.engines.weights import lift_weights
 
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(lift_weights(graph_def).graph_def, name="")
+        tf.compat.v1.import_graph_def(graph_def, name="")
     return graph
 
 

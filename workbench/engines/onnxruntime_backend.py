@@ -8,16 +8,14 @@ nodes, each ORT node maps back to TF nodes.
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import re
-import shutil
 import statistics
 import tempfile
 import weakref
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +32,15 @@ from workbench.engines.backend import (
     unpack_engine,
 )
 from workbench.engines.layer_table import layer_table
+from workbench.engines.onnx_files import (
+    data_file,
+    model_file,
+    new_model,
+    remove_model,
+    split_inline,
+    take_model,
+    write_inline,
+)
 from workbench.engines.precision import (
     CAST_PREFIX,
     fold_for_precision,
@@ -112,15 +119,33 @@ class OnnxRuntimeBackend:
         if precision == "INT8":
             names = [i.name for i in graph_inputs(model)]
             batches = check_calibration_data(request.calibration_data, names)
-        try:
+
+        def convert() -> Path:
+            converted = model
             if precision == "FP16":
-                model = to_float16(fold_for_precision(model))
+                converted = to_float16(fold_for_precision(model))
                 if self.providers[0] == "CPUExecutionProvider":  # float16 ops run in float32
-                    model = store_as_float16(model)
+                    converted = store_as_float16(converted)
             elif precision == "INT8":
-                model = store_unquantized_as_float16(
+                converted = store_unquantized_as_float16(
                     quantize_int8(fold_for_precision(model), batches))
-            return self._engine(write_model(readable_bytes(model)), name, precision)
+            return write_model(readable_bytes(converted))
+
+        return self._built(convert, name, precision)
+
+    def build_file(self, path: Path, settings: EngineSettings, name: str,
+                   request: BuildRequest = NO_REQUEST) -> OrtEngine:
+        """`build` of the model file `path` (`build.export_file`'s), which it takes over: an FP32
+        engine runs the file as it is, its session mapping the weights from the data file."""
+        if settings.precision_mode != "FP32":
+            return self.build(take_model(path), settings, name, request)
+        return self._built(lambda: path, name, "FP32")
+
+    def _built(self, write: Callable[[], Path], name: str, precision: str) -> OrtEngine:
+        """The engine of the model file `write()` makes; a failure as one EngineBuildError
+        (a WorkbenchError as it is)."""
+        try:
+            return self._engine(write(), name, precision)
         except WorkbenchError:
             raise
         except Exception as error:
@@ -134,14 +159,15 @@ class OnnxRuntimeBackend:
         return self._deserialized(lambda: write_model(payload), name, meta)
 
     def deserialize_file(self, path: Path, name: str) -> OrtEngine:
-        """`deserialize` of the file `write()` made, its model copied file to file: never
-        whole in memory (VGG16: 0.5 GB)."""
+        """`deserialize` of the file `write()` made, its model copied file to file, its
+        weights into a data file (`onnx_files.split_inline`): never in memory but the
+        session's (VGG16: 0.5 GB)."""
         with path.open("rb") as file:
             meta, _ = unpack_engine(file.readline() + file.readline(), NAME)  # magic, JSON
 
             def copy() -> Path:
-                with model_file() as (out, model_path):
-                    shutil.copyfileobj(file, out, _COPY_CHUNK)
+                with new_model() as model_path:
+                    split_inline(file, model_path)
                 return model_path
 
             return self._deserialized(copy, name, meta)
@@ -158,22 +184,6 @@ class OnnxRuntimeBackend:
         return OrtEngine(path, name, precision, self.providers, self.threads, self.device)
 
 
-_COPY_CHUNK = 16 << 20
-
-
-@contextmanager
-def model_file() -> Iterator[tuple[Any, Path]]:
-    """A new temporary `.onnx` file open for writing, removed if writing it fails."""
-    handle, name = tempfile.mkstemp(prefix="workbench-engine-", suffix=".onnx")
-    path = Path(name)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            yield out, path
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-
-
 def write_model(data: bytes) -> Path:
     """`data` in a new temporary `.onnx` file (see `OrtEngine`)."""
     with model_file() as (out, path):
@@ -186,7 +196,8 @@ class OrtEngine(EngineBase):
 
     The engine owns its model as a temporary file (removed with the engine), not in memory:
     sessions are made from the file and `write` copies it, so the only copy of the weights in
-    memory is the session's (VGG16: the serialized model held 0.5 GB more). Once the compiled
+    memory is the session's (VGG16: the serialized model held 0.5 GB more). A built engine's
+    weights are in the model's data file (`onnx_files`), which its sessions map. Once the compiled
     engine op serves the engine (`hand_over`), its session is the only one: a call it does not
     serve makes the Python session again.
     """
@@ -198,7 +209,7 @@ class OrtEngine(EngineBase):
         self.name, self.precision = name, precision
         self.providers, self.threads, self.device = list(providers), threads, device
         self.path = path
-        self._removal = weakref.finalize(self, path.unlink, missing_ok=True)
+        self._removal = weakref.finalize(self, remove_model, path)
         self._session: ort.InferenceSession | None = None
         # The compiled engine op's session (native_op.NativeSession), once handed over: open
         # while this engine is active.
@@ -257,18 +268,23 @@ class OrtEngine(EngineBase):
 
     @property
     def model_bytes(self) -> bytes:
-        """The serialized ONNX model sessions are made from (read from the engine's file)."""
-        return self.path.read_bytes()
+        """The serialized ONNX model, its weights inline (read from the engine's files)."""
+        buffer = io.BytesIO()
+        write_inline(self.path, buffer)
+        return buffer.getvalue()
 
     @property
     def exported_model(self) -> Path | None:
         """The file of the segment's ONNX export as it was built from (FP32: the engine runs
-        it as is), which a save copies rather than export the segment again."""
+        it as is), which a save copies (`onnx_files.write_inline`) rather than export the
+        segment again."""
         return self.path if self.precision == "FP32" else None
 
     @property
     def model_size(self) -> int:
-        return self.path.stat().st_size
+        """Bytes of the model and its weights."""
+        data = data_file(self.path)
+        return self.path.stat().st_size + (data.stat().st_size if data.exists() else 0)
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -281,9 +297,9 @@ class OrtEngine(EngineBase):
 
     def write(self, path: Path) -> None:
         """`serialize()`'s bytes into `path`, the header then the model copied file to file."""
-        with path.open("wb") as file, self.path.open("rb") as model:
+        with path.open("wb") as file:
             file.write(engine_header(NAME, self.precision, name=self.name))
-            shutil.copyfileobj(model, file, _COPY_CHUNK)
+            write_inline(self.path, file)
 
     def _new_session(self, profile_dir: Path | None = None) -> ort.InferenceSession:
         import onnxruntime as ort

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,8 @@ from workbench.graph.nodes import numpy_dtype_name
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
+
+T = TypeVar("T")
 
 # TF-TRT's switch to make every engine build fail (to exercise the native fallback).
 ABORT_BUILD_ENV = "TF_TRT_ABORT_CUDA_ENGINE_BUILD"
@@ -204,45 +206,58 @@ class ConvertedModel:
             return runtime.onnx_model
         from workbench.engines.onnx_export import export_onnx
 
-        try:
-            model = export_onnx(runtime.segment)
-        except Exception as exc:
-            runtime.export_error = str(exc)
-            raise
+        model = self._exported(engine, export_onnx)
         if keep:
             runtime.onnx_model = model
         return model
 
+    def _exported(self, engine: str, export: Callable[[SegmentGraph], T]) -> T:
+        """`export(segment)` of the engine's segment; a failure is recorded as the segment's
+        `export_error` (its builds fail with it from then on)."""
+        runtime = self.segments[engine]
+        try:
+            return export(runtime.segment)
+        except Exception as exc:
+            runtime.export_error = str(exc)
+            raise
+
     def write_onnx(self, engine: str, path: Path) -> None:
-        """The segment's ONNX model into `path`: copied from an engine's file that is the
-        export (an FP32 ONNX Runtime engine), else exported again unless it is kept."""
-        import shutil
+        """The segment's ONNX model into `path` as one file, streamed: from an engine's file
+        that is the export (an FP32 ONNX Runtime engine), else exported again (to a temporary
+        file) unless it is kept."""
+        from workbench.engines.build import export_file
+        from workbench.engines.onnx_files import remove_model, write_inline
 
         runtime = self.segments[engine]
+        if runtime.onnx_model is not None:
+            path.write_bytes(runtime.onnx_model.SerializeToString())
+            return
         exported = [e.exported_model for _, e in runtime.op.engines()
                     if getattr(e, "exported_model", None) is not None]
-        if runtime.onnx_model is None and exported:
-            shutil.copyfile(exported[0], path)
-            return
-        path.write_bytes(self.onnx_model(engine, keep=False).SerializeToString())
+        source = exported[0] if exported else self._exported(engine, export_file)
+        try:
+            with path.open("wb") as out:
+                write_inline(source, out)
+        finally:
+            if not exported:
+                remove_model(source)
 
     def _build_engine(self, name: str, request: BuildRequest) -> Engine:
-        from workbench.engines.build import build_segment_engine
+        from workbench.engines.build import build_segment_engine, export_file
 
         if _env_true(ABORT_BUILD_ENV):
             raise WorkbenchError(f"engine build aborted by {ABORT_BUILD_ENV}")
         runtime = self.segments[name]
         if runtime.export_error:
             raise WorkbenchError(runtime.export_error)
-        model = self.onnx_model(name)
-        runtime.segment.release()  # made again if needed; the export has its weights
-        engine = build_segment_engine(runtime.segment, runtime.op.settings, request,
-                                      backend=self.backend, model=model)
-        del model
-        # The engine holds its own copy of the weights; a later build or save exports again
-        # (VGG16: 0.6 s) rather than keep a third copy for the model's life.
-        runtime.onnx_model = None
-        return engine
+        # The export is a file whose weights are streamed from the segment's protos: the
+        # engine takes it over, and a later build or save exports again (VGG16: 0.6 s) rather
+        # than keep another copy of the weights for the model's life.
+        model = runtime.onnx_model if runtime.onnx_model is not None else \
+            self._exported(name, export_file)
+        runtime.segment.release()  # made again if needed
+        return build_segment_engine(runtime.segment, runtime.op.settings, request,
+                                    backend=self.backend, model=model)
 
     @property
     def function(self) -> Any:

@@ -65,32 +65,9 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     assets.mkdir(parents=True, exist_ok=True)
     # Written first, while little else is held; the SavedModel is made from the same GraphDef.
     (assets / CONVERTED_GRAPH).write_bytes(graph.converted_graph_def.SerializeToString())
-    with _sessions_closed(model):
+    with _sessions_closed(model):  # nothing below runs an engine
         _write_saved_model(graph, out)
-    engines = []
-    for segment in graph.segments:
-        name = segment.engine.name
-        (assets / f"{name}.segment.pb").write_bytes(segment.graph_def.SerializeToString())
-        entry: dict[str, Any] = {
-            "info": _info_json(segment.engine),
-            "input_names": segment.input_names, "output_names": segment.output_names,
-            "input_specs": [asdict(s) for s in segment.input_specs],
-            "output_specs": [asdict(s) for s in segment.output_specs],
-            "onnx": None, "onnx_error": "", "engines": [],
-        }
-        try:
-            model.write_onnx(name, assets / f"{name}.onnx")
-            entry["onnx"] = f"{name}.onnx"
-        except Exception as exc:  # the segment still runs natively; say why there is no ONNX
-            entry["onnx_error"] = first_line(exc)
-        op = model.ops[name]
-        for index, (key, engine) in enumerate(op.engines() if save_engines else []):
-            file = f"{ENGINE_PREFIX}{name}.{index}"
-            engine.write(assets / file)
-            entry["engines"].append({"file": file, "key": _key_json(key),
-                                     "backend": engine.backend, "device": engine.device,
-                                     "precision": engine.precision})
-        engines.append(entry)
+        engines = [_segment_entry(model, s, assets, save_engines) for s in graph.segments]
     manifest = {
         "format": FORMAT,
         "signature_key": graph.signature_key,
@@ -105,11 +82,39 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     (assets / MANIFEST).write_text(json.dumps(manifest, indent=1))
 
 
+def _segment_entry(model: ConvertedModel, segment: Any, assets: Path,
+                   save_engines: bool) -> dict[str, Any]:
+    """Writes the segment's GraphDef, ONNX model and engines; its manifest entry."""
+    name = segment.engine.name
+    _write_segment(segment, assets / f"{name}.segment.pb")
+    entry: dict[str, Any] = {
+        "info": _info_json(segment.engine),
+        "input_names": segment.input_names, "output_names": segment.output_names,
+        "input_specs": [asdict(s) for s in segment.input_specs],
+        "output_specs": [asdict(s) for s in segment.output_specs],
+        "onnx": None, "onnx_error": "", "engines": [],
+    }
+    try:
+        model.write_onnx(name, assets / f"{name}.onnx")
+        entry["onnx"] = f"{name}.onnx"
+    except Exception as exc:  # the segment still runs natively; say why there is no ONNX
+        entry["onnx_error"] = first_line(exc)
+    op = model.ops[name]
+    for index, (key, engine) in enumerate(op.engines() if save_engines else []):
+        file = f"{ENGINE_PREFIX}{name}.{index}"
+        engine.write(assets / file)
+        entry["engines"].append({"file": file, "key": _key_json(key),
+                                 "backend": engine.backend, "device": engine.device,
+                                 "precision": engine.precision})
+    return entry
+
+
 @contextmanager
 def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
     """The built engines inactive meanwhile: TensorFlow's SavedModel writing copies every native
     weight many times, and the engines' sessions hold the converted ones again (VGG16: 1.3 GB
-    of a 15 GB peak). Their serialized models stay, so reactivating does not rebuild them."""
+    of a 15 GB peak); writing the segments reads each weight once more. Their serialized
+    models stay, so reactivating does not rebuild them."""
     active = [engine for op in model.ops.values() for _, engine in op.engines()
               if engine.is_active]
     for engine in active:
@@ -164,6 +169,60 @@ def _save_signature(graph: RuntimeGraph, out: Path) -> None:
     module.serve = serve
     tf.saved_model.save(module, str(out), signatures={graph.signature_key:
                                                       serve.get_concrete_function()})
+
+
+# Field numbers: GraphDef.node, NodeDef.attr, a map entry's key and value, AttrValue.tensor,
+# TensorProto.tensor_content.
+_NODE, _ATTR, _KEY, _VALUE, _TENSOR, _CONTENT = 1, 5, 1, 2, 8, 4
+
+
+def _write_segment(segment: Any, path: Path) -> None:
+    """The segment's GraphDef into `path` a node at a time (`wire`), from `segment.lifted()`:
+    each weight's Const is written around its proto's bytes (the prepared graph's), so the
+    segment's GraphDef with its weights is never made (VGG16: 0.9x its weights, and as much
+    again for its serialization)."""
+    from tensorflow.core.framework import graph_pb2, node_def_pb2
+
+    from workbench.engines.wire import field
+
+    lifted = segment.lifted()
+    head = graph_pb2.GraphDef()
+    head.CopyFrom(lifted.graph_def)
+    del head.node[:]
+    with path.open("wb") as out:
+        out.write(head.SerializeToString())
+        for node in lifted.graph_def.node:
+            tensor = lifted.weights.get(node.name)
+            if tensor is None:
+                data = node.SerializeToString()
+                out.write(field(_NODE, len(data)) + data)
+                continue
+            const = node_def_pb2.NodeDef(name=node.name, op="Const", device=node.device)
+            const.attr["dtype"].type = tensor.dtype
+            small = const.SerializeToString()
+            head, content = _tensor_pieces(tensor)
+            value = len(head) + len(content)
+            attr_value = field(_TENSOR, value)
+            entry = field(_KEY, 5) + b"value" + field(_VALUE, len(attr_value) + value)
+            attr = field(_ATTR, len(entry) + len(attr_value) + value)
+            size = len(small) + len(attr) + len(entry) + len(attr_value) + value
+            out.write(field(_NODE, size) + small + attr + entry + attr_value + head)
+            out.write(content)
+
+
+def _tensor_pieces(tensor: Any) -> tuple[bytes, bytes]:
+    """A serialized TensorProto as its head and its bytes: the bytes read once (serializing
+    the proto whole copied them twice, into upb's buffer then Python's)."""
+    from tensorflow.core.framework import tensor_pb2
+
+    from workbench.engines.wire import field
+
+    content = tensor.tensor_content
+    if not content:
+        return tensor.SerializeToString(), b""
+    head = tensor_pb2.TensorProto(dtype=tensor.dtype, version_number=tensor.version_number)
+    head.tensor_shape.CopyFrom(tensor.tensor_shape)
+    return head.SerializeToString() + field(_CONTENT, len(content)), content
 
 
 def _move_into_place(staging: Path, target: Path) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 from workbench.conversion.result import EngineInfo
+from workbench.engines.weights import LiftedGraph, large_const, lift_weights, stand_in
 from workbench.errors import WorkbenchError
 from workbench.graph.layout import cpu_runnable
 from workbench.graph.nodes import DTYPE_ENUMS, Graph, TensorRef, TensorSpec, numpy_dtype
@@ -71,6 +72,8 @@ class SegmentGraph:
     output_names: list[str]
     input_specs: list[TensorSpec]
     output_specs: list[TensorSpec]
+    # Makes `lifted()` without a copy of the weights (a segment cut out of the prepared graph).
+    lifted_source: Callable[[], LiftedGraph] | None = None
 
     def __post_init__(self) -> None:
         self._graph_def = MadeOnUse(self.source)
@@ -87,6 +90,14 @@ class SegmentGraph:
         """Drops the GraphDef when it can be made again: it holds the segment's weights,
         which its engine holds too once built (and TensorFlow, once the native segment ran)."""
         self._graph_def.release()
+
+    def lifted(self) -> LiftedGraph:
+        """The GraphDef with its large Consts (`large_const`) as Placeholders, and their
+        protos: for a segment cut out of the prepared graph, the prepared graph's own (what the
+        ONNX export reads, without a copy of the segment's weights)."""
+        if self.lifted_source is not None and not self.graph_def_held:
+            return self.lifted_source()
+        return lift_weights(self.graph_def, large_const)
 
 
 def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph:
@@ -106,22 +117,28 @@ def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph
     input_names = [f"{INPUT_PREFIX}{i}" for i in range(len(input_specs))]
     output_names = [f"{OUTPUT_PREFIX}{i}" for i in range(len(output_refs))]
 
-    def segment_graph_def() -> GraphDef:  # made on use, again after `release()`
+    def segment_graph_def(weights: dict[str, Any] | None = None) -> GraphDef:
+        """Made on use, again after `release()`; with `weights`, each large Const a
+        Placeholder, its proto (the prepared graph's) in `weights` (see `lifted`)."""
         segment = graph_pb2.GraphDef()
         segment.versions.CopyFrom(prepared.graph_def.versions)
         node_defs = {nd.name: nd for nd in prepared.graph_def.node}
         for name in _copied_consts(graph, members):  # at the front, as TF-TRT places them
-            _copy_node(segment, node_defs[name], members, input_ports)
+            _copy_node(segment, node_defs[name], members, input_ports, weights)
         for name in sorted(members, key=lambda n: graph[n].id):
-            _copy_node(segment, node_defs[name], members, input_ports)
+            _copy_node(segment, node_defs[name], members, input_ports, weights)
         for name, spec in zip(input_names, input_specs, strict=True):
             _add_placeholder(segment, name, spec)
         for name, ref, spec in zip(output_names, output_refs, output_specs, strict=True):
             _add_output(segment, name, ref, spec)
         return segment
 
+    def lifted() -> LiftedGraph:
+        weights: dict[str, Any] = {}
+        return LiftedGraph(segment_graph_def(weights), weights)
+
     return SegmentGraph(engine, segment_graph_def, input_names, output_names, input_specs,
-                        output_specs)
+                        output_specs, lifted)
 
 
 def _spec(graph: Graph, ref: TensorRef, engine: str) -> TensorSpec:
@@ -143,12 +160,19 @@ def _copied_consts(graph: Graph, members: set[str]) -> list[str]:
 
 
 def _copy_node(segment: GraphDef, node_def: NodeDef, members: set[str],
-               ports: dict[TensorRef, int]) -> None:
-    """Copies one NodeDef, rewiring engine inputs to their Placeholders.
+               ports: dict[TensorRef, int], weights: dict[str, Any] | None = None) -> None:
+    """Copies one NodeDef, rewiring engine inputs to their Placeholders; with `weights`, a
+    large Const becomes a Placeholder and its proto goes into `weights`, uncopied.
 
     Control inputs from outside the segment are dropped: inside the native function nothing
     outside exists (TF-TRT moves them onto the TRTEngineOp itself).
     """
+    tensor = None if weights is None else large_const(node_def)
+    if tensor is not None:
+        assert weights is not None
+        weights[node_def.name] = tensor
+        segment.node.append(stand_in(node_def.name, tensor, node_def.device))
+        return
     copy = segment.node.add()
     copy.CopyFrom(node_def)
     del copy.input[:]

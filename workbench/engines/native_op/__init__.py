@@ -80,9 +80,8 @@ class NativeSession:
                 for lo, hi in zip(p.min, p.max, strict=True)
                 for pair in zip(lo, hi, strict=True) for d in pair]
         error = self.lib.error_buffer()
-        data = engine.model_bytes
         failed = self.lib.c.wb_ort_register(
-            self.key, data, len(data), engine.threads, OPTIMIZATION_LEVEL,
+            self.key, str(engine.path).encode(), engine.threads, OPTIMIZATION_LEVEL,
             _texts(config), len(SESSION_CONFIG), _texts(names_in), _array(ctypes.c_int, ranks),
             len(ranks), _texts(names_out), len(names_out), _array(ctypes.c_int64, flat),
             len(self._bounds), error, len(error))

@@ -42,7 +42,7 @@ enum Slot : int {
   kGetErrorCode = 1,
   kGetErrorMessage = 2,
   kCreateEnv = 3,
-  kCreateSessionFromArray = 8,
+  kCreateSession = 7,
   kRun = 9,
   kCreateSessionOptions = 10,
   kSetGraphOptimizationLevel = 23,
@@ -236,9 +236,10 @@ int wb_ort_init(const char* library, char* error, size_t error_size) {
 
 const char* wb_ort_version() { return wb_ort::api_version.c_str(); }
 
-// Makes a session for `key` from ONNX bytes. Inputs: names, ranks; `bounds` holds, for each
-// of `profiles` profiles, each input's dims as (min, max). 0 on success, else the reason.
-int wb_ort_register(const char* key, const void* model, size_t model_size, int threads,
+// Makes a session for `key` from an ONNX model file. Inputs: names, ranks; `bounds` holds,
+// for each of `profiles` profiles, each input's dims as (min, max). 0 on success, else the
+// reason.
+int wb_ort_register(const char* key, const char* model_path, int threads,
                     int optimization_level, const char* const* config, int config_count,
                     const char* const* input_names, const int* ranks, int inputs,
                     const char* const* output_names, int outputs, const int64_t* bounds,
@@ -262,9 +263,10 @@ int wb_ort_register(const char* key, const void* model, size_t model_size, int t
   }
   auto engine = std::make_shared<Engine>();
   if (failed.empty()) {
-    failed = message(fn<OrtStatus* (*)(const Env*, const void*, size_t, const SessionOptions*,
-                                    Session**)>(kCreateSessionFromArray)(
-        env, model, model_size, options, &engine->session));
+    // From the file: ONNX Runtime maps the weights of its external data file.
+    failed = message(fn<OrtStatus* (*)(const Env*, const char*, const SessionOptions*,
+                                    Session**)>(kCreateSession)(
+        env, model_path, options, &engine->session));
   }
   if (options != nullptr) fn<void (*)(SessionOptions*)>(kReleaseSessionOptions)(options);
   if (!failed.empty()) {
