@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from workbench.conversion.session import ConversionSession
-from workbench.graph import cache
+from workbench.graph import cache, wire
 
 # Opens a model, converts it with default parameters and prints what a reopen must reproduce.
 OPEN_SCRIPT = """
@@ -211,10 +211,22 @@ def test_a_graph_written_in_pieces_parses_as_itself(tmp_path: Path) -> None:
     graph_def.library.function.add().signature.name = "f"
 
     with (tmp_path / "graph.pb").open("wb") as out:
-        size, crc32 = cache.write_graph_def(graph_def, out)
+        size, crc32 = wire.write_graph_def(graph_def, out)
     data = (tmp_path / "graph.pb").read_bytes()
     assert (size, crc32) == (len(data), zlib.crc32(data))
     assert len(data) == len(graph_def.SerializeToString())
     parsed = graph_pb2.GraphDef.FromString(data)
     assert parsed == graph_def
     assert parsed.node[0].attr["value"].tensor.tensor_content == weight.tobytes()
+
+    # A lifted graph (its weight a Placeholder) is written with the weight as its Const.
+    lifted = graph_pb2.GraphDef()
+    lifted.CopyFrom(graph_def)
+    del lifted.node[0].attr["value"]
+    del lifted.node[0].attr["_class"]
+    lifted.node[0].op = "Placeholder"
+    with (tmp_path / "lifted.pb").open("wb") as out:
+        wire.write_graph_def(lifted, out, {"w": tensor})
+    const = graph_pb2.GraphDef.FromString((tmp_path / "lifted.pb").read_bytes()).node[0]
+    assert const.op == "Const" and const.device == "/device:GPU:0"
+    assert const.attr["value"].tensor == tensor

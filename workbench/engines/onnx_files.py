@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import onnx
 
-from workbench.engines.wire import field, varint
+from workbench.graph.wire import field, varint
 
 DATA_SUFFIX = ".data"
 COPY_CHUNK = 16 << 20

@@ -27,6 +27,7 @@ from workbench.engines.runtime import ConvertedModel, RuntimeGraph
 from workbench.engines.settings import EngineSettings
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorSpec
+from workbench.graph.wire import write_graph_def
 
 MANIFEST = "workbench_converted.json"
 FORMAT = "tftrt-workbench-converted/2"
@@ -171,58 +172,14 @@ def _save_signature(graph: RuntimeGraph, out: Path) -> None:
                                                       serve.get_concrete_function()})
 
 
-# Field numbers: GraphDef.node, NodeDef.attr, a map entry's key and value, AttrValue.tensor,
-# TensorProto.tensor_content.
-_NODE, _ATTR, _KEY, _VALUE, _TENSOR, _CONTENT = 1, 5, 1, 2, 8, 4
-
-
 def _write_segment(segment: Any, path: Path) -> None:
-    """The segment's GraphDef into `path` a node at a time (`wire`), from `segment.lifted()`:
-    each weight's Const is written around its proto's bytes (the prepared graph's), so the
+    """The segment's GraphDef into `path` a node at a time, from `segment.lifted()`: each
+    weight's Const is written around its proto's bytes (the prepared graph's), so the
     segment's GraphDef with its weights is never made (VGG16: 0.9x its weights, and as much
     again for its serialization)."""
-    from tensorflow.core.framework import graph_pb2, node_def_pb2
-
-    from workbench.engines.wire import field
-
     lifted = segment.lifted()
-    head = graph_pb2.GraphDef()
-    head.CopyFrom(lifted.graph_def)
-    del head.node[:]
     with path.open("wb") as out:
-        out.write(head.SerializeToString())
-        for node in lifted.graph_def.node:
-            tensor = lifted.weights.get(node.name)
-            if tensor is None:
-                data = node.SerializeToString()
-                out.write(field(_NODE, len(data)) + data)
-                continue
-            const = node_def_pb2.NodeDef(name=node.name, op="Const", device=node.device)
-            const.attr["dtype"].type = tensor.dtype
-            small = const.SerializeToString()
-            head, content = _tensor_pieces(tensor)
-            value = len(head) + len(content)
-            attr_value = field(_TENSOR, value)
-            entry = field(_KEY, 5) + b"value" + field(_VALUE, len(attr_value) + value)
-            attr = field(_ATTR, len(entry) + len(attr_value) + value)
-            size = len(small) + len(attr) + len(entry) + len(attr_value) + value
-            out.write(field(_NODE, size) + small + attr + entry + attr_value + head)
-            out.write(content)
-
-
-def _tensor_pieces(tensor: Any) -> tuple[bytes, bytes]:
-    """A serialized TensorProto as its head and its bytes: the bytes read once (serializing
-    the proto whole copied them twice, into upb's buffer then Python's)."""
-    from tensorflow.core.framework import tensor_pb2
-
-    from workbench.engines.wire import field
-
-    content = tensor.tensor_content
-    if not content:
-        return tensor.SerializeToString(), b""
-    head = tensor_pb2.TensorProto(dtype=tensor.dtype, version_number=tensor.version_number)
-    head.tensor_shape.CopyFrom(tensor.tensor_shape)
-    return head.SerializeToString() + field(_CONTENT, len(content)), content
+        write_graph_def(lifted.graph_def, out, lifted.weights)
 
 
 def _move_into_place(staging: Path, target: Path) -> None:

@@ -37,8 +37,9 @@ from typing import Any
 from workbench.files import atomic_write
 from workbench.graph.gpu import CPU, PreparationTarget, preparation_target, tf32_enabled
 from workbench.graph.loading import LoadedModel
-from workbench.graph.nodes import VALUE_LISTS, TensorSpec, element_count
+from workbench.graph.nodes import TensorSpec
 from workbench.graph.prepare import PREPARATION_VERSION, OptimizedGraph, fp32_shapes, optimize
+from workbench.graph.wire import write_graph_def
 from workbench.tf_compat import tensorflow_version
 
 CACHE_DIR_ENV = "WORKBENCH_CACHE_DIR"
@@ -268,81 +269,6 @@ def write_entry(root: Path, key: str, optimized: OptimizedGraph) -> None:
             shutil.rmtree(staging, ignore_errors=True)
         return
     evict(root, cap)
-
-
-# GraphDef's and its messages' field numbers, for writing a GraphDef in pieces (proto3 wire
-# format: a message's fields may come in any order; a repeated message field's occurrences
-# are its elements).
-_NODE, _ATTR, _MAP_KEY, _MAP_VALUE, _ATTR_TENSOR, _TENSOR_CONTENT = 1, 5, 1, 2, 8, 4
-_LARGE_ELEMENTS = 1 << 18
-
-
-def write_graph_def(graph_def: Any, out: Any) -> tuple[int, int]:
-    """`graph_def` serialized into the binary file `out` one node at a time, a large Const's
-    bytes written apart: serializing it whole copies every weight twice over (VGG16: 1 GB).
-    Returns the bytes written and their CRC32; the file parses as `graph_def`."""
-    from tensorflow.core.framework import graph_pb2
-
-    written, crc = 0, 0
-
-    def write(*pieces: bytes) -> None:
-        nonlocal written, crc
-        for piece in pieces:
-            out.write(piece)
-            written += len(piece)
-            crc = zlib.crc32(piece, crc)
-
-    for node in graph_def.node:
-        write(*_field(_NODE, _node_pieces(node)))
-    for field, value in graph_def.ListFields():  # the library, versions
-        if field.name != "node":
-            write(_fields_only(graph_pb2.GraphDef(), [(field, value)]).SerializeToString())
-    return written, crc
-
-
-def _node_pieces(node: Any) -> list[bytes]:
-    """A NodeDef's serialization in pieces: a large Const's `value` is its own map entry,
-    its weight bytes read once (not copied again into a serialized node)."""
-    tensor = node.attr["value"].tensor if node.op == "Const" else None
-    if tensor is None or element_count(tensor) < _LARGE_ELEMENTS \
-            or any(len(getattr(tensor, name)) for name in VALUE_LISTS):
-        return [node.SerializeToString()]
-    shell = _fields_only(type(node)(), [(f, v) for f, v in node.ListFields() if f.name != "attr"])
-    for key, value in node.attr.items():
-        if key != "value":
-            shell.attr[key].CopyFrom(value)
-    header = type(tensor)(dtype=tensor.dtype, version_number=tensor.version_number)
-    header.tensor_shape.CopyFrom(tensor.tensor_shape)
-    content = _field(_TENSOR_CONTENT, [tensor.tensor_content])
-    value = _field(_ATTR_TENSOR, [header.SerializeToString(), *content])
-    entry = [*_field(_MAP_KEY, [b"value"]), *_field(_MAP_VALUE, value)]
-    return [shell.SerializeToString(), *_field(_ATTR, entry)]
-
-
-def _fields_only(message: Any, fields: list[tuple[Any, Any]]) -> Any:
-    """`message` given `fields` (as `ListFields()` lists them), copied one by one."""
-    for field, value in fields:
-        if hasattr(value, "extend"):  # a repeated field
-            getattr(message, field.name).extend(value)
-        elif field.message_type is not None:
-            getattr(message, field.name).CopyFrom(value)
-        else:
-            setattr(message, field.name, value)
-    return message
-
-
-def _field(number: int, pieces: list[bytes]) -> list[bytes]:
-    """A length-delimited field holding the concatenation of `pieces`: key, length, pieces."""
-    return [_varint(number << 3 | 2) + _varint(sum(map(len, pieces))), *pieces]
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def evict(root: Path, cap: int) -> list[str]:
