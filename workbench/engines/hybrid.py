@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from workbench.conversion.functions import FunctionBody
     from workbench.engines.segment import SegmentGraph
+    from workbench.engines.weights import LiftedGraph
 
 NATIVE_SUFFIX = "_native_segment"
 WEIGHT_PREFIX = "TensorRTWeightPH_"  # a native segment function's weight arguments
@@ -141,7 +142,7 @@ def native_function_def(segment: SegmentGraph, weights: Sequence[str] = ()) -> F
     import tensorflow as tf
     from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
 
-    graph_def = _consts_as_arguments(segment.graph_def, weights) if weights else \
+    graph_def = _consts_as_arguments(segment.lifted(), weights) if weights else \
         segment.graph_def
     graph = tf.Graph()
     with graph.as_default():
@@ -158,18 +159,26 @@ def native_function_def(segment: SegmentGraph, weights: Sequence[str] = ()) -> F
     return fdef
 
 
-def _consts_as_arguments(graph_def: GraphDef, weights: Sequence[str]) -> GraphDef:
+def _consts_as_arguments(lifted: LiftedGraph, weights: Sequence[str]) -> GraphDef:
+    """The segment's GraphDef with the Consts named in `weights` as argument Placeholders,
+    made from its lifted form: its weights are not copied (a large Const not fed is put back)."""
     from tensorflow.core.framework import graph_pb2
 
     from workbench.engines.weights import stand_in
 
     renamed = {name: f"{WEIGHT_PREFIX}{i}" for i, name in enumerate(weights)}
     out = graph_pb2.GraphDef()
-    out.versions.CopyFrom(graph_def.versions)
-    out.library.CopyFrom(graph_def.library)
-    for node in graph_def.node:
+    out.versions.CopyFrom(lifted.graph_def.versions)
+    out.library.CopyFrom(lifted.graph_def.library)
+    for node in lifted.graph_def.node:
+        tensor = lifted.weights.get(node.name)
         if node.name in renamed:
-            out.node.append(stand_in(renamed[node.name], node.attr["value"].tensor))
+            out.node.append(stand_in(renamed[node.name], tensor))
+            continue
+        if tensor is not None:  # one repeated value: small, kept a Const
+            const = out.node.add(name=node.name, op="Const", device=node.device)
+            const.attr["dtype"].type = tensor.dtype
+            const.attr["value"].tensor.CopyFrom(tensor)
             continue
         copy = out.node.add()
         copy.CopyFrom(node)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from workbench.engines.weights import LiftedGraph, lift_weights, stand_in, stored_weight
+from workbench.engines.weights import LiftedGraph, is_stored, lift_weights, stand_in
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -39,8 +39,7 @@ def lift_saved_weights(converted: GraphDef, segments: Sequence[SegmentGraph]) ->
         name = segment.engine.name
         if name not in calls or name in in_loops:
             continue
-        found = {n.name: t for n in segment.graph_def.node
-                 if (t := stored_weight(n)) is not None}
+        found = {n: t for n, t in segment.lifted().weights.items() if is_stored(t)}
         per_engine[name] = list(found)
         for weight, tensor in found.items():
             if weight not in top_level:

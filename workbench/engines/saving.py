@@ -145,12 +145,13 @@ def _save_signature(graph: RuntimeGraph, out: Path) -> None:
 
     from workbench.engines.hybrid import wrap_converted
     from workbench.engines.saved_weights import lift_saved_weights
+    from workbench.engines.weights import as_array
 
     lifted = lift_saved_weights(graph.converted_graph_def, graph.segments)
     names = list(lifted.weights)
     module = tf.Module()
     # Each weight's proto let go once it is a variable, then the GraphDefs holding them.
-    module.weights = [tf.Variable(tf.make_ndarray(lifted.weights.pop(n)), trainable=False)
+    module.weights = [tf.Variable(as_array(lifted.weights.pop(n)), trainable=False)
                       for n in names]
     graph.release_converted()
     for segment in graph.segments:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from workbench.graph.nodes import VALUE_LISTS, dtype_enum, element_count
 
@@ -48,12 +48,28 @@ def stored_weight(node: NodeDef) -> TensorProto | None:
     """A large Const whose bytes are stored (not one repeated value, which the proto keeps
     small and a variable would not)."""
     tensor = large_const(node)
-    if tensor is None:
-        return None
+    return tensor if tensor is not None and is_stored(tensor) else None
+
+
+def is_stored(tensor: TensorProto) -> bool:
+    """The tensor holds every element (bytes or a full list), not one repeated value."""
     # Not ByteSize(): protobuf's upb serializes the tensor to count it (twice its bytes).
     count = element_count(tensor)
     listed = max(len(getattr(tensor, name)) for name in VALUE_LISTS)
-    return tensor if listed >= count or len(tensor.tensor_content) >= count else None
+    return listed >= count or len(tensor.tensor_content) >= count
+
+
+def as_array(tensor: TensorProto) -> Any:
+    """The tensor's value as a numpy array, its bytes read once (`tf.make_ndarray` copies
+    them twice): read-only, for a variable or tensor to be made from."""
+    import numpy as np
+    import tensorflow as tf
+
+    content = tensor.tensor_content
+    if not content:
+        return tf.make_ndarray(tensor)
+    dtype = tf.as_dtype(tensor.dtype).as_numpy_dtype
+    return np.frombuffer(content, dtype).reshape([d.size for d in tensor.tensor_shape.dim])
 
 
 @dataclass
