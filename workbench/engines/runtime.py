@@ -25,7 +25,7 @@ from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
 from workbench.engines.segment import MadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
-from workbench.engines.weights import lift_weights
+from workbench.engines.weights import as_array, lift_weights
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
 
@@ -311,8 +311,7 @@ class ConvertedModel:
 
             lifted = lift_weights(self.graph.converted_graph_def)
             self._weights = lifted.graph_def, {
-                name: tf.constant(tf.make_ndarray(tensor))
-                for name, tensor in lifted.weights.items()}
+                name: tf.constant(as_array(tensor)) for name, tensor in lifted.weights.items()}
             del lifted
             self.graph.release_converted()  # its weights are the tensors now
         return self._weights

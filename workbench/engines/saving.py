@@ -65,7 +65,8 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     assets = out / "assets"
     assets.mkdir(parents=True, exist_ok=True)
     # Written first, while little else is held; the SavedModel is made from the same GraphDef.
-    (assets / CONVERTED_GRAPH).write_bytes(graph.converted_graph_def.SerializeToString())
+    with (assets / CONVERTED_GRAPH).open("wb") as file:
+        write_graph_def(graph.converted_graph_def, file)
     with _sessions_closed(model):  # nothing below runs an engine
         _write_saved_model(graph, out)
         engines = [_segment_entry(model, s, assets, save_engines) for s in graph.segments]
