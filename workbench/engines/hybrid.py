@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tensorflow.core.framework.function_pb2 import FunctionDef
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
+    from tensorflow.core.framework.tensor_pb2 import TensorProto
 
     from workbench.conversion.functions import FunctionBody
     from workbench.engines.segment import SegmentGraph
@@ -43,13 +44,18 @@ def native_function_name(engine: str) -> str:
 
 def converted_graph_def(graph_def: GraphDef, engines: Sequence[EngineInfo],
                         engine_dtypes: dict[str, tuple[list[str], list[str]]],
-                        fetch_nodes: Sequence[str]) -> GraphDef:
+                        fetch_nodes: Sequence[str],
+                        weights: dict[str, TensorProto] | None = None) -> GraphDef:
     """The top-level GraphDef with each engine one `PartitionedCall` of its native segment.
 
     `engine_dtypes` gives each engine's input and output TF dtype names; nodes no fetch needs
-    any more (Consts only the engines read) are pruned, as TF-TRT did.
+    any more (Consts only the engines read) are pruned, as TF-TRT did. Given a `weights`
+    dict, the graph is made lifted (`weights.lift_weights`): each stored weight a Placeholder,
+    its proto (`graph_def`'s own, not a copy) put in `weights`.
     """
     from tensorflow.core.framework import graph_pb2
+
+    from workbench.engines.weights import stand_in, stored_weight
 
     member_of = {name: e.name for e in engines for name in e.nodes}
     # TF-TRT drops control edges from Consts into and out of engines (GetEngineInfo's
@@ -57,9 +63,14 @@ def converted_graph_def(graph_def: GraphDef, engines: Sequence[EngineInfo],
     consts = {n.name for n in graph_def.node if n.op == "Const"}
     remap = {TensorRef.parse(ref): f"{e.name}:{i}" for e in engines
              for i, ref in enumerate(e.outputs)}
-    nodes = []
+    nodes, lifted = [], {}
     for node_def in graph_def.node:
         if node_def.name in member_of:
+            continue
+        tensor = stored_weight(node_def) if weights is not None else None
+        if tensor is not None:
+            lifted[node_def.name] = tensor
+            nodes.append(stand_in(node_def.name, tensor, node_def.device))
             continue
         copy = type(node_def)()
         copy.CopyFrom(node_def)
@@ -73,7 +84,10 @@ def converted_graph_def(graph_def: GraphDef, engines: Sequence[EngineInfo],
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
-    out.node.extend(_reachable(nodes, fetch_nodes))
+    for node in _reachable(nodes, fetch_nodes):
+        out.node.append(node)
+        if weights is not None and node.name in lifted:
+            weights[node.name] = lifted[node.name]
     return out
 
 

@@ -25,7 +25,7 @@ from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
 from workbench.engines.segment import MadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
-from workbench.engines.weights import as_array, lift_weights
+from workbench.engines.weights import LiftedGraph, as_array, lift_weights
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
 
@@ -68,6 +68,7 @@ class RuntimeGraph:
     functions: list[Any] = field(default_factory=list)
     # engine inside a function -> its function's EngineSettings fields (`_tftrt_*` attributes).
     engine_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lifted_source: Callable[[], LiftedGraph] | None = None  # see lifted_converted()
 
     def __post_init__(self) -> None:
         self._converted = MadeOnUse(self.converted_source)
@@ -83,6 +84,13 @@ class RuntimeGraph:
     def release_converted(self) -> None:
         """Drops the converted GraphDef when it can be made again."""
         self._converted.release()
+
+    def lifted_converted(self) -> LiftedGraph:
+        """The converted GraphDef with its weights as Placeholders, and their protos: made
+        lifted (the prepared graph's protos, no copy) unless the converted GraphDef is held."""
+        if self.lifted_source is not None and not self.converted_held:
+            return self.lifted_source()
+        return lift_weights(self.converted_graph_def)
 
     @property
     def engines(self) -> list[EngineInfo]:
@@ -309,7 +317,7 @@ class ConvertedModel:
         if self._weights is None:
             import tensorflow as tf
 
-            lifted = lift_weights(self.graph.converted_graph_def)
+            lifted = self.graph.lifted_converted()
             self._weights = lifted.graph_def, {
                 name: tf.constant(as_array(tensor)) for name, tensor in lifted.weights.items()}
             del lifted
@@ -624,17 +632,22 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
         own = asdict(EngineSettings.from_params(conversion.params))
         engine_settings.update({e.name: dict(own) for e in conversion.engines})
 
-    def converted() -> Any:  # made on use, again after `release_converted()`
+    def converted(weights: dict[str, Any] | None = None) -> Any:  # made on use, and again
         graph_def = converted_graph_def(prepared.graph_def, result.engines, dtypes,
-                                        [TensorRef.parse(t).node for t in outputs])
+                                        [TensorRef.parse(t).node for t in outputs], weights)
         for conversion, function_segments in replaced:
             _replace_function(graph_def, conversion, function_segments)
         return graph_def
+
+    def lifted() -> LiftedGraph:
+        weights: dict[str, Any] = {}
+        return LiftedGraph(converted(weights), weights)
 
     graph = prepared.graph
     specs = [graph.output_spec(TensorRef.parse(t)) for t in inputs]
     return RuntimeGraph(
         converted_source=converted,
+        lifted_source=lifted,
         segments=segments,
         input_names=list(loaded.input_names),
         output_names=list(loaded.output_names),

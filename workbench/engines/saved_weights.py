@@ -11,18 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from workbench.engines.weights import LiftedGraph, is_stored, lift_weights, stand_in
+from workbench.engines.weights import LiftedGraph, is_stored, stand_in
 
 if TYPE_CHECKING:
-    from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
     from tensorflow.core.framework.tensor_pb2 import TensorProto
 
     from workbench.engines.segment import SegmentGraph
 
 
-def lift_saved_weights(converted: GraphDef, segments: Sequence[SegmentGraph]) -> LiftedGraph:
-    """`converted` with its native segment functions (`with_native_functions`), every large
+def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph]) -> LiftedGraph:
+    """The converted GraphDef, `lifted` (`RuntimeGraph.lifted_converted`), with its native
+    segment functions (`with_native_functions`), every large
     weight, top-level or in a segment, a top-level Placeholder named after its Const (one per
     Const of the prepared graph, so a weight two segments read is fed once). A segment's
     weights become trailing arguments of its function and inputs of its call node. Engines in
@@ -30,8 +30,7 @@ def lift_saved_weights(converted: GraphDef, segments: Sequence[SegmentGraph]) ->
     inside library functions."""
     from workbench.engines.hybrid import engines_in_loops, with_native_functions
 
-    lifted = lift_weights(converted)
-    in_loops = engines_in_loops(converted)
+    in_loops = engines_in_loops(lifted.graph_def)
     calls = {n.name: n for n in lifted.graph_def.node if n.op == "PartitionedCall"}
     top_level = {n.name for n in lifted.graph_def.node}
     per_engine: dict[str, list[str]] = {}

@@ -67,6 +67,7 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     # Written first, while little else is held; the SavedModel is made from the same GraphDef.
     with (assets / CONVERTED_GRAPH).open("wb") as file:
         write_graph_def(graph.converted_graph_def, file)
+    graph.release_converted()  # what follows makes it lifted, without the weights again
     with _sessions_closed(model):  # nothing below runs an engine
         _write_saved_model(graph, out)
         engines = [_segment_entry(model, s, assets, save_engines) for s in graph.segments]
@@ -148,7 +149,7 @@ def _save_signature(graph: RuntimeGraph, out: Path) -> None:
     from workbench.engines.saved_weights import lift_saved_weights
     from workbench.engines.weights import as_array
 
-    lifted = lift_saved_weights(graph.converted_graph_def, graph.segments)
+    lifted = lift_saved_weights(graph.lifted_converted(), graph.segments)
     names = list(lifted.weights)
     module = tf.Module()
     # Each weight's proto let go once it is a variable, then the GraphDefs holding them.
