@@ -23,9 +23,9 @@ from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.engines.backend import Backend, Engine
 from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
-from workbench.engines.segment import MadeOnUse, NativeSegment, SegmentGraph
+from workbench.engines.segment import GraphMadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
-from workbench.engines.weights import LiftedGraph, as_array, lift_weights
+from workbench.engines.weights import LiftedGraph, as_array
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
 
@@ -71,7 +71,7 @@ class RuntimeGraph:
     lifted_source: Callable[[], LiftedGraph] | None = None  # see lifted_converted()
 
     def __post_init__(self) -> None:
-        self._converted = MadeOnUse(self.converted_source)
+        self._converted = GraphMadeOnUse(self.converted_source, self.lifted_source)
 
     @property
     def converted_graph_def(self) -> Any:
@@ -88,9 +88,7 @@ class RuntimeGraph:
     def lifted_converted(self) -> LiftedGraph:
         """The converted GraphDef with its weights as Placeholders, and their protos: made
         lifted (the prepared graph's protos, no copy) unless the converted GraphDef is held."""
-        if self.lifted_source is not None and not self.converted_held:
-            return self.lifted_source()
-        return lift_weights(self.converted_graph_def)
+        return self._converted.lifted()
 
     @property
     def engines(self) -> list[EngineInfo]:

@@ -25,6 +25,7 @@ from workbench.graph.prepare import PreparedGraph
 if TYPE_CHECKING:
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
+    from tensorflow.core.framework.tensor_pb2 import TensorProto
 
 INPUT_PREFIX = "TensorRTInputPH_"
 OUTPUT_PREFIX = "TensorRTOutputPH_"
@@ -56,6 +57,23 @@ class MadeOnUse(Generic[T]):
             self._value = None
 
 
+class GraphMadeOnUse(MadeOnUse["GraphDef"]):
+    """A GraphDef made on use that can also be made lifted (`lift_weights`' form): straight
+    from the prepared graph's protos when `lifted_maker` is given and the GraphDef is not
+    held, so its weights are not copied."""
+
+    def __init__(self, source: GraphDef | Callable[[], GraphDef],
+                 lifted_maker: Callable[[], LiftedGraph] | None = None) -> None:
+        super().__init__(source)
+        self._lifted_maker = lifted_maker
+
+    def lifted(self, select: Callable[[NodeDef], TensorProto | None] | None = None
+               ) -> LiftedGraph:
+        if self._lifted_maker is not None and not self.held:
+            return self._lifted_maker()
+        return lift_weights(self.get(), select)
+
+
 @dataclass
 class SegmentGraph:
     """An engine's subgraph with named inputs and outputs.
@@ -76,7 +94,7 @@ class SegmentGraph:
     lifted_source: Callable[[], LiftedGraph] | None = None
 
     def __post_init__(self) -> None:
-        self._graph_def = MadeOnUse(self.source)
+        self._graph_def = GraphMadeOnUse(self.source, self.lifted_source)
 
     @property
     def graph_def(self) -> GraphDef:
@@ -95,9 +113,7 @@ class SegmentGraph:
         """The GraphDef with its large Consts (`large_const`) as Placeholders, and their
         protos: for a segment cut out of the prepared graph, the prepared graph's own (what the
         ONNX export reads, without a copy of the segment's weights)."""
-        if self.lifted_source is not None and not self.graph_def_held:
-            return self.lifted_source()
-        return lift_weights(self.graph_def, large_const)
+        return self._graph_def.lifted(large_const)
 
 
 def extract_segment(prepared: PreparedGraph, engine: EngineInfo) -> SegmentGraph:
