@@ -706,3 +706,35 @@ def test_converted_graph_drops_control_edges_from_consts_like_tftrt() -> None:
     assert inputs["TRTEngineOp_000_000"] == ["x:0"]  # no ^c from the outside Const
     assert inputs["y"] == ["TRTEngineOp_000_000:0", "^c"]  # no ^engine for the inner Const k
     assert inputs["c"] == ["^TRTEngineOp_000_000"]  # c still follows the engine: no cycle
+
+
+def test_a_weight_whose_only_input_was_an_engine_consts_control_edge_is_lifted() -> None:
+    """The converted graph made lifted decides on the inputs it keeps: `w`'s control edge from
+    the engine's Const `k` is dropped, so `w` is a weight to feed; `v` still follows the
+    engine's Relu, so it stays a Const (EfficientNetV2L kept 0.6x its weights as Consts)."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+
+    from workbench.conversion.result import EngineInfo
+    from workbench.engines.hybrid import converted_graph_def
+
+    value = tf.make_tensor_proto(np.arange(4096, dtype=np.float32).reshape(64, 64))
+    graph = graph_pb2.GraphDef()
+    for name, op, inputs in [("x", "Placeholder", []), ("k", "Const", []),
+                             ("a", "Relu", ["x", "^k"]), ("w", "Const", ["^k"]),
+                             ("v", "Const", ["^a"]), ("y", "AddN", ["a", "w", "v"])]:
+        node = graph.node.add(name=name, op=op, input=inputs)
+        if op == "Const":
+            node.attr["value"].tensor.CopyFrom(value)
+    engine = EngineInfo(name="TRTEngineOp_000_000", nodes=("k", "a"), native_ops={},
+                        native_node_count=2, effective_size=2, input_dtypes=("float32",),
+                        output_dtypes=("float32",), input_shapes=((64, 64),),
+                        output_shapes=((64, 64),), inputs=("x:0",), outputs=("a:0",))
+    weights: dict = {}
+    converted = converted_graph_def(graph, [engine], {engine.name: (["float"], ["float"])},
+                                    ["y"], weights)
+    ops = {n.name: (n.op, list(n.input)) for n in converted.node}
+    assert ops["w"] == ("Placeholder", [])
+    assert ops["v"] == ("Const", ["^TRTEngineOp_000_000"])
+    assert list(weights) == ["w"]
+    np.testing.assert_array_equal(tf.make_ndarray(weights["w"]), tf.make_ndarray(value))

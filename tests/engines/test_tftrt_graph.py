@@ -149,7 +149,8 @@ def converted(request, tmp_path_factory):
     # TF-TRT's native segment functions hold their weights as Consts; ours take them as
     # arguments fed from variables unless no Const counts as a weight.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("workbench.engines.weights.stored_weight", lambda node: None)
+        patch.setattr("workbench.engines.weights.stored_weight",
+                      lambda node, inputs=None: None)
         patch.setattr("workbench.engines.saved_weights.is_stored", lambda tensor: False)
         converter.save(str(path))
     engines = converter.result.engines

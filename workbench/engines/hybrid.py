@@ -67,15 +67,17 @@ def converted_graph_def(graph_def: GraphDef, engines: Sequence[EngineInfo],
     for node_def in graph_def.node:
         if node_def.name in member_of:
             continue
-        tensor = stored_weight(node_def) if weights is not None else None
+        inputs = [t for t in node_def.input
+                  if not (t.startswith("^") and t[1:] in consts and t[1:] in member_of)]
+        # Decided on the inputs kept: a Const whose only input was an engine Const's control
+        # edge is a weight too (EfficientNetV2L: 0.6x of its weights as Consts otherwise).
+        tensor = stored_weight(node_def, inputs) if weights is not None else None
         if tensor is not None:
             lifted[node_def.name] = tensor
             nodes.append(stand_in(node_def.name, tensor, node_def.device))
             continue
         copy = type(node_def)()
         copy.CopyFrom(node_def)
-        inputs = [t for t in node_def.input
-                  if not (t.startswith("^") and t[1:] in consts and t[1:] in member_of)]
         _rewire(copy, inputs, member_of, remap)
         nodes.append(copy)
     for engine in engines:
@@ -153,15 +155,23 @@ def native_function_def(segment: SegmentGraph, weights: Sequence[str] = ()) -> F
     """The `<engine>_native_segment` FunctionDef of a SegmentGraph (placeholders become
     arguments, the output Identities' inputs its results). The Consts named in `weights`
     become trailing arguments instead (`TensorRTWeightPH_<i>`), for the caller to feed."""
+    return _function_def_of(segment, _native_graph_def(segment, weights), len(weights))
+
+
+def _native_graph_def(segment: SegmentGraph, weights: Sequence[str]) -> GraphDef:
+    """The GraphDef a native segment function is made of: with the Consts named in `weights`
+    as arguments, made from the lifted form (the segment's GraphDef is then not made)."""
+    return _consts_as_arguments(segment.lifted(), weights) if weights else segment.graph_def
+
+
+def _function_def_of(segment: SegmentGraph, graph_def: GraphDef, weights: int) -> FunctionDef:
     import tensorflow as tf
     from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
 
-    graph_def = _consts_as_arguments(segment.lifted(), weights) if weights else \
-        segment.graph_def
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.import_graph_def(graph_def, name="")
-    names = [*segment.input_names, *(f"{WEIGHT_PREFIX}{i}" for i in range(len(weights)))]
+    names = [*segment.input_names, *(f"{WEIGHT_PREFIX}{i}" for i in range(weights))]
     inputs = [graph.get_tensor_by_name(f"{n}:0") for n in names]
     identities = [graph.get_operation_by_name(n) for n in segment.output_names]
     outputs = [op.inputs[0] for op in identities]
@@ -230,12 +240,14 @@ def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph],
     present = {f.signature.name for f in out.library.function}
     in_loops = engines_in_loops(converted)
     for segment in segments:
-        fdef = native_function_def(segment, (weights or {}).get(segment.engine.name, ()))
+        fed = (weights or {}).get(segment.engine.name, ())
+        graph_def = _native_graph_def(segment, fed)
+        fdef = _function_def_of(segment, graph_def, len(fed))
         if segment.engine.name in in_loops:
             fdef.attr[NOINLINE].b = True
         if fdef.signature.name not in present:
             out.library.function.append(fdef)
-        for nested in segment.graph_def.library.function:
+        for nested in graph_def.library.function:  # not segment.graph_def's: made, it is held
             if nested.signature.name not in present:
                 out.library.function.append(nested)
                 present.add(nested.signature.name)
