@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
+from collections.abc import Callable
 from functools import cache
 
 
@@ -31,3 +33,21 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor().strip()
+
+
+def release_free_memory() -> None:
+    """Hands the C heap's free pages back to the OS (glibc's `malloc_trim`; nothing where
+    there is none). Memory freed by engine builds and saves otherwise stays resident: after a
+    large block is freed glibc serves blocks up to 32 MB from its heap, which then fragments
+    (EfficientNetV2L's engine builds left 0.5x its weights resident). It takes milliseconds."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None

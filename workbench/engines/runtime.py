@@ -25,9 +25,10 @@ from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
 from workbench.engines.segment import GraphMadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
-from workbench.engines.weights import LiftedGraph, as_array
+from workbench.engines.weights import LiftedGraph, as_tensor
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import numpy_dtype_name
+from workbench.hardware import release_free_memory
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
@@ -262,8 +263,11 @@ class ConvertedModel:
         model = runtime.onnx_model if runtime.onnx_model is not None else \
             self._exported(name, export_file)
         runtime.segment.release()  # made again if needed
-        return build_segment_engine(runtime.segment, runtime.op.settings, request,
-                                    backend=self.backend, model=model)
+        try:
+            return build_segment_engine(runtime.segment, runtime.op.settings, request,
+                                        backend=self.backend, model=model)
+        finally:
+            release_free_memory()  # the export's and the build's freed memory
 
     @property
     def function(self) -> Any:
@@ -313,14 +317,19 @@ class ConvertedModel:
         """The converted GraphDef with its large weights as Placeholders, and the weights as
         eager tensors for the function to capture (made once, shared by its versions)."""
         if self._weights is None:
-            import tensorflow as tf
-
             lifted = self.graph.lifted_converted()
             self._weights = lifted.graph_def, {
-                name: tf.constant(as_array(tensor)) for name, tensor in lifted.weights.items()}
+                name: as_tensor(tensor) for name, tensor in lifted.weights.items()}
             del lifted
+            release_free_memory()  # each weight's bytes, read to make its tensor
             self.graph.release_converted()  # its weights are the tensors now
         return self._weights
+
+    @property
+    def captured_weights(self) -> dict[str, Any]:
+        """Placeholder -> the eager tensor the converted function captured for it (empty
+        before the function is made): a save's variables share them rather than copy."""
+        return {} if self._weights is None else self._weights[1]
 
     # --- calling ------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from workbench.engines.settings import EngineSettings
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorSpec
 from workbench.graph.wire import write_graph_def
+from workbench.hardware import release_free_memory
 
 MANIFEST = "workbench_converted.json"
 FORMAT = "tftrt-workbench-converted/2"
@@ -64,12 +65,14 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     graph = model.graph
     assets = out / "assets"
     assets.mkdir(parents=True, exist_ok=True)
-    # Written first, while little else is held; the SavedModel is made from the same GraphDef.
-    with (assets / CONVERTED_GRAPH).open("wb") as file:
-        write_graph_def(graph.converted_graph_def, file)
-    graph.release_converted()  # what follows makes it lifted, without the weights again
     with _sessions_closed(model):  # nothing below runs an engine
-        _write_saved_model(graph, out)
+        # From the lifted form, its Consts written around the prepared graph's protos: the
+        # converted GraphDef with every native weight is not made (ConvNeXtXLarge: 1x).
+        lifted = graph.lifted_converted()
+        with (assets / CONVERTED_GRAPH).open("wb") as file:
+            write_graph_def(lifted.graph_def, file, lifted.weights)
+        del lifted
+        _write_saved_model(graph, out, model.captured_weights)
         engines = [_segment_entry(model, s, assets, save_engines) for s in graph.segments]
     manifest = {
         "format": FORMAT,
@@ -122,6 +125,7 @@ def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
               if engine.is_active]
     for engine in active:
         engine.deactivate()
+    release_free_memory()
     try:
         yield
     finally:
@@ -129,7 +133,7 @@ def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
             engine.activate()
 
 
-def _write_saved_model(graph: RuntimeGraph, out: Path) -> None:
+def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any]) -> None:
 
     from workbench.engines.hybrid import forget_functions, native_function_name
 
@@ -137,24 +141,32 @@ def _write_saved_model(graph: RuntimeGraph, out: Path) -> None:
     # saving them lives: collect it once saved, so the next model's save can use the names.
     forget_functions([native_function_name(e.name) for e in graph.engines])
     try:
-        _save_signature(graph, out)
+        _save_signature(graph, out, captured)
     finally:
         gc.collect()
+        release_free_memory()  # the variables
 
 
-def _save_signature(graph: RuntimeGraph, out: Path) -> None:
+def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any]) -> None:
+    """The SavedModel: its weights variables, sharing the buffers of those the converted
+    function `captured` (no copy), the others made from their protos."""
     import tensorflow as tf
 
     from workbench.engines.hybrid import wrap_converted
     from workbench.engines.saved_weights import lift_saved_weights
-    from workbench.engines.weights import as_array
+    from workbench.engines.weights import as_variable
 
     lifted = lift_saved_weights(graph.lifted_converted(), graph.segments)
-    names = list(lifted.weights)
+    protos = lifted.weights
+    names = list(protos)
+
+    def variable(name: str) -> Any:  # each proto let go once it is a variable
+        tensor = protos.pop(name)
+        return tf.Variable(captured[name], trainable=False) if name in captured else \
+            as_variable(tensor)
+
     module = tf.Module()
-    # Each weight's proto let go once it is a variable, then the GraphDefs holding them.
-    module.weights = [tf.Variable(as_array(lifted.weights.pop(n)), trainable=False)
-                      for n in names]
+    module.weights = [variable(n) for n in names]
     graph.release_converted()
     for segment in graph.segments:
         segment.release()

@@ -8,7 +8,7 @@ saved a function (ConvNeXtLarge's first call: 13.9 GB for 0.8 GB of weights).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +23,11 @@ SMALL_CONST = 1024  # elements: shape computations fold Consts up to this size
 _DT_STRING = dtype_enum("string")
 
 
-def large_const(node: NodeDef) -> TensorProto | None:
+def large_const(node: NodeDef, inputs: Sequence[str] | None = None) -> TensorProto | None:
     """The value of a Const of more than SMALL_CONST elements with no control inputs (one in
-    a loop frame has its frame's), else None."""
-    if node.op != "Const" or node.input:
+    a loop frame has its frame's), else None. `inputs`: the node's inputs where some are
+    dropped (default its own)."""
+    if node.op != "Const" or (node.input if inputs is None else inputs):
         return None
     tensor = node.attr["value"].tensor
     if tensor.dtype == _DT_STRING or element_count(tensor) <= SMALL_CONST:
@@ -44,10 +45,10 @@ def stand_in(name: str, tensor: TensorProto, device: str = "") -> NodeDef:
     return node
 
 
-def stored_weight(node: NodeDef) -> TensorProto | None:
-    """A large Const whose bytes are stored (not one repeated value, which the proto keeps
-    small and a variable would not)."""
-    tensor = large_const(node)
+def stored_weight(node: NodeDef, inputs: Sequence[str] | None = None) -> TensorProto | None:
+    """A large Const (`large_const`) whose bytes are stored (not one repeated value, which
+    the proto keeps small and a variable would not)."""
+    tensor = large_const(node, inputs)
     return tensor if tensor is not None and is_stored(tensor) else None
 
 
@@ -70,6 +71,38 @@ def as_array(tensor: TensorProto) -> Any:
         return tf.make_ndarray(tensor)
     dtype = tf.as_dtype(tensor.dtype).as_numpy_dtype
     return np.frombuffer(content, dtype).reshape([d.size for d in tensor.tensor_shape.dim])
+
+
+def as_tensor(tensor: TensorProto) -> Any:
+    """The tensor's value as an eager tensor on the CPU holding one copy: `tf.constant` of a
+    numpy array holds two (the array converted, then copied to the device)."""
+    import tensorflow as tf
+
+    with tf.device("CPU:0"):
+        return tf.identity(as_array(tensor))
+
+
+_SLICE_BYTES = 32 << 20
+
+
+def as_variable(tensor: TensorProto) -> Any:
+    """A variable of the tensor's value, made as zeros and then filled a slice at a time: at
+    most the variable and the bytes read are held (`tf.Variable` of an array holds three copies
+    at once: VGG16's 0.4 GB fully connected weight made `save()` peak 1.5x its weights higher)."""
+    import tensorflow as tf
+
+    if not tensor.tensor_content:
+        return tf.Variable(as_array(tensor), trainable=False)
+    with tf.device("CPU:0"):
+        variable = tf.Variable(tf.zeros([d.size for d in tensor.tensor_shape.dim],
+                                        tf.as_dtype(tensor.dtype)), trainable=False)
+    value = as_array(tensor)
+    rows = max(1, _SLICE_BYTES // max(1, value[0].nbytes))
+    for start in range(0, len(value), rows):  # in place: the variable's buffer is its own
+        tf.raw_ops.ResourceStridedSliceAssign(
+            ref=variable.handle, begin=[start], end=[start + rows], strides=[1],
+            value=value[start:start + rows])
+    return variable
 
 
 @dataclass
