@@ -50,6 +50,7 @@ import workbench  # noqa: E402
 from sample_models.zoo import zoo  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
 from workbench.engines.saving import MANIFEST  # noqa: E402
+from workbench.hardware import release_free_memory  # noqa: E402
 
 GB = 2**30
 
@@ -168,8 +169,10 @@ class PeakWhere:
         while not self._stop.wait(0.01):
             now = rss()
             if now > self.top:
-                frame = sys._current_frames().get(self._main)
-                frames = [f for f in traceback.extract_stack(frame)
+                # No frame kept past this line: it would keep its locals (a save's variables)
+                # alive until the next peak, and make one.
+                frames = [f for f in traceback.extract_stack(
+                              sys._current_frames().get(self._main))
                           if "/workbench/" in f.filename and "benchmarks" not in f.filename]
                 self.top = now
                 self.stack = " < ".join(f"{Path(f.filename).stem}.{f.name}:{f.lineno}"
@@ -194,9 +197,12 @@ class Run:
         start = time.perf_counter()
         result = step()
         seconds = time.perf_counter() - start
-        phase = Phase(name, peak() - self.base, seconds, held())
-        if sampler is not None:
-            phase.where = sampler.stop()
+        top = peak() - self.base
+        where = sampler.stop() if sampler is not None else ""  # not counting held()'s reads
+        phase = Phase(name, top, seconds, held(), where)
+        # held() reads every weight's bytes out of the protos: the heap it leaves behind is the
+        # benchmark's, not the next phase's.
+        release_free_memory()
         gc.collect()
         self.phases.append(phase)
         if not quiet:
