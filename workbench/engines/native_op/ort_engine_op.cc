@@ -45,6 +45,7 @@ enum Slot : int {
   kCreateSession = 7,
   kRun = 9,
   kCreateSessionOptions = 10,
+  kDisableCpuMemArena = 19,
   kSetGraphOptimizationLevel = 23,
   kSetIntraOpNumThreads = 24,
   kSetInterOpNumThreads = 25,
@@ -240,7 +241,8 @@ const char* wb_ort_version() { return wb_ort::api_version.c_str(); }
 // for each of `profiles` profiles, each input's dims as (min, max). 0 on success, else the
 // reason.
 int wb_ort_register(const char* key, const char* model_path, int threads,
-                    int optimization_level, const char* const* config, int config_count,
+                    int optimization_level, int cpu_mem_arena,
+                    const char* const* config, int config_count,
                     const char* const* input_names, const int* ranks, int inputs,
                     const char* const* output_names, int outputs, const int64_t* bounds,
                     int profiles, char* error, size_t error_size) {
@@ -257,6 +259,8 @@ int wb_ort_register(const char* key, const char* model_path, int threads,
         options, optimization_level));
   if (failed.empty())
     failed = message(fn<OrtStatus* (*)(SessionOptions*, int)>(kSetIntraOpNumThreads)(options, threads));
+  if (failed.empty() && !cpu_mem_arena)
+    failed = message(fn<OrtStatus* (*)(SessionOptions*)>(kDisableCpuMemArena)(options));
   for (int i = 0; failed.empty() && i < config_count; ++i) {
     failed = message(fn<OrtStatus* (*)(SessionOptions*, const char*, const char*)>(
         kAddSessionConfigEntry)(options, config[2 * i], config[2 * i + 1]));
