@@ -130,14 +130,14 @@ def test_fp32_equals_the_plain_onnx_run(backend):
     assert engine.device == backend.device
 
 
-def test_sessions_do_not_spin_between_runs_nor_keep_an_arena(backend):
+def test_sessions_do_not_spin_between_runs_and_share_one_arena(backend):
     """TF runs between engines on the same cores: ORT's idle threads must not spin there. A
     session's own memory arena would keep its largest run's activations, one per engine."""
     engine = backend.build(conv_model(), EngineSettings(), "TRTEngineOp_000_000")
     options = engine._session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert options.intra_op_num_threads == backend.threads >= 1
-    assert not options.enable_cpu_mem_arena
+    assert options.get_session_config_entry("session.use_env_allocators") == "1"
 
 
 def test_fp32_matches_numpy_reference(backend):

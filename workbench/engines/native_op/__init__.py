@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.engines.native_op.library import NativeLibrary, load
 from workbench.engines.onnxruntime_backend import (
-    CPU_MEM_ARENA,
     OPTIMIZATION_LEVEL,
     SESSION_CONFIG,
     OrtEngine,
@@ -83,9 +82,9 @@ class NativeSession:
         error = self.lib.error_buffer()
         failed = self.lib.c.wb_ort_register(
             self.key, str(engine.path).encode(), engine.threads, OPTIMIZATION_LEVEL,
-            int(CPU_MEM_ARENA), _texts(config), len(SESSION_CONFIG), _texts(names_in),
-            _array(ctypes.c_int, ranks), len(ranks), _texts(names_out), len(names_out),
-            _array(ctypes.c_int64, flat), len(self._bounds), error, len(error))
+            _texts(config), len(SESSION_CONFIG), _texts(names_in), _array(ctypes.c_int, ranks),
+            len(ranks), _texts(names_out), len(names_out), _array(ctypes.c_int64, flat),
+            len(self._bounds), error, len(error))
         if failed:
             raise RuntimeError(error.value.decode(errors="replace"))
         self._open = True

@@ -200,7 +200,7 @@ def _declare(c: ctypes.CDLL) -> None:
     c.wb_ort_init.argtypes = [text, text, size]
     c.wb_ort_version.restype = text
     c.wb_ort_register.argtypes = [
-        text, text, ctypes.c_int, ctypes.c_int, ctypes.c_int, texts, ctypes.c_int,
+        text, text, ctypes.c_int, ctypes.c_int, texts, ctypes.c_int,
         texts, ctypes.POINTER(ctypes.c_int), ctypes.c_int, texts, ctypes.c_int,
         ctypes.POINTER(i64), ctypes.c_int, text, size]
     c.wb_ort_unregister.argtypes = [text]

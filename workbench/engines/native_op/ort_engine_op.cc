@@ -45,7 +45,6 @@ enum Slot : int {
   kCreateSession = 7,
   kRun = 9,
   kCreateSessionOptions = 10,
-  kDisableCpuMemArena = 19,
   kSetGraphOptimizationLevel = 23,
   kSetIntraOpNumThreads = 24,
   kSetInterOpNumThreads = 25,
@@ -63,6 +62,7 @@ enum Slot : int {
   kReleaseTypeAndShape = 99,
   kReleaseSessionOptions = 100,
   kAddSessionConfigEntry = 130,
+  kCreateAndRegisterAllocator = 144,
 };
 // The oldest API version whose table reaches every slot above (and whose order we checked).
 constexpr unsigned kMinApiVersion = 13;
@@ -176,6 +176,20 @@ struct Values {
   }
 };
 
+// One CPU memory arena for every session of this environment (sessions opt in with
+// "session.use_env_allocators"): one per session kept each engine's largest run's activations.
+// Without it (an error) each session keeps its own, which only costs memory.
+void share_one_arena() {
+  MemoryInfo* arena = nullptr;
+  std::string failed = message(fn<OrtStatus* (*)(int, int, MemoryInfo**)>(kCreateCpuMemoryInfo)(
+      1, 0, &arena));  // arena allocator, default memory type
+  if (failed.empty()) {
+    message(fn<OrtStatus* (*)(Env*, const MemoryInfo*, const void*)>(
+        kCreateAndRegisterAllocator)(env, arena, nullptr));  // nullptr: the default arena
+  }
+  if (arena != nullptr) fn<void (*)(MemoryInfo*)>(kReleaseMemoryInfo)(arena);
+}
+
 }  // namespace wb_ort
 
 // --- the ctypes entry points ----------------------------------------------------------------
@@ -231,6 +245,7 @@ int wb_ort_init(const char* library, char* error, size_t error_size) {
     set_error(error, error_size, failed);
     return 1;
   }
+  share_one_arena();
   api_version = version;
   return 0;
 }
@@ -241,8 +256,7 @@ const char* wb_ort_version() { return wb_ort::api_version.c_str(); }
 // for each of `profiles` profiles, each input's dims as (min, max). 0 on success, else the
 // reason.
 int wb_ort_register(const char* key, const char* model_path, int threads,
-                    int optimization_level, int cpu_mem_arena,
-                    const char* const* config, int config_count,
+                    int optimization_level, const char* const* config, int config_count,
                     const char* const* input_names, const int* ranks, int inputs,
                     const char* const* output_names, int outputs, const int64_t* bounds,
                     int profiles, char* error, size_t error_size) {
@@ -259,8 +273,6 @@ int wb_ort_register(const char* key, const char* model_path, int threads,
         options, optimization_level));
   if (failed.empty())
     failed = message(fn<OrtStatus* (*)(SessionOptions*, int)>(kSetIntraOpNumThreads)(options, threads));
-  if (failed.empty() && !cpu_mem_arena)
-    failed = message(fn<OrtStatus* (*)(SessionOptions*)>(kDisableCpuMemArena)(options));
   for (int i = 0; failed.empty() && i < config_count; ++i) {
     failed = message(fn<OrtStatus* (*)(SessionOptions*, const char*, const char*)>(
         kAddSessionConfigEntry)(options, config[2 * i], config[2 * i + 1]));
