@@ -189,7 +189,7 @@ def test_default_directory_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert cache.cache_dir() == tmp_path / "tftrt-workbench"
 
 
-def test_a_graph_written_in_pieces_parses_as_itself(tmp_path: Path) -> None:
+def test_a_graph_written_in_pieces_parses_as_itself_and_reads_back(tmp_path: Path) -> None:
     """The cache writes a large Const's bytes apart from its node; the file is the GraphDef."""
     import zlib
 
@@ -230,3 +230,13 @@ def test_a_graph_written_in_pieces_parses_as_itself(tmp_path: Path) -> None:
     const = graph_pb2.GraphDef.FromString((tmp_path / "lifted.pb").read_bytes()).node[0]
     assert const.op == "Const" and const.device == "/device:GPU:0"
     assert const.attr["value"].tensor == tensor
+
+    # Read back a field at a time, as written; a node may be put in another's place.
+    with (tmp_path / "graph.pb").open("rb") as file:
+        assert wire.read_graph_def(file) == graph_def
+    with (tmp_path / "graph.pb").open("rb") as file:
+        read = wire.read_graph_def(file, lambda n: lifted.node[0] if n.op == "Const" else None)
+    assert read == lifted
+    (tmp_path / "cut.pb").write_bytes(data[: len(data) // 2])
+    with (tmp_path / "cut.pb").open("rb") as file, pytest.raises(ValueError, match="truncated"):
+        wire.read_graph_def(file)

@@ -318,8 +318,9 @@ class ConvertedModel:
         eager tensors for the function to capture (made once, shared by its versions)."""
         if self._weights is None:
             lifted = self.graph.lifted_converted()
+            protos = lifted.weights  # each let go once it is a tensor (a saved model's own)
             self._weights = lifted.graph_def, {
-                name: as_tensor(tensor) for name, tensor in lifted.weights.items()}
+                name: as_tensor(protos.pop(name)) for name in list(protos)}
             del lifted
             release_free_memory()  # each weight's bytes, read to make its tensor
             self.graph.release_converted()  # its weights are the tensors now

@@ -25,9 +25,10 @@ from workbench.conversion.result import EngineInfo
 from workbench.engines.profiles import Profile
 from workbench.engines.runtime import ConvertedModel, RuntimeGraph
 from workbench.engines.settings import EngineSettings
+from workbench.engines.weights import LiftedGraph
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorSpec, element_count
-from workbench.graph.wire import write_graph_def
+from workbench.graph.wire import read_graph_def, write_graph_def
 from workbench.hardware import release_free_memory
 
 MANIFEST = "workbench_converted.json"
@@ -231,6 +232,7 @@ def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel
         segments = [_segment(assets, e) for e in manifest["engines"]]
         graph = RuntimeGraph(
             converted_source=_converted_graph(assets / CONVERTED_GRAPH),
+            lifted_source=lambda: _lifted_converted(assets / CONVERTED_GRAPH),
             segments=segments,
             input_names=manifest["input_names"], output_names=manifest["output_names"],
             input_tensors=manifest["input_tensors"], output_tensors=manifest["output_tensors"],
@@ -280,18 +282,34 @@ def _converted_graph(file: Path) -> Callable[[], Any]:
     return lambda: _graph_def(file)
 
 
-def _graph_def(file: Path) -> Any:
+def _lifted_converted(file: Path) -> LiftedGraph:
+    """The converted GraphDef read lifted (`weights.lift_weights`' form), a node at a time:
+    each stored weight's parsed Const kept apart, a Placeholder in its place. The GraphDef with
+    every weight is not made, nor its bytes read whole (ConvNeXtXLarge's reload: 1x each)."""
+    from workbench.engines.weights import stand_in, stored_weight
+
+    weights: dict[str, Any] = {}
+
+    def lift(node: Any) -> Any:
+        tensor = stored_weight(node)
+        if tensor is None:
+            return None
+        weights[node.name] = tensor
+        return stand_in(node.name, tensor, node.device)
+
+    return LiftedGraph(_graph_def(file, lift), weights)
+
+
+def _graph_def(file: Path, replace: Callable[[Any], Any] | None = None) -> Any:
     from google.protobuf.message import DecodeError
-    from tensorflow.core.framework import graph_pb2
 
     if not file.is_file():
         raise DamagedModelError(f"{file} is missing; save the model again")
-    graph_def = graph_pb2.GraphDef()
     try:
-        graph_def.ParseFromString(file.read_bytes())
-    except DecodeError as exc:
+        with file.open("rb") as opened:
+            return read_graph_def(opened, replace)
+    except (DecodeError, ValueError) as exc:
         raise DamagedModelError(f"{file} is corrupt ({first_line(exc)})") from None
-    return graph_def
 
 
 def _segment(assets: Path, entry: dict[str, Any]) -> Any:

@@ -10,6 +10,7 @@ a message whole copies every weight twice (into upb's buffer, then Python's byte
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from workbench.graph.nodes import element_count
@@ -68,6 +69,55 @@ def write_graph_def(graph_def: Any, out: BinaryIO,
         if descriptor.name != "node":
             write(_copy_fields(graph_pb2.GraphDef(), [(descriptor, value)]).SerializeToString())
     return written, crc
+
+
+def read_fields(file: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """The top-level length-delimited fields of a serialized message (a GraphDef: each node,
+    the library, the versions) as (field number, contents), read one at a time: parsing a
+    GraphDef whole holds its bytes and the parsed message at once (2x its weights)."""
+    while True:
+        number = _read_varint(file, allow_end=True)
+        if number is None:
+            return
+        if number & 7 != 2:
+            raise ValueError(f"field {number >> 3} is not length-delimited (wire type "
+                             f"{number & 7}): not a GraphDef written by write_graph_def")
+        size = _read_varint(file)
+        data = file.read(size)
+        if len(data) != size:
+            raise ValueError("the file ends inside a field: truncated")
+        yield number >> 3, data
+
+
+def read_graph_def(file: BinaryIO, replace: Callable[[Any], Any] | None = None) -> Any:
+    """A GraphDef parsed a field at a time (`read_fields`). `replace(node)` may return a node
+    to put in a node's place (a weight's stand-in; the parsed node is then the caller's)."""
+    from tensorflow.core.framework import graph_pb2, node_def_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    for number, data in read_fields(file):
+        if number != _NODE:
+            graph_def.MergeFromString(field(number, len(data)) + data)
+        elif replace is None:
+            graph_def.node.add().ParseFromString(data)
+        else:
+            node = node_def_pb2.NodeDef.FromString(data)
+            graph_def.node.append(replace(node) or node)
+    return graph_def
+
+
+def _read_varint(file: BinaryIO, allow_end: bool = False) -> int | None:
+    value, shift = 0, 0
+    while True:
+        byte = file.read(1)
+        if not byte:
+            if allow_end and shift == 0:
+                return None
+            raise ValueError("the file ends inside a field: truncated")
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return value
+        shift += 7
 
 
 def _const_pieces(shell: bytes, tensor: Any) -> list[bytes]:
