@@ -91,12 +91,10 @@ def as_variable(tensor: TensorProto) -> Any:
     at once: VGG16's 0.4 GB fully connected weight made `save()` peak 1.5x its weights higher)."""
     import tensorflow as tf
 
-    if not tensor.tensor_content:
-        return tf.Variable(as_array(tensor), trainable=False)
+    value = as_array(tensor)  # its bytes read once
     with tf.device("CPU:0"):
-        variable = tf.Variable(tf.zeros([d.size for d in tensor.tensor_shape.dim],
-                                        tf.as_dtype(tensor.dtype)), trainable=False)
-    value = as_array(tensor)
+        variable = tf.Variable(tf.zeros(value.shape, tf.as_dtype(tensor.dtype)),
+                               trainable=False)
     rows = max(1, _SLICE_BYTES // max(1, value[0].nbytes))
     for start in range(0, len(value), rows):  # in place: the variable's buffer is its own
         tf.raw_ops.ResourceStridedSliceAssign(
