@@ -151,20 +151,16 @@ def _reachable(nodes: list[Any], fetch_nodes: Sequence[str]) -> list[Any]:
     return [n for n in nodes if n.name in keep]
 
 
-def native_function_def(segment: SegmentGraph, weights: Sequence[str] = ()) -> FunctionDef:
-    """The `<engine>_native_segment` FunctionDef of a SegmentGraph (placeholders become
-    arguments, the output Identities' inputs its results). The Consts named in `weights`
-    become trailing arguments instead (`TensorRTWeightPH_<i>`), for the caller to feed."""
-    return _function_def_of(segment, _native_graph_def(segment, weights), len(weights))
-
-
 def _native_graph_def(segment: SegmentGraph, weights: Sequence[str]) -> GraphDef:
-    """The GraphDef a native segment function is made of: with the Consts named in `weights`
-    as arguments, made from the lifted form (the segment's GraphDef is then not made)."""
+    """The GraphDef the `<engine>_native_segment` function is made of: the Consts named in
+    `weights` become its trailing arguments (`TensorRTWeightPH_<i>`, for the caller to feed),
+    made from the lifted form (the segment's GraphDef is then not made)."""
     return _consts_as_arguments(segment.lifted(), weights) if weights else segment.graph_def
 
 
 def _function_def_of(segment: SegmentGraph, graph_def: GraphDef, weights: int) -> FunctionDef:
+    """The native segment function of `graph_def`: placeholders become arguments (then
+    `weights` weight arguments), the output Identities' inputs its results."""
     import tensorflow as tf
     from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
 
@@ -232,7 +228,7 @@ def engines_in_loops(converted: GraphDef) -> set[str]:
 def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph],
                           weights: dict[str, list[str]] | None = None) -> GraphDef:
     """The converted GraphDef with every native segment function in its library; `weights`
-    names, by engine, the Consts its function takes as arguments (see native_function_def)."""
+    names, by engine, the Consts its function takes as arguments (see _native_graph_def)."""
     from tensorflow.core.framework import graph_pb2
 
     out = graph_pb2.GraphDef()
