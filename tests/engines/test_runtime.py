@@ -290,6 +290,27 @@ def test_saved_weights_are_variables_not_consts_and_plain_tensorflow_runs_them(
                                converter.session.loaded(x)["logits"], atol=1e-5)
 
 
+def test_saved_weights_are_read_from_the_graphs_written_not_copied_out_of_their_protos(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.engines import weights
+
+    x = sample_models.data("digits_cnn")["x_test"][:8]
+    converter = converter_for("digits_cnn")
+    func = converter.convert()  # not called: no captured tensor to share, every weight read
+    assert converter.result.engines
+
+    def copied_whole(tensor: Any) -> Any:
+        raise AssertionError("a weight's bytes were copied out of its proto")
+
+    monkeypatch.setattr(weights, "as_array", copied_whole)
+    monkeypatch.setattr(weights, "_SLICE_BYTES", 4096)  # several slices per weight
+    converter.save(str(tmp_path / "out"))
+    monkeypatch.undo()
+    plain = tf.saved_model.load(str(tmp_path / "out")).signatures["serving_default"]
+    np.testing.assert_allclose(plain(**{func.input_names[0]: tf.constant(x)})["logits"],
+                               converter.session.loaded(x)["logits"], atol=1e-5)
+
+
 def test_the_converted_function_captures_its_large_weights_instead_of_holding_consts(
         ) -> None:
     x = sample_models.data("digits_cnn")["x_test"][:8]

@@ -18,6 +18,22 @@ def test_a_variable_filled_a_slice_at_a_time_holds_the_value(dtype, monkeypatch)
     np.testing.assert_array_equal(variable.numpy(), value)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_variable_filled_from_a_file_reads_its_bytes_where_they_were_stored(
+        dtype, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(weights, "_SLICE_BYTES", 1000)
+    value = (np.arange(37 * 5 * 3) % 251).astype(dtype).reshape(37, 5, 3)
+    file = tmp_path / "weights.bin"
+    file.write_bytes(b"head" + value.tobytes() + b"tail")
+    proto = tf.make_tensor_proto(np.zeros_like(value))  # only its dtype and shape are read
+    variable = weights.as_variable(proto, weights.StoredBytes(file, 4))
+    np.testing.assert_array_equal(variable.numpy(), value)
+
+    file.write_bytes(b"head" + value.tobytes()[:-10])
+    with pytest.raises(ValueError, match="truncated"):
+        weights.as_variable(proto, weights.StoredBytes(file, 4))
+
+
 def test_a_variable_of_a_repeated_value_is_made_whole() -> None:
     proto = tf.make_tensor_proto(np.float32(0.5), shape=[64, 32])
     assert not proto.tensor_content  # the proto keeps one value

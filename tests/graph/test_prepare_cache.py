@@ -225,8 +225,12 @@ def test_a_graph_written_in_pieces_parses_as_itself_and_reads_back(tmp_path: Pat
     del lifted.node[0].attr["value"]
     del lifted.node[0].attr["_class"]
     lifted.node[0].op = "Placeholder"
+    placed: dict[str, int] = {}
     with (tmp_path / "lifted.pb").open("wb") as out:
-        wire.write_graph_def(lifted, out, {"w": tensor})
+        wire.write_graph_def(lifted, out, {"w": tensor}, placed)
+    written = (tmp_path / "lifted.pb").read_bytes()
+    assert list(placed) == ["w"]  # where its bytes are, to be read back a slice at a time
+    assert written[placed["w"]:placed["w"] + weight.nbytes] == weight.tobytes()
     const = graph_pb2.GraphDef.FromString((tmp_path / "lifted.pb").read_bytes()).node[0]
     assert const.op == "Const" and const.device == "/device:GPU:0"
     assert const.attr["value"].tensor == tensor

@@ -25,7 +25,7 @@ from workbench.conversion.result import EngineInfo
 from workbench.engines.profiles import Profile
 from workbench.engines.runtime import ConvertedModel, RuntimeGraph
 from workbench.engines.settings import EngineSettings
-from workbench.engines.weights import LiftedGraph
+from workbench.engines.weights import LiftedGraph, StoredBytes
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorSpec, element_count
 from workbench.graph.wire import read_graph_def, write_graph_def
@@ -66,15 +66,15 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     graph = model.graph
     assets = out / "assets"
     assets.mkdir(parents=True, exist_ok=True)
+    stored: dict[str, StoredBytes] = {}  # where the GraphDefs written put each weight
     with _sessions_closed(model):  # nothing below runs an engine
         # From the lifted form, its Consts written around the prepared graph's protos: the
         # converted GraphDef with every native weight is not made (ConvNeXtXLarge: 1x).
-        lifted = graph.lifted_converted()
-        with (assets / CONVERTED_GRAPH).open("wb") as file:
-            write_graph_def(lifted.graph_def, file, lifted.weights)
-        del lifted
-        _write_saved_model(graph, out, model.captured_weights)
-        engines = [_segment_entry(model, s, assets, save_engines) for s in graph.segments]
+        _write_lifted(graph.lifted_converted(), assets / CONVERTED_GRAPH, stored)
+        engines = [_segment_entry(model, s, assets, save_engines, stored)
+                   for s in graph.segments]
+        # Last: the variables are filled from the files just written, a slice at a time.
+        _write_saved_model(graph, out, model.captured_weights, stored)
     manifest = {
         "format": FORMAT,
         "signature_key": graph.signature_key,
@@ -89,11 +89,14 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     (assets / MANIFEST).write_text(json.dumps(manifest, indent=1))
 
 
-def _segment_entry(model: ConvertedModel, segment: Any, assets: Path,
-                   save_engines: bool) -> dict[str, Any]:
-    """Writes the segment's GraphDef, ONNX model and engines; its manifest entry."""
+def _segment_entry(model: ConvertedModel, segment: Any, assets: Path, save_engines: bool,
+                   stored: dict[str, StoredBytes]) -> dict[str, Any]:
+    """Writes the segment's GraphDef (its weights' places into `stored`), ONNX model and
+    engines; its manifest entry."""
     name = segment.engine.name
-    _write_segment(segment, assets / f"{name}.segment.pb")
+    # From `segment.lifted()`: the segment's GraphDef with its weights is never made (VGG16:
+    # 0.9x its weights, and as much again for its serialization).
+    _write_lifted(segment.lifted(), assets / f"{name}.segment.pb", stored)
     entry: dict[str, Any] = {
         "info": _info_json(segment.engine),
         "input_names": segment.input_names, "output_names": segment.output_names,
@@ -137,7 +140,8 @@ def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
             engine.activate()
 
 
-def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any]) -> None:
+def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
+                       stored: dict[str, StoredBytes]) -> None:
 
     from workbench.engines.hybrid import forget_functions, native_function_name
 
@@ -145,15 +149,17 @@ def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any])
     # saving them lives: collect it once saved, so the next model's save can use the names.
     forget_functions([native_function_name(e.name) for e in graph.engines])
     try:
-        _save_signature(graph, out, captured)
+        _save_signature(graph, out, captured, stored)
     finally:
         gc.collect()
         release_free_memory()  # the variables
 
 
-def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any]) -> None:
+def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
+                    stored: dict[str, StoredBytes]) -> None:
     """The SavedModel: its weights variables, sharing the buffers of those the converted
-    function `captured` (no copy), the others made from their protos."""
+    function `captured` (no copy), the others read from where they were `stored` (else made
+    from their protos)."""
     import tensorflow as tf
 
     from workbench.engines.hybrid import wrap_converted
@@ -167,7 +173,7 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any]) ->
     def variable(name: str) -> Any:  # each proto let go once it is a variable
         tensor = protos.pop(name)
         return tf.Variable(captured[name], trainable=False) if name in captured else \
-            as_variable(tensor)
+            as_variable(tensor, stored.get(name))
 
     # Largest first: a weight's bytes and its variable are held at once, the fewer other
     # variables by then the lower the peak (VGG16's 0.4 GB fully connected weight).
@@ -194,14 +200,13 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any]) ->
                                                       serve.get_concrete_function()})
 
 
-def _write_segment(segment: Any, path: Path) -> None:
-    """The segment's GraphDef into `path` a node at a time, from `segment.lifted()`: each
-    weight's Const is written around its proto's bytes (the prepared graph's), so the
-    segment's GraphDef with its weights is never made (VGG16: 0.9x its weights, and as much
-    again for its serialization)."""
-    lifted = segment.lifted()
+def _write_lifted(lifted: LiftedGraph, path: Path, stored: dict[str, StoredBytes]) -> None:
+    """The GraphDef into `path` a node at a time, each weight's Const written around its proto's
+    bytes (`write_graph_def`); where each weight's bytes went into `stored`."""
+    placed: dict[str, int] = {}
     with path.open("wb") as out:
-        write_graph_def(lifted.graph_def, out, lifted.weights)
+        write_graph_def(lifted.graph_def, out, lifted.weights, placed)
+    stored.update({name: StoredBytes(path, offset) for name, offset in placed.items()})
 
 
 def _move_into_place(staging: Path, target: Path) -> None:

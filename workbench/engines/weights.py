@@ -8,8 +8,9 @@ saved a function (ConvNeXtLarge's first call: 13.9 GB for 0.8 GB of weights).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.graph.nodes import VALUE_LISTS, dtype_enum, element_count
@@ -85,22 +86,54 @@ def as_tensor(tensor: TensorProto) -> Any:
 _SLICE_BYTES = 32 << 20
 
 
-def as_variable(tensor: TensorProto) -> Any:
+@dataclass(frozen=True)
+class StoredBytes:
+    """Where a weight's bytes lie in a file (`wire.write_graph_def`'s `placed`)."""
+
+    path: Path
+    offset: int
+
+
+def as_variable(tensor: TensorProto, stored: StoredBytes | None = None) -> Any:
     """A variable of the tensor's value, made as zeros and then filled a slice at a time: at
     most the variable and the bytes read are held (`tf.Variable` of an array holds three copies
-    at once: VGG16's 0.4 GB fully connected weight made `save()` peak 1.5x its weights higher)."""
+    at once: VGG16's 0.4 GB fully connected weight made `save()` peak 1.5x its weights higher).
+    With `stored`, the slices are read from that file: protobuf hands out a bytes field only
+    copied whole (that weight: 0.8x its model's weights more)."""
     import tensorflow as tf
 
-    value = as_array(tensor)  # its bytes read once
+    dtype = tf.as_dtype(tensor.dtype)
+    shape = [d.size for d in tensor.tensor_shape.dim]
     with tf.device("CPU:0"):
-        variable = tf.Variable(tf.zeros(value.shape, tf.as_dtype(tensor.dtype)),
-                               trainable=False)
-    rows = max(1, _SLICE_BYTES // max(1, value[0].nbytes))
-    for start in range(0, len(value), rows):  # in place: the variable's buffer is its own
+        variable = tf.Variable(tf.zeros(shape, dtype), trainable=False)
+    rows = max(1, _SLICE_BYTES // max(1, element_count(tensor) // shape[0] * dtype.size))
+    slices = _slices_read(stored, dtype.as_numpy_dtype, shape, rows) if stored else \
+        _slices(as_array(tensor), rows)  # its bytes read once
+    for start, value in slices:  # in place: the variable's buffer is its own
         tf.raw_ops.ResourceStridedSliceAssign(
-            ref=variable.handle, begin=[start], end=[start + rows], strides=[1],
-            value=value[start:start + rows])
+            ref=variable.handle, begin=[start], end=[start + len(value)], strides=[1],
+            value=value)
     return variable
+
+
+def _slices(value: Any, rows: int) -> Iterator[tuple[int, Any]]:
+    for start in range(0, len(value), rows):
+        yield start, value[start:start + rows]
+
+
+def _slices_read(stored: StoredBytes, dtype: Any, shape: list[int],
+                 rows: int) -> Iterator[tuple[int, Any]]:
+    import numpy as np
+
+    row_bytes = np.dtype(dtype).itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    with stored.path.open("rb") as file:
+        file.seek(stored.offset)
+        for start in range(0, shape[0], rows):
+            count = min(rows, shape[0] - start)
+            data = np.empty(count * row_bytes, np.uint8)
+            if file.readinto(data) != data.size:
+                raise ValueError(f"{stored.path} ends inside a weight: truncated")
+            yield start, data.view(dtype).reshape([count, *shape[1:]])
 
 
 @dataclass

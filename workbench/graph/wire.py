@@ -36,12 +36,14 @@ def field(number: int, size: int) -> bytes:
     return varint(number << 3 | 2) + varint(size)
 
 
-def write_graph_def(graph_def: Any, out: BinaryIO,
-                    weights: dict[str, Any] | None = None) -> tuple[int, int]:
+def write_graph_def(graph_def: Any, out: BinaryIO, weights: dict[str, Any] | None = None,
+                    placed: dict[str, int] | None = None) -> tuple[int, int]:
     """`graph_def` into the binary file `out` a node at a time, each large Const's bytes read
     once and written apart. `weights` (node name -> TensorProto) stand for nodes of those names
-    (a lifted graph's Placeholders): each is written as a Const of its value. Returns the bytes
-    written and their CRC32; the file parses as the GraphDef."""
+    (a lifted graph's Placeholders): each is written as a Const of its value. `placed` gets,
+    for each Const whose bytes were written apart, where they start (bytes from where writing
+    began), so they can be read back a slice at a time. Returns the bytes written and their
+    CRC32; the file parses as the GraphDef."""
     from tensorflow.core.framework import graph_pb2, node_def_pb2
 
     written, crc = 0, 0
@@ -64,7 +66,11 @@ def write_graph_def(graph_def: Any, out: BinaryIO,
             data = node.SerializeToString()
             write(field(_NODE, len(data)), data)
             continue
-        write(*_const_pieces(shell.SerializeToString(), tensor))
+        head, content = _const_pieces(shell.SerializeToString(), tensor)
+        write(head)
+        if content and placed is not None:
+            placed[node.name] = written
+        write(content)
     for descriptor, value in graph_def.ListFields():  # the library, versions
         if descriptor.name != "node":
             write(_copy_fields(graph_pb2.GraphDef(), [(descriptor, value)]).SerializeToString())
@@ -120,16 +126,16 @@ def _read_varint(file: BinaryIO, allow_end: bool = False) -> int | None:
         shift += 7
 
 
-def _const_pieces(shell: bytes, tensor: Any) -> list[bytes]:
-    """A Const node's field in the GraphDef: the serialized node without its value (`shell`),
-    then the value's map entry around the tensor's bytes, read once."""
+def _const_pieces(shell: bytes, tensor: Any) -> tuple[bytes, bytes]:
+    """A Const node's field in the GraphDef as what precedes the tensor's bytes (the serialized
+    node without its value, `shell`, and the value's map entry), then the bytes, read once."""
     head, content = _tensor_pieces(tensor)
     value = len(head) + len(content)
     attr_value = field(_TENSOR, value)
     entry = field(_KEY, 5) + b"value" + field(_VALUE, len(attr_value) + value)
     attr = field(_ATTR, len(entry) + len(attr_value) + value)
     size = len(shell) + len(attr) + len(entry) + len(attr_value) + value
-    return [field(_NODE, size) + shell + attr + entry + attr_value + head, content]
+    return field(_NODE, size) + shell + attr + entry + attr_value + head, content
 
 
 def _tensor_pieces(tensor: Any) -> tuple[bytes, bytes]:
