@@ -78,6 +78,9 @@ def peak() -> int:
 
 # --- what holds the weights -----------------------------------------------------------------
 
+USERS_MODEL = "Keras model's variables"  # held by the user, taken out of the verdict
+
+
 def _weight_bytes(graph_def: Any) -> int:
     """Bytes of the large Consts (weights) a GraphDef holds, its library's included."""
     from workbench.engines.weights import large_const
@@ -103,7 +106,7 @@ def holdings(model: Any, converted: Any, converter: Any) -> Holdings:
     """The copies of the weights the objects of this run hold (see the module docstring)."""
     held = Holdings()
     if model is not None and not isinstance(model, str):
-        held.add(True, "Keras model's variables", sum(v.numpy().nbytes for v in model.weights))
+        held.add(True, USERS_MODEL, sum(v.numpy().nbytes for v in model.weights))
     if converter is not None and converter._session is not None:
         session = converter._session
         protos = {id(p.graph_def): p.graph_def for p in session._prepared.values()}
@@ -194,9 +197,8 @@ class PeakWhere:
 
 
 class Run:
-    def __init__(self, weights: int, base: int, where: bool = False, users: int = 0):
-        """`users`: the bytes the user's own model holds throughout (its variables)."""
-        self.weights, self.base, self.where, self.users = weights, base, where, users
+    def __init__(self, weights: int, base: int, where: bool = False):
+        self.weights, self.base, self.where = weights, base, where
         self.phases: list[Phase] = []
 
     def phase(self, name: str, step: Callable[[], Any], held: Callable[[], Holdings],
@@ -224,11 +226,12 @@ class Run:
 
     def workbench(self, phase: Phase) -> int:
         """The phase's peak without the user's model: what the workbench holds."""
-        return phase.peak - (self.users if "Keras model's variables" in phase.held.floor else 0)
+        return phase.peak - phase.held.floor.get(USERS_MODEL, 0)
 
     def show(self, phase: Phase) -> None:
         floor = sum(phase.held.floor.values())
-        own = f" (workbench {self.x(self.workbench(phase))})" if self.users else ""
+        own = f" (workbench {self.x(self.workbench(phase))})" \
+            if USERS_MODEL in phase.held.floor else ""
         print(f"{phase.name:<20} peak +{phase.peak / GB:5.2f} GB = {self.x(phase.peak)}{own}  "
               f"floor {self.x(floor)}  {phase.seconds:6.1f} s", flush=True)
         for label, items in (("floor", phase.held.floor), ("above", phase.held.above)):
@@ -279,7 +282,7 @@ def measure(name: str, limit: float, where: bool, from_saved_model: bool) -> boo
         made = f"Keras model built +{(rss() - base) / GB:.2f} GB"
     print(f"\n{name}: weights {weights / GB:.2f} GB, {made} in "
           f"{time.perf_counter() - start:.1f} s", flush=True)
-    run = Run(weights, base, where, users=0 if from_saved_model else weights)
+    run = Run(weights, base, where)
     converter = trt.TrtGraphConverterV2(input_saved_model_dir=model) if isinstance(model, str) \
         else trt.TrtGraphConverterV2(input_model=model)
     function = run.phase("convert()", converter.convert,
@@ -304,10 +307,11 @@ def measure(name: str, limit: float, where: bool, from_saved_model: bool) -> boo
             run.show(phase)
     worst = max(run.workbench(p) for p in run.phases)
     ok = worst <= limit * weights
-    mine = ", the workbench's, the Keras model's variables taken out" if run.users else ""
+    mine = ", the workbench's, the Keras model's variables taken out" \
+        if not from_saved_model else ""
     print(f"{name}: worst phase {run.x(worst)} the weights{mine} "
           f"({'within' if ok else 'ABOVE'} {limit:g}x)", flush=True)
-    model = "the Keras model's taken out, " if run.users else ""
+    model = "the Keras model's taken out, " if not from_saved_model else ""
     FIGURES.extend(record.figure(f"{name}: {p.name} peak (x the weights, {model}"
                                  f"{weights / GB:.2f} GB)", run.x(run.workbench(p)).strip(),
                                  f"<= {limit:g}x", run.workbench(p) <= limit * weights)

@@ -142,7 +142,6 @@ def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
 
 def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
                        stored: dict[str, StoredBytes]) -> None:
-
     from workbench.engines.hybrid import forget_functions, native_function_name
 
     # Native segment functions have fixed names, registered process-wide while the function
@@ -175,8 +174,8 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
         return tf.Variable(captured[name], trainable=False) if name in captured else \
             as_variable(tensor, stored.get(name))
 
-    # Largest first: a weight's bytes and its variable are held at once, the fewer other
-    # variables by then the lower the peak (VGG16's 0.4 GB fully connected weight).
+    # Largest first: a weight not `stored` has its bytes and its variable held at once, the
+    # fewer other variables by then the lower the peak (VGG16's 0.4 GB fully connected weight).
     made = {n: variable(n) for n in sorted(names, key=lambda n: -element_count(protos[n]))}
     module = tf.Module()
     module.weights = [made.pop(n) for n in names]
