@@ -35,7 +35,7 @@ import record  # noqa: E402
 
 import sample_models  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
-from workbench.engines.native_op.library import ENGINE_CALLS_ENV  # noqa: E402
+from workbench.engines.runtime.native_op.library import ENGINE_CALLS_ENV  # noqa: E402
 from workbench.hardware import cpu_device_name  # noqa: E402
 
 ENGINES = 8

@@ -25,11 +25,11 @@ os.environ.setdefault("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1")
 
 def __getattr__(name: str) -> Any:
     if name == "load":
-        from workbench.engines.saving import load_converted
+        from workbench.engines.runtime.saving import load_converted
 
         return load_converted
     if name == "inspect_tftrt":
-        from workbench.engines.tftrt_graph import inspect_tftrt
+        from workbench.engines.backends.tftrt_graph import inspect_tftrt
 
         return inspect_tftrt
     if name == "tune":  # the package, callable as tune() itself

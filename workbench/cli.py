@@ -315,7 +315,7 @@ def _run_convert(args: argparse.Namespace) -> int:
 
     params = _conversion_params(args)
     if args.tensorrt:  # before any work: without the builder, say how to install it
-        from workbench.engines.tensorrt_verdict import require_tensorrt
+        from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
 
         require_tensorrt()
     session = _open_session(args)
@@ -345,7 +345,7 @@ def _run_convert(args: argparse.Namespace) -> int:
 def _tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
                        ) -> dict[str, dict]:
     """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
-    from workbench.engines.runtime import converted_model
+    from workbench.engines.runtime.converted_model import converted_model
     from workbench.trt_convert import conversion_verdicts
 
     converted = converted_model(session, result, params)
@@ -367,7 +367,7 @@ def _run_report(args: argparse.Namespace) -> int:
     sizes = parse_batch_sizes(args.batch_sizes)
     tuning = _stored_tuning(args) if args.tune_store else None
     if args.tensorrt:
-        from workbench.engines.tensorrt_verdict import require_tensorrt
+        from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
 
         require_tensorrt()
     session = _open_session(args)
@@ -461,7 +461,7 @@ def _run_validate(args: argparse.Namespace) -> int:
 def _run_inspect(args: argparse.Namespace) -> int:
     import json
 
-    from workbench.engines.tftrt_graph import inspect_tftrt
+    from workbench.engines.backends.tftrt_graph import inspect_tftrt
 
     model = inspect_tftrt(args.model, args.signature_key)
     exported = None

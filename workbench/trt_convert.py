@@ -4,7 +4,7 @@ Code from the TF-TRT user guide runs after changing its import to
 `from workbench import trt_convert as trt`. `convert()` and `summary()` need no GPU: the
 segmentation is the workbench's reimplementation of TF-TRT's. `convert()` returns a
 `ConvertedModel` (engines on the active backend, native TensorFlow between them); `build()` and
-`save()` behave like TF-TRT's (`workbench/engines/runtime.py`, `saving.py`).
+`save()` behave like TF-TRT's (`workbench/engines/runtime/converted_model.py`, `saving.py`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from workbench.conversion.report import (
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
-from workbench.engines.runtime import converted_model
+from workbench.engines.runtime.converted_model import converted_model
 from workbench.graph.gpu import preparation_target
 
 logger = logging.getLogger("workbench.trt_convert")
@@ -213,7 +213,7 @@ class TrtGraphConverterV2:
             raise RuntimeError("A model that requires INT8 calibration has to be built before "
                                "saving it. Call build() to build and calibrate the TensorRT "
                                "engines.")
-        from workbench.engines.saving import save_converted
+        from workbench.engines.runtime.saving import save_converted
 
         save_converted(self._converted_func, output_saved_model_dir, overwrite=overwrite,
                        save_engines=save_gpu_specific_engines)
@@ -251,7 +251,7 @@ class TrtGraphConverterV2:
             raise RuntimeError("Need to call convert() before tensorrt_verdicts()")
         sets = None
         if input_fn is not None:
-            from workbench.engines.runtime import collect_inputs
+            from workbench.engines.runtime.converted_model import collect_inputs
 
             sets = collect_inputs(input_fn, self._converted_func.input_names, "input_fn").sets
         self._tensorrt = conversion_verdicts(self.session, self._converted_func, sets, progress)
@@ -297,7 +297,7 @@ def conversion_verdicts(session: ConversionSession, converted: Any,
                         ) -> dict[str, Any]:
     """engine -> TensorRTVerdict for every engine of `converted` (see `tensorrt_verdicts`);
     TensorRTMissingError (saying how to install it) without TensorRT-RTX."""
-    from workbench.engines.tensorrt_verdict import engine_verdicts, require_tensorrt
+    from workbench.engines.inspection.tensorrt_verdict import engine_verdicts, require_tensorrt
 
     require_tensorrt()
     if input_sets is None:

@@ -11,7 +11,7 @@ import sample_models
 from workbench.checks.conversion_check import CONVERTED, NATIVE, WHOLE, check_conversion
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
-from workbench.engines.runtime import ABORT_BUILD_ENV
+from workbench.engines.runtime.converted_model import ABORT_BUILD_ENV
 from workbench.errors import WorkbenchError
 
 FAST = {"warmup": 1, "iterations": 3}

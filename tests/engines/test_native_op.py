@@ -17,7 +17,7 @@ import pytest
 import sample_models
 import workbench
 from workbench import trt_convert as trt
-from workbench.engines.native_op import library as native_library
+from workbench.engines.runtime.native_op import library as native_library
 
 pytestmark = pytest.mark.slow
 
@@ -144,7 +144,7 @@ import json, logging, sys
 import numpy as np
 import sample_models
 from workbench import trt_convert as trt
-from workbench.engines.native_op import library
+from workbench.engines.runtime.native_op import library
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 x = sample_models.data("quickstart_mlp")["x_test"][:8]
 converter = trt.TrtGraphConverterV2(

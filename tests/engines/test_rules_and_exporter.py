@@ -16,7 +16,7 @@ from test_op_rules_families import CASES as FAMILY_CASES  # noqa: E402
 from test_op_rules_shapes import CASES as SHAPE_CASES  # noqa: E402
 
 from workbench.conversion.result import EngineInfo  # noqa: E402
-from workbench.engines.onnx_export import NOT_EXPORTED, ExportError, export_onnx  # noqa: E402
+from workbench.engines.onnx.export import NOT_EXPORTED, ExportError, export_onnx  # noqa: E402
 from workbench.engines.segment import INPUT_PREFIX, OUTPUT_PREFIX, SegmentGraph  # noqa: E402
 from workbench.graph.nodes import TensorSpec  # noqa: E402
 

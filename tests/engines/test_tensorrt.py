@@ -15,17 +15,17 @@ from onnx import TensorProto, helper
 import sample_models
 from tests.conftest import run_cli
 from workbench import trt_convert as trt
-from workbench.engines import tensorrt_backend
-from workbench.engines import tensorrt_verdict as verdict_module
-from workbench.engines.backend import BackendUnavailableError, backend_status, get_backend
-from workbench.engines.profiles import Profile
-from workbench.engines.settings import BuildRequest, EngineSettings
-from workbench.engines.tensorrt_verdict import (
+from workbench.engines.backends import tensorrt_backend
+from workbench.engines.backends.base import BackendUnavailableError, backend_status, get_backend
+from workbench.engines.inspection import tensorrt_verdict as verdict_module
+from workbench.engines.inspection.tensorrt_verdict import (
     JSON_KEYS,
     engine_verdicts,
     shape_values,
     tensorrt_verdict,
 )
+from workbench.engines.profiles import Profile
+from workbench.engines.settings import BuildRequest, EngineSettings
 
 pytest.importorskip("tensorrt_rtx", reason='needs TensorRT-RTX: pip install "tftrt-workbench'
                                            '[tensorrt]"')
@@ -162,7 +162,7 @@ def test_tiny_bert_dynamic_shape_verdicts_carry_tensorrts_reasons():
 
 
 def test_an_engine_inside_map_fns_loop_gets_a_verdict():
-    from workbench.engines.hybrid import engines_in_loops
+    from workbench.engines.runtime.hybrid import engines_in_loops
 
     converter = converter_for("map_fn_cnn")
     converted = converter._converted_func

@@ -61,7 +61,7 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
     settings = {"batch_sizes": list(sizes), "validate": validate, "time_latency": time_latency,
                 **({"tensorrt": True} if tensorrt else {})}  # ids without it stay as they were
     if tensorrt:
-        from workbench.engines.tensorrt_verdict import require_tensorrt
+        from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
 
         require_tensorrt()
     records: dict[str, TrialRecord] = {}

@@ -23,7 +23,7 @@ from typing import Any
 
 from workbench.conversion.result import EngineInfo
 from workbench.engines.profiles import Profile
-from workbench.engines.runtime import ConvertedModel, RuntimeGraph
+from workbench.engines.runtime.converted_model import ConvertedModel, RuntimeGraph
 from workbench.engines.settings import EngineSettings
 from workbench.engines.weights import LiftedGraph, StoredBytes
 from workbench.errors import WorkbenchError, first_line
@@ -142,7 +142,7 @@ def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
 
 def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
                        stored: dict[str, StoredBytes]) -> None:
-    from workbench.engines.hybrid import forget_functions, native_function_name
+    from workbench.engines.runtime.hybrid import forget_functions, native_function_name
 
     # Native segment functions have fixed names, registered process-wide while the function
     # saving them lives: collect it once saved, so the next model's save can use the names.
@@ -161,8 +161,8 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     from their protos)."""
     import tensorflow as tf
 
-    from workbench.engines.hybrid import wrap_converted
-    from workbench.engines.saved_weights import lift_saved_weights
+    from workbench.engines.runtime.hybrid import wrap_converted
+    from workbench.engines.runtime.saved_weights import lift_saved_weights
     from workbench.engines.weights import as_variable
 
     lifted = lift_saved_weights(graph.lifted_converted(), graph.segments)
@@ -342,7 +342,7 @@ def _load_engines(model: ConvertedModel, assets: Path, entry: dict[str, Any]) ->
         try:
             backend = model.backend if model.backend.name == saved["backend"] else None
             if backend is None:
-                from workbench.engines.backend import get_backend
+                from workbench.engines.backends.base import get_backend
 
                 backend = get_backend(saved["backend"])
             from_file = getattr(backend, "deserialize_file", None)  # streams the model

@@ -28,7 +28,7 @@ def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph]) ->
     weights become trailing arguments of its function and inputs of its call node. Engines in
     a loop frame keep theirs (a node may not read two frames), as do segments called from
     inside library functions."""
-    from workbench.engines.hybrid import engines_in_loops, with_native_functions
+    from workbench.engines.runtime.hybrid import engines_in_loops, with_native_functions
 
     in_loops = engines_in_loops(lifted.graph_def)
     calls = {n.name: n for n in lifted.graph_def.node if n.op == "PartitionedCall"}

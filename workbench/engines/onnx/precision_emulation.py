@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.engines.precision import half_tensor
+from workbench.engines.onnx.precision import half_tensor
 
 # Nodes this module adds (not TF nodes: the layer table leaves them out, as to_float16's casts).
 ROUND_PREFIX = "workbench_fp16/round/"

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from onnx import helper
 
-from workbench.engines.onnx_context import ExportContext, ExportError
+from workbench.engines.onnx.context import ExportContext, ExportError
 
 # TF op -> ONNX op with the same semantics (inputs in the same order, numpy broadcasting).
 UNARY = {

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
-from workbench.engines.onnx_context import ExportContext, ExportError
+from workbench.engines.onnx.context import ExportContext, ExportError
 
 INT64_MAX = np.iinfo(np.int64).max
 INT64_MIN = np.iinfo(np.int64).min

@@ -240,12 +240,12 @@ class _Entry:
 
 # Preference order: the first available backend is the default.
 _REGISTRY = {
-    "tensorrt": _Entry("workbench.engines.tensorrt_backend", "TensorRTBackend", "status"),
+    "tensorrt": _Entry("workbench.engines.backends.tensorrt_backend", "TensorRTBackend", "status"),
     # Builds everywhere it installs (TensorRT's verdict) but runs engines only on a GPU: its
     # status is available only there, so ONNX Runtime stays the default elsewhere.
-    "tensorrt-rtx": _Entry("workbench.engines.tensorrt_backend", "TensorRTRTXBackend",
+    "tensorrt-rtx": _Entry("workbench.engines.backends.tensorrt_backend", "TensorRTRTXBackend",
                            "rtx_status"),
-    "onnxruntime": _Entry("workbench.engines.onnxruntime_backend", "OnnxRuntimeBackend",
+    "onnxruntime": _Entry("workbench.engines.backends.onnxruntime_backend", "OnnxRuntimeBackend",
                           "status"),
 }
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from workbench.engines.backend import (
+from workbench.engines.backends.base import (
     EngineBase,
     EngineBuildError,
     EngineRunError,
@@ -33,7 +33,7 @@ from workbench.engines.backend import (
     unpack_engine,
 )
 from workbench.engines.layer_table import layer_table
-from workbench.engines.onnx_files import (
+from workbench.engines.onnx.files import (
     data_file,
     model_file,
     new_model,
@@ -42,7 +42,7 @@ from workbench.engines.onnx_files import (
     take_model,
     write_inline,
 )
-from workbench.engines.precision import (
+from workbench.engines.onnx.precision import (
     CAST_PREFIX,
     fold_for_precision,
     graph_inputs,
@@ -50,7 +50,7 @@ from workbench.engines.precision import (
     readable_bytes,
     to_float16,
 )
-from workbench.engines.precision_emulation import (
+from workbench.engines.onnx.precision_emulation import (
     store_as_float16,
     store_unquantized_as_float16,
 )

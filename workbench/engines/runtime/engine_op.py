@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.engines.backend import Engine
+from workbench.engines.backends.base import Engine
 from workbench.engines.profiles import Profile, ShapeSet
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError, first_line

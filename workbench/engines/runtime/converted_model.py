@@ -20,9 +20,9 @@ import pandas as pd
 
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo
-from workbench.engines.backend import Backend, Engine
-from workbench.engines.engine_op import ENGINE_MISS, EngineOp
-from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
+from workbench.engines.backends.base import Backend, Engine
+from workbench.engines.runtime.engine_op import ENGINE_MISS, EngineOp
+from workbench.engines.runtime.hybrid import engine_function, engines_in_loops, wrap_converted
 from workbench.engines.segment import GraphMadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.engines.weights import LiftedGraph, as_tensor
@@ -104,7 +104,7 @@ class RuntimeGraph:
     def engine_input_shapes(self, shapes: Any) -> dict[str, Any]:
         """engine -> its input shapes for the model's input `shapes` (None where they depend
         on values); see build_shapes.engine_input_shapes."""
-        from workbench.engines.build_shapes import engine_input_shapes
+        from workbench.engines.runtime.build_shapes import engine_input_shapes
 
         if self.prepared_graph_def is None:
             return {e.name: None for e in self.engines}
@@ -162,7 +162,7 @@ class ConvertedModel:
     @property
     def backend(self) -> Backend:
         if self._backend is None:
-            from workbench.engines.backend import get_backend
+            from workbench.engines.backends.base import get_backend
 
             self._backend = get_backend()
         return self._backend
@@ -211,7 +211,7 @@ class ConvertedModel:
         runtime = self.segments[engine]
         if runtime.onnx_model is not None:
             return runtime.onnx_model
-        from workbench.engines.onnx_export import export_onnx
+        from workbench.engines.onnx.export import export_onnx
 
         model = self._exported(engine, export_onnx)
         if keep:
@@ -232,8 +232,8 @@ class ConvertedModel:
         """The segment's ONNX model into `path` as one file, streamed: from an engine's file
         that is the export (an FP32 ONNX Runtime engine), else exported again (to a temporary
         file) unless it is kept."""
-        from workbench.engines.build import export_file
-        from workbench.engines.onnx_files import remove_model, write_inline
+        from workbench.engines.onnx.files import remove_model, write_inline
+        from workbench.engines.runtime.build import export_file
 
         runtime = self.segments[engine]
         if runtime.onnx_model is not None:
@@ -250,7 +250,7 @@ class ConvertedModel:
                 remove_model(source)
 
     def _build_engine(self, name: str, request: BuildRequest) -> Engine:
-        from workbench.engines.build import build_segment_engine, export_file
+        from workbench.engines.runtime.build import build_segment_engine, export_file
 
         if _env_true(ABORT_BUILD_ENV):
             raise WorkbenchError(f"engine build aborted by {ABORT_BUILD_ENV}")
@@ -429,7 +429,7 @@ class ConvertedModel:
     def _engine_shapes(self, sets: InputSets) -> dict[str, list[Any]]:
         """engine -> its input shapes for each input set (inferred; from a native run of the
         set when they depend on values, with a clear error when that run fails)."""
-        from workbench.engines.build_shapes import data_run_error
+        from workbench.engines.runtime.build_shapes import data_run_error
 
         graph = self.graph
         inferred: dict[Any, dict[str, Any]] = {}
@@ -522,7 +522,7 @@ class ConvertedModel:
         another backend's payload as `<engine>.<n>.<backend>` (an ONNX Runtime engine is its
         ONNX model at the engine's precision). Returns the file names; a segment the exporter
         cannot express gets `<engine>.onnx.txt` saying why."""
-        from workbench.engines.backend import unpack_engine
+        from workbench.engines.backends.base import unpack_engine
 
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
@@ -618,7 +618,7 @@ def converted_model(session: ConversionSession, result: ConversionResult,
 
 def runtime_graph(session: ConversionSession, result: ConversionResult) -> RuntimeGraph:
     """The converted graph of a conversion (`ConversionSession`, `ConversionResult`)."""
-    from workbench.engines.hybrid import converted_graph_def
+    from workbench.engines.runtime.hybrid import converted_graph_def
     from workbench.engines.segment import extract_segment
     from workbench.graph.nodes import TensorRef
 
@@ -673,7 +673,7 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
 def _replace_function(converted: Any, conversion: Any, segments: list[Any]) -> None:
     """Puts the function of `conversion` with its engines in place into the converted
     GraphDef's library."""
-    from workbench.engines.hybrid import converted_function_def
+    from workbench.engines.runtime.hybrid import converted_function_def
 
     library = converted.library.function
     index = next(i for i, f in enumerate(library) if f.signature.name == conversion.function)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from workbench.conversion.result import EngineInfo
-from workbench.engines.engine_op import EngineMissError, EngineOp
-from workbench.engines.native_op import engine_call
+from workbench.engines.runtime.engine_op import EngineMissError, EngineOp
+from workbench.engines.runtime.native_op import engine_call
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames

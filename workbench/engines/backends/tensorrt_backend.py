@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from workbench.engines.backend import (
+from workbench.engines.backends.base import (
     BackendUnavailableError,
     EngineBase,
     EngineBuildError,
@@ -38,15 +38,15 @@ from workbench.engines.backend import (
     pack_engine,
     unpack_engine,
 )
-from workbench.engines.layer_table import layer_table, precision_of_format
-from workbench.engines.profiles import Profile, Shape
-from workbench.engines.settings import NO_REQUEST, BuildRequest, EngineSettings
-from workbench.engines.tensorrt_api import (
+from workbench.engines.backends.tensorrt_api import (
     TENSORRT,
     TENSORRT_RTX,
     TensorRTApi,
     precision_flags,
 )
+from workbench.engines.layer_table import layer_table, precision_of_format
+from workbench.engines.profiles import Profile, Shape
+from workbench.engines.settings import NO_REQUEST, BuildRequest, EngineSettings
 from workbench.errors import first_line
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.engines.onnx_context import ExportContext, ExportError
+from workbench.engines.onnx.context import ExportContext, ExportError
 
 
 def _to_channels_first(rank: int) -> list[int]:

@@ -15,11 +15,11 @@ from typing import Any
 
 import onnx
 
-from workbench.engines import tensorrt_backend
-from workbench.engines.backend import BackendUnavailableError
+from workbench.engines.backends import tensorrt_backend
+from workbench.engines.backends.base import BackendUnavailableError
+from workbench.engines.backends.tensorrt_api import TENSORRT_RTX
 from workbench.engines.profiles import Profile
 from workbench.engines.settings import BuildRequest
-from workbench.engines.tensorrt_api import TENSORRT_RTX
 from workbench.errors import WorkbenchError
 
 

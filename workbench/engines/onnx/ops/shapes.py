@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto, helper
 
-from workbench.engines.onnx_context import ExportContext, ExportError
+from workbench.engines.onnx.context import ExportContext, ExportError
 
 # TF reduction -> ONNX reduction; ReduceSum takes its axes as an input from opset 13, the
 # others only from opset 18.

@@ -23,10 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.engines.backends.tensorrt_api import TENSORRT_RTX, TensorRTApi
+from workbench.engines.backends.tensorrt_backend import (
+    ShapeValues,
+    build_plan,
+    implicit_batch_profile,
+)
 from workbench.engines.profiles import ShapeSet, optimization_profiles
 from workbench.engines.settings import NO_REQUEST, BuildRequest
-from workbench.engines.tensorrt_api import TENSORRT_RTX, TensorRTApi
-from workbench.engines.tensorrt_backend import ShapeValues, build_plan, implicit_batch_profile
 from workbench.errors import WorkbenchError, first_line
 from workbench.files import atomic_write
 from workbench.graph.cache import cache_dir
@@ -34,7 +38,7 @@ from workbench.graph.cache import cache_dir
 if TYPE_CHECKING:
     import onnx
 
-    from workbench.engines.runtime import ConvertedModel
+    from workbench.engines.runtime.converted_model import ConvertedModel
 
 # The contract's keys (`workbench convert --json --tensorrt`), in order.
 JSON_KEYS = ("parsed", "built", "error", "plan_bytes", "build_s", "layers", "builder")
@@ -46,7 +50,8 @@ _memory: dict[str, dict[str, Any]] = {}
 
 @functools.cache
 def _code_digest() -> str:
-    from workbench.engines import precision, tensorrt_api, tensorrt_backend
+    from workbench.engines.backends import tensorrt_api, tensorrt_backend
+    from workbench.engines.onnx import precision
 
     digest = hashlib.sha256()
     for module in (precision, tensorrt_api, tensorrt_backend):
@@ -216,7 +221,7 @@ def shape_values(model: onnx.ModelProto, batches: Sequence[tuple[np.ndarray, ...
                  ) -> dict[str, ShapeValues]:
     """(min, opt, max) values of every integer input of rank <= 1 over `batches`: what
     TensorRT needs for an input that is a shape tensor (opt = max, as for shapes)."""
-    from workbench.engines.precision import graph_inputs
+    from workbench.engines.onnx.precision import graph_inputs
 
     names = [i.name for i in graph_inputs(model)]
     found: dict[str, ShapeValues] = {}

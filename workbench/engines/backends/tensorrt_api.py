@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from workbench.engines.backend import BackendUnavailableError, EngineBuildError
+from workbench.engines.backends.base import BackendUnavailableError, EngineBuildError
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class TensorRTApi:
         precision from the model (float16 tensors, Q/DQ nodes), the others from flags."""
         if not self.strongly_typed or precision == "FP32":
             return model
-        from workbench.engines.precision import fold_for_precision, quantize_int8, to_float16
+        from workbench.engines.onnx.precision import fold_for_precision, quantize_int8, to_float16
 
         folded = fold_for_precision(model)
         if precision == "FP16":

@@ -27,18 +27,18 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from workbench.engines.native_op.library import NativeLibrary, load
-from workbench.engines.onnxruntime_backend import (
+from workbench.engines.backends.onnxruntime_backend import (
     OPTIMIZATION_LEVEL,
     SESSION_CONFIG,
     OrtEngine,
 )
 from workbench.engines.profiles import Profile
+from workbench.engines.runtime.native_op.library import NativeLibrary, load
 from workbench.errors import first_line
 from workbench.graph.nodes import numpy_dtype_name
 
 if TYPE_CHECKING:
-    from workbench.engines.engine_op import EngineOp
+    from workbench.engines.runtime.engine_op import EngineOp
     from workbench.engines.segment import SegmentGraph
 
 logger = logging.getLogger("workbench.engines")
