@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from workbench import environment
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
@@ -332,7 +333,8 @@ def _run_convert(args: argparse.Namespace) -> int:
                    f"{verdict['build_s']} s") if verdict["built"] else verdict["error"]
         print(f"{verdict['builder']} {name}: {outcome}")
     if result.nonconversion:
-        detailed, csv_path = detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))
+        setting = environment.SHOW_DETAILED_REPORT.read() or None
+        detailed, csv_path = detailed_report_setting(setting)
         print(nonconversion_report(result.nonconversion, detailed or args.detailed))
         if csv_path:
             error = write_nonconversion_csv(result.nonconversion, csv_path)

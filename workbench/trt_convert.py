@@ -10,10 +10,10 @@ segmentation is the workbench's reimplementation of TF-TRT's. `convert()` return
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from workbench import environment
 from workbench.conversion.advice import Advice, advise
 from workbench.conversion.converted import converted_top_level, tftrt_dot
 from workbench.conversion.params import (
@@ -309,7 +309,7 @@ def _log_nonconversion_report(result: ConversionResult) -> None:
     """TF-TRT logged its report as a warning on every conversion, and wrote the CSV if asked."""
     if not result.nonconversion:
         return
-    detailed, csv_path = detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))
+    detailed, csv_path = detailed_report_setting(environment.SHOW_DETAILED_REPORT.read() or None)
     logger.warning(nonconversion_report(result.nonconversion, detailed))
     if csv_path:
         error = write_nonconversion_csv(result.nonconversion, csv_path)
@@ -325,7 +325,7 @@ def _log_function_conversions(result: ConversionResult) -> None:
         if conversion.nonconversion:
             logger.warning(nonconversion_report(
                 conversion.nonconversion,
-                detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))[0]))
+                detailed_report_setting(environment.SHOW_DETAILED_REPORT.read() or None)[0]))
         if conversion.engines:
             logger.warning(
                 "%d engine(s) inside function %s (_tftrt_convert_function): %s; summary() "
@@ -337,8 +337,8 @@ def _log_function_conversions(result: ConversionResult) -> None:
 def _export_graphviz(session: ConversionSession, result: ConversionResult) -> None:
     """TF_TRT_EXPORT_GRAPH_VIZ_PATH: TF-TRT wrote the converted graph as .dot, logging (not
     raising) any failure, and printed how to render it."""
-    path = os.environ.get("TF_TRT_EXPORT_GRAPH_VIZ_PATH")
-    if path is None:
+    path = environment.EXPORT_GRAPH_VIZ_PATH.read()
+    if not path:
         return
     graph = session.prepared(str(result.params.precision_mode)).graph
     try:

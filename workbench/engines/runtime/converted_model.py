@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from workbench import environment
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.engines.backends.base import Backend, Engine
@@ -34,14 +35,6 @@ if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
 
 T = TypeVar("T")
-
-# TF-TRT's switch to make every engine build fail (to exercise the native fallback).
-ABORT_BUILD_ENV = "TF_TRT_ABORT_CUDA_ENGINE_BUILD"
-
-
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true")
-
 
 @dataclass
 class RuntimeGraph:
@@ -252,8 +245,8 @@ class ConvertedModel:
     def _build_engine(self, name: str, request: BuildRequest) -> Engine:
         from workbench.engines.runtime.build import build_segment_engine, export_file
 
-        if _env_true(ABORT_BUILD_ENV):
-            raise WorkbenchError(f"engine build aborted by {ABORT_BUILD_ENV}")
+        if environment.ABORT_ENGINE_BUILD.read():
+            raise WorkbenchError(f"engine build aborted by {environment.ABORT_ENGINE_BUILD.name}")
         runtime = self.segments[name]
         if runtime.export_error:
             raise WorkbenchError(runtime.export_error)

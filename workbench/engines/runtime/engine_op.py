@@ -13,7 +13,6 @@ runs, the native segment does, unless TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTI
 from __future__ import annotations
 
 import logging
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from workbench import environment
 from workbench.engines.backends.base import Engine
 from workbench.engines.profiles import Profile, ShapeSet
 from workbench.engines.settings import BuildRequest, EngineSettings
@@ -29,7 +29,6 @@ from workbench.graph.nodes import numpy_dtype
 
 logger = logging.getLogger("workbench.engines")
 
-NATIVE_ENV = "TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION"
 MAX_RECORDED_FALLBACKS = 100
 
 
@@ -329,9 +328,10 @@ class EngineOp:
 
     def record_native(self, shapes: ShapeSet, reason: str) -> None:
         """Records a native run and its reason; refused when the user disallows it."""
-        if not native_execution_allowed():
+        if not environment.ALLOW_NATIVE_SEGMENT.read():
             raise NativeExecutionDisallowedError(
-                f"User disallowed engine native segment execution ({NATIVE_ENV}=false): "
+                "User disallowed engine native segment execution "
+                f"({environment.ALLOW_NATIVE_SEGMENT.name}=false): "
                 f"{reason}")
         self._stats.native_calls += 1
         if len(self.native_runs) < MAX_RECORDED_FALLBACKS:
@@ -380,15 +380,6 @@ def _serves(key: ShapeSet, shapes: ShapeSet) -> bool:
             return False
     return True
 
-
-def native_execution_allowed() -> bool:
-    """TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION, read like TF's ReadBoolFromEnvVar."""
-    raw = os.environ.get(NATIVE_ENV, "").strip().lower()
-    if raw in ("", "1", "true"):
-        return True
-    if raw in ("0", "false"):
-        return False
-    raise WorkbenchError(f"{NATIVE_ENV} must be true/false or 1/0, got {raw!r}")
 
 
 def _describe(key: CacheKey) -> str:

@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from workbench import environment
 from workbench.engines.backends.onnxruntime_backend import (
     OPTIMIZATION_LEVEL,
     SESSION_CONFIG,
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("workbench.engines")
 
-MAX_BYTES_ENV = "WORKBENCH_NATIVE_CALL_MAX_BYTES"
-DEFAULT_MAX_BYTES = 256 << 20
 # dtypes the op hands to ONNX Runtime as they are (strings and complex stay on Python).
 NUMERIC = frozenset({"float32", "float16", "bfloat16", "float64", "int8", "int16", "int32",
                      "int64", "uint8", "uint16", "uint32", "uint64", "bool"})
@@ -143,7 +142,7 @@ def _bounds(op: EngineOp, key: Any) -> list[Profile] | None:
 def _eligible(engine: Any, segment: SegmentGraph) -> bool:
     if not isinstance(engine, OrtEngine) or engine.providers != ["CPUExecutionProvider"]:
         return False
-    if engine.model_size > int(os.environ.get(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)):
+    if engine.model_size > environment.NATIVE_CALL_MAX_BYTES.read():
         return False
     want_in = [numpy_dtype_name(s.dtype) for s in segment.input_specs]
     want_out = [numpy_dtype_name(s.dtype) for s in segment.output_specs]

@@ -23,13 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench import environment
 from workbench.errors import first_line
 
 logger = logging.getLogger("workbench.engines")
 
 SOURCE = Path(__file__).with_name("ort_engine_op.cc")
-ENGINE_CALLS_ENV = "WORKBENCH_ENGINE_CALLS"  # "python": the numpy_function path always
-COMPILER_ENV = "WORKBENCH_CXX"
 COMPILE_TIMEOUT_S = 600
 _ERROR_SIZE = 1024
 
@@ -53,11 +52,11 @@ class NativeLibrary:
 
 
 def forced_python() -> bool:
-    return os.environ.get(ENGINE_CALLS_ENV, "").strip().lower() == "python"
+    return environment.ENGINE_CALLS.read().lower() == "python"
 
 
 def compiler() -> str:
-    return os.environ.get(COMPILER_ENV) or os.environ.get("CXX") or "g++"
+    return environment.CXX.read() or os.environ.get("CXX") or "g++"
 
 
 def onnxruntime_library() -> Path | None:
@@ -122,13 +121,13 @@ def load() -> NativeLibrary | None:
 
 def unavailable_reason() -> str | None:
     """Why `load()` returned None, once it has been asked."""
-    return f"{ENGINE_CALLS_ENV}=python" if forced_python() else _failure
+    return f"{environment.ENGINE_CALLS.name}=python" if forced_python() else _failure
 
 
 def status() -> tuple[str, str]:
     """Which path engine calls take, for `workbench doctor`, without compiling anything."""
     if forced_python():
-        return "python", f"{ENGINE_CALLS_ENV}=python"
+        return "python", f"{environment.ENGINE_CALLS.name}=python"
     if _loaded is not None:
         return "compiled op", f"{_loaded.path} (onnxruntime {_loaded.onnxruntime_version})"
     if _failure is not None:
@@ -166,7 +165,8 @@ def _compile(path: Path) -> Path:
         done = subprocess.run(command, capture_output=True, text=True,
                               timeout=COMPILE_TIMEOUT_S, check=False)
     except FileNotFoundError:
-        raise RuntimeError(f"compiler {command[0]!r} not found (set {COMPILER_ENV})") from None
+        raise RuntimeError(
+            f"compiler {command[0]!r} not found (set {environment.CXX.name})") from None
     if done.returncode != 0:
         staging.unlink(missing_ok=True)
         errors = [line for line in done.stderr.splitlines() if "error" in line]
