@@ -35,7 +35,7 @@ def __getattr__(name: str) -> Any:
     if name == "tune":  # the package, callable as tune() itself
         import importlib
 
-        return importlib.import_module("workbench.tune")
+        return importlib.import_module("workbench.tuning")
     if name == "export":
         from workbench.checks.export import export
 

@@ -391,9 +391,9 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def _stored_tuning(args: argparse.Namespace) -> Any:
     """The `TuneResult` of the trials stored for the model under `--tune-store`."""
-    from workbench.tune.driver import model_fingerprint
-    from workbench.tune.result import TuneResult
-    from workbench.tune.store import TrialStore
+    from workbench.tuning.driver import model_fingerprint
+    from workbench.tuning.result import TuneResult
+    from workbench.tuning.store import TrialStore
 
     tags = _split(args.tags)
     store = TrialStore(args.tune_store, model_fingerprint(args.model, args.signature_key, tags))
@@ -534,7 +534,7 @@ def _run_tune(args: argparse.Namespace) -> int:
     import json
 
     from workbench.checks.conversion_check import parse_batch_sizes
-    from workbench.tune import tune
+    from workbench.tuning import tune
 
     result = tune(args.model, _tune_grid(args), batch_sizes=parse_batch_sizes(args.batch_sizes),
                   workers=args.workers, scheduler=args.scheduler, store=args.store,

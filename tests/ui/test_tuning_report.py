@@ -10,7 +10,7 @@ from conftest import run_cli
 
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
-from workbench.tune import TrialRecord, TuneResult
+from workbench.tuning import TrialRecord, TuneResult
 from workbench.ui.html_report import tuning_html, write_html_report
 
 

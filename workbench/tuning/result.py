@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.tune.record import TrialRecord
+from workbench.tuning.record import TrialRecord
 
 ACCURACY_ATOL = 1e-2
 TOP1_MIN = 0.99

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from workbench.errors import first_line
 from workbench.files import atomic_write, json_scalar
-from workbench.tune.record import TrialRecord
+from workbench.tuning.record import TrialRecord
 
 SUFFIX = ".json"
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import first_line
-from workbench.tune.grid import TuneError
-from workbench.tune.trial import thread_budget
+from workbench.tuning.grid import TuneError
+from workbench.tuning.trial import thread_budget
 
 CONNECT_TIMEOUT_S = 10
 

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from workbench.conversion.params import DEFAULT_MAX_ENGINES
-from workbench.tune.record import TrialRecord
+from workbench.tuning.record import TrialRecord
 
 
 def describe(record: TrialRecord) -> str:

@@ -11,10 +11,10 @@ import sys
 import types
 from typing import Any
 
-from workbench.tune.driver import DEFAULT_STORE, tune
-from workbench.tune.grid import GRID_KEYS, GridPoint, expand_grid
-from workbench.tune.record import TrialRecord
-from workbench.tune.result import TuneResult
+from workbench.tuning.driver import DEFAULT_STORE, tune
+from workbench.tuning.grid import GRID_KEYS, GridPoint, expand_grid
+from workbench.tuning.record import TrialRecord
+from workbench.tuning.result import TuneResult
 
 __all__ = ["DEFAULT_STORE", "GRID_KEYS", "GridPoint", "TrialRecord", "TuneResult",
            "expand_grid", "tune"]

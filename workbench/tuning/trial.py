@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import first_line
-from workbench.tune.grid import params_of
-from workbench.tune.record import TrialRecord
+from workbench.tuning.grid import params_of
+from workbench.tuning.record import TrialRecord
 
 # Which step a conversion-check progress message starts (the rest of the check is "convert").
 _STEP_OF_MESSAGE = (("Calibrating", "build"), ("Building", "build"),

@@ -10,10 +10,10 @@ import pytest
 from conftest import run_cli
 
 from workbench.errors import ConversionParamsError
-from workbench.tune import GRID_KEYS, TrialRecord, TuneResult, expand_grid, tune
-from workbench.tune.grid import TuneError
-from workbench.tune.record import trial_id
-from workbench.tune.store import TrialStore
+from workbench.tuning import GRID_KEYS, TrialRecord, TuneResult, expand_grid, tune
+from workbench.tuning.grid import TuneError
+from workbench.tuning.record import trial_id
+from workbench.tuning.store import TrialStore
 
 TABLE_COLUMNS = ["trial_id", "precision_mode", "minimum_segment_size", "use_dynamic_shape",
                  "dynamic_shape_profile_strategy", "denylist", "max_engines", "status", "reason",

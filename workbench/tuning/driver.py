@@ -20,13 +20,13 @@ from typing import Any
 from workbench.checks.conversion_check import check_batch_sizes
 from workbench.errors import first_line
 from workbench.graph.cache import content_key
-from workbench.tune.cluster import Cluster, connect
-from workbench.tune.grid import TuneError, expand_grid
-from workbench.tune.progress import Progress
-from workbench.tune.record import TrialRecord, trial_id
-from workbench.tune.result import TuneResult
-from workbench.tune.store import TrialStore
-from workbench.tune.trial import TrialSpec, run_trial, thread_budget
+from workbench.tuning.cluster import Cluster, connect
+from workbench.tuning.grid import TuneError, expand_grid
+from workbench.tuning.progress import Progress
+from workbench.tuning.record import TrialRecord, trial_id
+from workbench.tuning.result import TuneResult
+from workbench.tuning.store import TrialStore
+from workbench.tuning.trial import TrialSpec, run_trial, thread_budget
 
 DEFAULT_STORE = "workbench_runs"  # the app's runs store (workbench.ui.store) keeps its runs here
 POLL_S = 0.25  # how soon a cancel or a timeout is noticed while trials run

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.tune import tune
+from workbench.tuning import tune
 
 pytestmark = pytest.mark.slow
 DASK = str(Path(sys.executable).parent / "dask")
