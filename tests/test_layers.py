@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("checks",),
     ("trt_convert",),
     ("viz",),
-    ("tune",),
+    ("tuning",),
     ("diagnosis",),
     ("ui",),
     ("cli",),

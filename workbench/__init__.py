@@ -32,10 +32,10 @@ def __getattr__(name: str) -> Any:
         from workbench.engines.backends.tftrt_graph import inspect_tftrt
 
         return inspect_tftrt
-    if name == "tune":  # the package, callable as tune() itself
-        import importlib
+    if name == "tune":
+        from workbench.tuning import tune
 
-        return importlib.import_module("workbench.tuning")
+        return tune
     if name == "export":
         from workbench.checks.export import export
 

@@ -293,3 +293,10 @@ def test_a_failing_trial_keeps_its_reason_and_what_it_measured(tmp_path, local_c
     assert trial.status == "failed" and "cannot generate string input 'numbers'" in trial.reason
     assert trial.percent_converted > 0 and trial.engines >= 1 and trial.latency_ms == {}
     assert result.recommended is None and result.pareto.empty
+
+
+def test_workbench_tune_is_the_function_whatever_was_imported_first():
+    import workbench
+    import workbench.tuning  # the package imported first must not hide the function
+
+    assert workbench.tune is workbench.tuning.tune is tune
