@@ -149,7 +149,8 @@ def function_segment(body, *specs) -> SegmentGraph:
     import tensorflow as tf
 
     from workbench.conversion.result import EngineInfo
-    from workbench.graph.prepare import graph_from_function
+    from workbench.graph.loading import LoadedModel
+    from workbench.graph.prepare import prepare
 
     @tf.function(input_signature=[tf.TensorSpec(shape, dtype, name=f"x{i}")
                                   for i, (shape, dtype) in enumerate(specs)])
@@ -158,7 +159,9 @@ def function_segment(body, *specs) -> SegmentGraph:
         results = result if isinstance(result, tuple) else (result,)
         return {f"y{i}": tf.identity(r) for i, r in enumerate(results)}
 
-    prepared = graph_from_function(forward.get_concrete_function())
+    function = forward.get_concrete_function()
+    prepared = prepare(LoadedModel(source=function.name, kind="function", function=function),
+                       "FP32")
     ends = {*prepared.optimized.input_nodes, *prepared.optimized.output_nodes}
     members = [n for n in prepared.graph.real_nodes if n.name not in ends]
     names = {n.name for n in members}

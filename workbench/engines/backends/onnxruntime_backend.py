@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import re
 import statistics
 import tempfile
@@ -59,6 +60,8 @@ from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import numpy_dtype
 from workbench.hardware import cpu_device_name, release_free_memory, usable_cores
 
+logger = logging.getLogger("workbench.engines")
+
 if TYPE_CHECKING:
     import onnxruntime as ort
     import pandas as pd
@@ -89,8 +92,8 @@ def _share_one_arena() -> None:
     try:
         ort.create_and_register_allocator(ort.OrtMemoryInfo(
             "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT), None)
-    except Exception:  # one is registered already; else each session keeps its own arena
-        pass
+    except Exception as error:  # one is registered already; else each session keeps its own
+        logger.debug("no shared ONNX Runtime arena: %s", first_line(error))
 
 
 def status() -> tuple[bool, str]:

@@ -111,11 +111,6 @@ def version() -> str | None:
     return TENSORRT.version()
 
 
-def rtx_version() -> str | None:
-    """The version of the `tensorrt_rtx` package, or None where it does not import."""
-    return TENSORRT_RTX.version()
-
-
 def status() -> tuple[bool, str]:
     """Available when `tensorrt` imports and a GPU exists; otherwise says which is missing."""
     if TENSORRT.version() is None:

@@ -9,6 +9,7 @@ together on first use, so `convert()` itself stays as fast as the segmentation.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -27,9 +28,11 @@ from workbench.engines.runtime.hybrid import engine_function, engines_in_loops, 
 from workbench.engines.segment import GraphMadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.engines.weights import LiftedGraph, as_tensor
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import numpy_dtype_name
 from workbench.hardware import release_free_memory
+
+logger = logging.getLogger("workbench.engines")
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
@@ -389,7 +392,8 @@ class ConvertedModel:
         shapes = InputSets([tensors]).shapes[0]
         try:
             found = graph.engine_input_shapes(shapes)
-        except Exception:  # the call itself will build (and report) as TF-TRT's kernel did
+        except Exception as error:  # the call itself builds (and reports) as TF-TRT's kernel did
+            logger.debug("engine shapes left to the first call: %s", first_line(error))
             return
         for name, engine_shapes in found.items():
             if engine_shapes is not None and name in ops and ops[name].settings.use_implicit_batch:

@@ -119,11 +119,6 @@ def load() -> NativeLibrary | None:
     return _loaded
 
 
-def unavailable_reason() -> str | None:
-    """Why `load()` returned None, once it has been asked."""
-    return f"{environment.ENGINE_CALLS.name}=python" if forced_python() else _failure
-
-
 def status() -> tuple[str, str]:
     """Which path engine calls take, for `workbench doctor`, without compiling anything."""
     if forced_python():
