@@ -5,20 +5,15 @@ as an engine while it runs natively."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from test_op_rules_families import CASES as FAMILY_CASES
+from test_op_rules_shapes import CASES as SHAPE_CASES
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "conversion"))  # the tables' own imports
-from test_op_rules_families import CASES as FAMILY_CASES  # noqa: E402
-from test_op_rules_shapes import CASES as SHAPE_CASES  # noqa: E402
-
-from workbench.conversion.result import EngineInfo  # noqa: E402
-from workbench.engines.onnx.export import NOT_EXPORTED, ExportError, export_onnx  # noqa: E402
-from workbench.engines.segment import INPUT_PREFIX, OUTPUT_PREFIX, SegmentGraph  # noqa: E402
-from workbench.graph.nodes import TensorSpec  # noqa: E402
+from workbench.conversion.result import EngineInfo
+from workbench.engines.onnx.export import NOT_EXPORTED, ExportError, export_onnx
+from workbench.engines.segment import INPUT_PREFIX, OUTPUT_PREFIX, SegmentGraph
+from workbench.graph.nodes import TensorSpec
 
 
 def accepted_cases() -> list[tuple]:
