@@ -17,8 +17,8 @@ from workbench import quiet
 
 quiet.install()
 # With oneDNN on (x86 CPUs), TensorFlow's CPU tensors come from a pool that never gives memory
-# back: the checkpoint read and Grappler's constants of a conversion stayed resident (VGG16:
-# 1 GB after convert(), 2x its weights). The system allocator returns it, at the same speed.
+# back: the checkpoint read and Grappler's constants of a conversion stayed resident (figures
+# in docs/memory.md). The system allocator returns it, at the same speed.
 # TensorFlow reads this at its first tensor, so it applies when workbench is imported first.
 os.environ.setdefault("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1")
 

@@ -71,13 +71,12 @@ _NOT_TF_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
 # Every engine session's settings (the compiled engine op's sessions use them too): all
 # graph optimizations (ORT_ENABLE_ALL) and idle threads that do not spin, since spinning
-# threads take the cores TensorFlow needs for the native parts between engines: digits_cnn (two
-# engines) ran 1.0 ms with spinning, 0.7 without.
+# threads take the cores TensorFlow needs for the native parts between engines (figures in
+# docs/memory.md).
 OPTIMIZATION_LEVEL = 99
 # They share one CPU memory arena (registered with ONNX Runtime's environment, see
 # `_share_one_arena`): an arena per session kept each engine's largest run's activations for
-# good (EfficientNetV2L: 0.3x its weights at the first call, 0.45x by later ones); no arena at
-# all made ResNet-50 10% slower at batch 8.
+# good; no arena at all made calls slower.
 SESSION_CONFIG = {"session.intra_op.allow_spinning": "0", "session.use_env_allocators": "1"}
 
 # Profiler type names of a node's first input -> the layer's precision.
@@ -261,7 +260,7 @@ class OrtEngine(EngineBase):
             self._session = self._new_session()
         finally:
             # Making a session reads each weight, then packs it: the read copies, freed,
-            # stayed resident (EfficientNetV2L: reopening its engines after a save, 0.5x).
+            # stayed resident.
             release_free_memory()
 
     def _deactivate(self) -> None:

@@ -38,7 +38,7 @@ class ExportContext:
         self.initializers: dict[str, TensorProto] = {}
         self._names: set[str] = set()
         # Const node -> its TensorProto in the segment's GraphDef (weights are copied from
-        # there as bytes: going through numpy took most of VGG16's 10 s export).
+        # there as bytes: going through numpy took most of the export's time).
         self.const_protos: dict[str, Any] = {}
         # Initializer -> the TF TensorProto holding its bytes, for the initializers made
         # without their data: the bytes are copied once, where the model is written.

@@ -44,7 +44,7 @@ def engine_input_shapes(graph_def: Any, input_tensors: Sequence[str], shapes: Sh
         feeds = {tensor: tf.compat.v1.placeholder(
                      tf.dtypes.as_dtype(dtypes[TensorRef.parse(tensor).node]), shape)
                  for tensor, shape in zip(input_tensors, shapes, strict=True)}
-        # Shape inference needs only the weights' shapes (VGG16's 550 MB took seconds to import).
+        # Shape inference needs only the weights' shapes (importing the weights took seconds).
         tf.compat.v1.import_graph_def(lift_weights(graph_def, large_const).graph_def,
                                       input_map=feeds, name="")
     fed = {TensorRef.parse(t): tuple(s) for t, s in zip(input_tensors, shapes, strict=True)}

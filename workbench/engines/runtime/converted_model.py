@@ -254,7 +254,7 @@ class ConvertedModel:
         if runtime.export_error:
             raise WorkbenchError(runtime.export_error)
         # The export is a file whose weights are streamed from the segment's protos: the
-        # engine takes it over, and a later build or save exports again (VGG16: 0.6 s) rather
+        # engine takes it over, and a later build or save exports again (quick) rather
         # than keep another copy of the weights for the model's life.
         model = runtime.onnx_model if runtime.onnx_model is not None else \
             self._exported(name, export_file)

@@ -70,7 +70,7 @@ def converted_graph_def(graph_def: GraphDef, engines: Sequence[EngineInfo],
         inputs = [t for t in node_def.input
                   if not (t.startswith("^") and t[1:] in consts and t[1:] in member_of)]
         # Decided on the inputs kept: a Const whose only input was an engine Const's control
-        # edge is a weight too (EfficientNetV2L: 0.6x of its weights as Consts otherwise).
+        # edge is a weight too (else EfficientNetV2L kept most of its weights as Consts).
         tensor = stored_weight(node_def, inputs) if weights is not None else None
         if tensor is not None:
             lifted[node_def.name] = tensor

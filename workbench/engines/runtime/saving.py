@@ -69,7 +69,7 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
     stored: dict[str, StoredBytes] = {}  # where the GraphDefs written put each weight
     with _sessions_closed(model):  # nothing below runs an engine
         # From the lifted form, its Consts written around the prepared graph's protos: the
-        # converted GraphDef with every native weight is not made (ConvNeXtXLarge: 1x).
+        # converted GraphDef with every native weight is not made.
         _write_lifted(graph.lifted_converted(), assets / CONVERTED_GRAPH, stored)
         engines = [_segment_entry(model, s, assets, save_engines, stored)
                    for s in graph.segments]
@@ -94,8 +94,8 @@ def _segment_entry(model: ConvertedModel, segment: Any, assets: Path, save_engin
     """Writes the segment's GraphDef (its weights' places into `stored`), ONNX model and
     engines; its manifest entry."""
     name = segment.engine.name
-    # From `segment.lifted()`: the segment's GraphDef with its weights is never made (VGG16:
-    # 0.9x its weights, and as much again for its serialization).
+    # From `segment.lifted()`: the segment's GraphDef with its weights (and its serialization,
+    # as large again) is never made.
     _write_lifted(segment.lifted(), assets / f"{name}.segment.pb", stored)
     entry: dict[str, Any] = {
         "info": _info_json(segment.engine),
@@ -175,7 +175,7 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
             as_variable(tensor, stored.get(name))
 
     # Largest first: a weight not `stored` has its bytes and its variable held at once, the
-    # fewer other variables by then the lower the peak (VGG16's 0.4 GB fully connected weight).
+    # fewer other variables by then the lower the peak.
     made = {n: variable(n) for n in sorted(names, key=lambda n: -element_count(protos[n]))}
     module = tf.Module()
     module.weights = [made.pop(n) for n in names]

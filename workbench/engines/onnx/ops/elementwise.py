@@ -38,7 +38,8 @@ def _unary(onnx_op: str):
 
 
 # Operand order does not change these results; ONNX Runtime's Conv+Mul / Conv+Add fusions only
-# fold a constant that is the second operand (ResNet-50's batch-norm Mul came first: 7% slower).
+# fold a constant that is the second operand (a batch norm's Mul with its scale first was not
+# fused, and slower).
 COMMUTATIVE = frozenset({"Add", "Mul"})
 
 
