@@ -361,7 +361,7 @@ def _run_report(args: argparse.Namespace) -> int:
         parse_batch_sizes,
         print_progress,
     )
-    from workbench.ui.html_report import check_report_path, write_html_report
+    from workbench.viz.html_report import check_report_path, write_html_report
 
     # Bad parameters or output paths fail before the slow model load.
     params = _conversion_params(args)

@@ -241,7 +241,7 @@ def test_doctor_names_the_builder_and_why_it_cannot_run_engines_here():
 def test_the_apps_summary_tab_shows_verdicts_for_the_settings_they_were_made_for(tmp_path):
     from workbench.conversion.session import ConversionSession
     from workbench.ui import Workbench
-    from workbench.ui.html_report import html_report
+    from workbench.viz.html_report import html_report
 
     app = Workbench(sample_models.build("detector"), store=tmp_path / "runs", background=False)
     assert "tensorrt_built" not in app.summary_tab.html.value

@@ -13,7 +13,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.report import nonconversion_report
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
-from workbench.ui.html_report import html_report, write_html_report
+from workbench.viz.html_report import html_report, write_html_report
 
 SECTIONS = (
     "parameters", "result", "tf-trt-summary", "tf-trt-non-conversion-report", "charts",
@@ -121,7 +121,7 @@ def test_the_header_names_the_tensorflow_that_prepared_the_graph(tiny_page) -> N
 
 
 def test_table_cells_are_escaped() -> None:
-    from workbench.ui.html_report import _table
+    from workbench.viz.html_report import _table
 
     html = _table(["op"], [["<script>x</script>"]])
     assert "<script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
