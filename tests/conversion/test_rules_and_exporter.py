@@ -167,3 +167,23 @@ def native_outputs(segment: SegmentGraph, inputs: list[np.ndarray]) -> list | No
         return NativeSegment(segment)(inputs)
     except Exception:  # TensorFlow's InvalidArgumentError and friends
         return None
+
+
+def test_each_converter_sits_in_the_family_of_its_rule():
+    """Adding an op means editing the files of one family name: its rule in
+    conversion/ops/<family>.py, its ONNX converter in engines/onnx/ops/<family>.py."""
+    import importlib
+
+    from workbench.conversion import ops as rules
+    from workbench.engines.onnx import ops as converters
+
+    rule_family = {op: family.__name__.rpartition(".")[2]
+                   for family in rules._FAMILIES for op in family.RULES}
+    misplaced = []
+    for family in converters._FAMILIES:
+        name = family.__name__.rpartition(".")[2]
+        assert importlib.util.find_spec(f"workbench.conversion.ops.{name}"), name
+        misplaced += [f"{op}: rule in {rule_family[op]}, converter in {name}"
+                      for op in family.CONVERTERS if rule_family.get(op, name) != name]
+    assert not misplaced, "\n".join(misplaced)
+

@@ -1,4 +1,4 @@
-"""Slicing ops: StridedSlice (all five masks), Slice and GatherV2, with constant bounds."""
+"""Slicing ops: StridedSlice (all five masks), Slice and GatherV2, with constant bounds; Pad."""
 
 from __future__ import annotations
 
@@ -165,5 +165,21 @@ def _batched_gather(ctx: ExportContext, op: Any, axis: int, batch_dims: int) -> 
                                                           + len(rest))))
 
 
+
+def pad(ctx: ExportContext, op: Any) -> None:
+    paddings = ctx.require_const(op, 1, "paddings").astype(np.int64)
+    pads = ctx.constant(op, "pads", np.concatenate([paddings[:, 0], paddings[:, 1]]))
+    inputs = [ctx.input(op, 0), pads]
+    attrs: dict[str, Any] = {}
+    if op.type == "PadV2":
+        inputs.append(ctx.input(op, 2))
+    elif op.type == "MirrorPad":
+        mode = op.get_attr("mode").decode()
+        if mode != "REFLECT":  # ONNX's reflect excludes the edge like TF's REFLECT
+            raise ExportError(op, f"mirror mode {mode} has no ONNX equivalent")
+        attrs["mode"] = "reflect"
+    ctx.node(op, "Pad", inputs, **attrs)
+
+
 CONVERTERS = {"StridedSlice": strided_slice, "Slice": slice_, "GatherV2": gather,
-              "Gather": gather}
+              "Gather": gather, "Pad": pad, "PadV2": pad, "MirrorPad": pad}

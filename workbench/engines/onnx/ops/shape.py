@@ -1,26 +1,21 @@
-"""Shape ops: reshape, transpose, concat, pack, split, squeeze, shape, fill, range, pad,
-reductions, top-k, data-format permutes.
+"""Shape ops: reshape, transpose, concat, pack, split, squeeze, shape, tile, data-format
+permutes, depth/space moves.
 
-Axes, permutations and paddings must be constants when ONNX takes them as attributes; shape
-tensors computed at run time (dynamic-shape engines) are cast to the int64 ONNX wants.
-"""
+Axes and permutations must be constants when ONNX takes them as attributes; shape tensors
+computed at run time (dynamic-shape engines) are cast to the int64 ONNX wants."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import helper
 
 from workbench.engines.onnx.context import ExportContext, ExportError
-
-# TF reduction -> ONNX reduction; ReduceSum takes its axes as an input from opset 13, the
-# others only from opset 18.
-REDUCTIONS = {
-    "Mean": "ReduceMean", "Sum": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin",
-    "Prod": "ReduceProd",
-}
-AXES_AS_INPUT_SINCE = {"ReduceSum": 13}
+from workbench.engines.onnx.ops.common import (
+    is_nchw,
+    nchw_node,
+)
 
 
 def reshape(ctx: ExportContext, op: Any) -> None:
@@ -81,15 +76,6 @@ def vec_permute(ctx: ExportContext, op: Any) -> None:
     ctx.node(op, "Gather", [ctx.input(op, 0), index], axis=0)
 
 
-def top_k(ctx: ExportContext, op: Any) -> None:
-    k = ctx.constant(op, "k", [int(ctx.require_const(op, 1, "k"))], np.int64)
-    indices = f"{op.name}:indices64"
-    ctx.node(op, "TopK", [ctx.input(op, 0), k], outputs=[ctx.output(op, 0), indices], axis=-1,
-             largest=1, sorted=1)
-    target = helper.np_dtype_to_tensor_dtype(np.dtype(op.outputs[1].dtype.as_numpy_dtype))
-    ctx.helper_to(op, "indices", "Cast", [indices], ctx.output(op, 1), to=target)
-
-
 def squeeze(ctx: ExportContext, op: Any) -> None:
     dims = list(op.get_attr("squeeze_dims"))
     inputs = [ctx.input(op, 0)]
@@ -113,63 +99,21 @@ def shape(ctx: ExportContext, op: Any) -> None:
     ctx.node(op, "Cast", [dims], to=helper.np_dtype_to_tensor_dtype(out))
 
 
-def fill(ctx: ExportContext, op: Any) -> None:
-    ctx.node(op, "Expand", [ctx.input(op, 1), ctx.int64(op, 0, "dims")])
-
-
 def tile(ctx: ExportContext, op: Any) -> None:
     ctx.node(op, "Tile", [ctx.input(op, 0), ctx.int64(op, 1, "multiples")])
 
 
-def range_(ctx: ExportContext, op: Any) -> None:
-    ctx.node(op, "Range", [ctx.input(op, i) for i in range(3)])
-
-
-def pad(ctx: ExportContext, op: Any) -> None:
-    paddings = ctx.require_const(op, 1, "paddings").astype(np.int64)
-    pads = ctx.constant(op, "pads", np.concatenate([paddings[:, 0], paddings[:, 1]]))
-    inputs = [ctx.input(op, 0), pads]
-    attrs: dict[str, Any] = {}
-    if op.type == "PadV2":
-        inputs.append(ctx.input(op, 2))
-    elif op.type == "MirrorPad":
-        mode = op.get_attr("mode").decode()
-        if mode != "REFLECT":  # ONNX's reflect excludes the edge like TF's REFLECT
-            raise ExportError(op, f"mirror mode {mode} has no ONNX equivalent")
-        attrs["mode"] = "reflect"
-    ctx.node(op, "Pad", inputs, **attrs)
-
-
-def reduction(ctx: ExportContext, op: Any) -> None:
-    onnx_op = REDUCTIONS[op.type]
-    axes = ctx.require_const(op, 1, "axes").reshape(-1).astype(np.int64)
-    keep = int(op.get_attr("keep_dims"))
-    if axes.size == 0:  # TF reduces nothing; ONNX would reduce everything
-        ctx.node(op, "Identity", [ctx.input(op, 0)])
-        return
-    if ctx.opset >= AXES_AS_INPUT_SINCE.get(onnx_op, 18):
-        axes_input = ctx.constant(op, "axes", axes)
-        ctx.node(op, onnx_op, [ctx.input(op, 0), axes_input], keepdims=keep)
-    else:
-        ctx.node(op, onnx_op, [ctx.input(op, 0)], axes=[int(a) for a in axes], keepdims=keep)
-
-
-def arg_reduction(ctx: ExportContext, op: Any) -> None:
-    axis = int(ctx.require_const(op, 1, "axis"))
-    onnx_op = "ArgMax" if op.type == "ArgMax" else "ArgMin"
-    out = np.dtype(op.outputs[0].dtype.as_numpy_dtype)
-    if out == np.int64:
-        ctx.node(op, onnx_op, [ctx.input(op, 0)], axis=axis, keepdims=0)
-        return
-    index = ctx.helper(op, "int64", onnx_op, [ctx.input(op, 0)], axis=axis, keepdims=0)
-    ctx.node(op, "Cast", [index], to=TensorProto.INT32)
+def depth_space(ctx: ExportContext, op: Any) -> None:
+    # TF's DepthToSpace orders the moved depth like ONNX's DCR mode (SpaceToDepth has one).
+    attrs: dict[str, Any] = {"blocksize": op.get_attr("block_size")}
+    if op.type == "DepthToSpace":
+        attrs["mode"] = "DCR"
+    nchw_node(ctx, op, op.type, [ctx.input(op, 0)], is_nchw(op), **attrs)
 
 
 CONVERTERS = {
     "Reshape": reshape, "Transpose": transpose, "ConcatV2": concat, "Pack": pack,
     "Unpack": unpack, "Squeeze": squeeze, "ExpandDims": expand_dims, "Shape": shape,
-    "Fill": fill, "Tile": tile, "Range": range_, "Pad": pad, "PadV2": pad, "MirrorPad": pad,
-    **{tf_op: reduction for tf_op in REDUCTIONS},
-    "ArgMax": arg_reduction, "ArgMin": arg_reduction,
-    "Split": split, "DataFormatVecPermute": vec_permute, "TopKV2": top_k,
+    "Tile": tile, "Split": split, "DataFormatVecPermute": vec_permute,
+    "DepthToSpace": depth_space, "SpaceToDepth": depth_space,
 }
