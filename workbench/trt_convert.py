@@ -22,7 +22,7 @@ from workbench.conversion.params import (
     ConversionParams,
     check_minimum_segment_size,
     check_precision_mode,
-    params_from_environment,
+    with_environment,
 )
 from workbench.conversion.report import (
     ConversionReport,
@@ -115,15 +115,9 @@ class TrtGraphConverterV2:
         self._signature_key = input_saved_model_signature_key or "serving_default"
         self._output_node_names = output_node_names
         self._target = preparation_target(prepare_for)  # a bad name fails here, not later
-        self._params = ConversionParams(
-            precision_mode=conversion_params.precision_mode,
-            minimum_segment_size=conversion_params.minimum_segment_size,
-            use_dynamic_shape=bool(use_dynamic_shape),
+        self._params = ConversionParams(  # TF-TRT's fields keep their names here
+            **conversion_params._asdict(), use_dynamic_shape=bool(use_dynamic_shape),
             dynamic_shape_profile_strategy=dynamic_shape_profile_strategy,
-            maximum_cached_engines=conversion_params.maximum_cached_engines,
-            max_workspace_size_bytes=conversion_params.max_workspace_size_bytes,
-            use_calibration=conversion_params.use_calibration,
-            allow_build_at_runtime=conversion_params.allow_build_at_runtime,
         ).validated()
         if dynamic_shape_profile_strategy is not None and not use_dynamic_shape:
             logger.warning("dynamic_shape_profile_strategy is ignored without use_dynamic_shape")
@@ -161,9 +155,7 @@ class TrtGraphConverterV2:
                              "is not needed")
         self._calibration_input_fn = calibration_input_fn
         # TF-TRT read its environment variables at every conversion.
-        fields = self._params.as_dict()
-        del fields["denylist"], fields["max_engines"]
-        self._params = params_from_environment(**fields)
+        self._params = with_environment(self._params)
         self._session = ConversionSession.open(
             self._model, self._signature_key, self._tags, self._output_node_names,
             disable_non_trt_optimizers=self._test_only_disable_non_trt_optimizers,

@@ -111,7 +111,7 @@ def test_registry_picks_onnxruntime_without_tensorrt():
 
 def test_engine_settings_check_precision_and_requests_the_batch_size():
     assert EngineSettings("fp16").precision_mode == "FP16"
-    with pytest.raises(WorkbenchError, match="unknown precision 'FP8'"):
+    with pytest.raises(WorkbenchError, match="precision mode 'FP8' is not supported"):
         EngineSettings("FP8")
     with pytest.raises(WorkbenchError, match="max_batch_size"):
         BuildRequest(max_batch_size=0)

@@ -115,6 +115,12 @@ def params_from_environment(**overrides: Any) -> ConversionParams:
     return ConversionParams(**values).validated()
 
 
+def with_environment(params: ConversionParams) -> ConversionParams:
+    """`params` with the knobs TF-TRT read from its environment at every conversion."""
+    return replace(params, denylist=environment.OP_DENYLIST.read(),
+                   max_engines=environment.MAX_ALLOWED_ENGINES.read()).validated()
+
+
 
 def check_precision_mode(value: Any) -> str:
     if not isinstance(value, str) or value.upper() not in PRECISION_MODES:
