@@ -28,11 +28,12 @@ def figure(measure: str, value: str, target: str = "", met: bool | None = None) 
 
 
 def write(name: str, figures: list[dict[str, Any]], details: dict[str, Any] | None = None,
-          keep_other_models: bool = False) -> Path:
+          keep_other_models: bool = False, machine: str | None = None) -> Path:
     """Writes this run's figures (and an optional detail table: title, columns, rows).
 
     `keep_other_models`: a script run once per model (measures named "<model>: ...") keeps the
-    rows of the other models from the previous file.
+    rows of the other models from the previous file. `machine` names where the figures were
+    measured when that is not this machine (a lent GPU).
     """
     from workbench.hardware import cpu_device_name
 
@@ -46,7 +47,7 @@ def write(name: str, figures: list[dict[str, Any]], details: dict[str, Any] | No
         "benchmark": name,
         "command": "python " + " ".join(shlex.quote(a) for a in [f"benchmarks/{name}.py",
                                                                   *sys.argv[1:]]),
-        "machine": cpu_device_name(),
+        "machine": machine or cpu_device_name(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         # Our machines are shared: the 1-minute load average at the end says how busy it was.
         "load": round(os.getloadavg()[0], 1),
