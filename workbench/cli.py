@@ -88,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
                              "stored for this model")
     report.set_defaults(run=_run_report)
     _add_profile_command(commands)
+    _add_estimate_command(commands)
     _add_validate_command(commands)
     _add_check_command(commands)
     _add_inspect_command(commands)
@@ -216,6 +217,34 @@ def _add_profile_command(commands: argparse._SubParsersAction) -> None:
                          help="print exactly one JSON document on stdout")
     profile.add_argument("--debug", action="store_true", help="show tracebacks")
     profile.set_defaults(run=_run_profile)
+
+
+def _add_estimate_command(commands: argparse._SubParsersAction) -> None:
+    estimate = commands.add_parser(
+        "estimate", help="estimate an engine's per-layer GPU latency on a named GPU from its "
+                         "trtexec --exportLayerInfo file (no GPU needed)")
+    estimate.add_argument("--trtexec-graph", required=True, metavar="FILE",
+                          help="trtexec --exportLayerInfo JSON written with "
+                               "--profilingVerbosity=detailed (batch as in its shapes)")
+    estimate.add_argument("--gpu", required=True, metavar="NAME",
+                          help="the GPU: a short name (T4, A100, RTX 3090) or as trtexec "
+                               "prints it ('NVIDIA A100 80GB PCIe')")
+    estimate.add_argument("--json", action="store_true",
+                          help="print exactly one JSON document on stdout")
+    estimate.add_argument("--debug", action="store_true", help="show tracebacks")
+    estimate.set_defaults(run=_run_estimate)
+
+
+def _run_estimate(args: argparse.Namespace) -> int:
+    import json
+
+    from workbench.graph.gpu_facts import gpu_facts
+    from workbench.profiling.estimate import estimate_engine, estimate_text, read_layer_info
+
+    gpu = gpu_facts(args.gpu)  # an unknown name fails before the file is read
+    document = estimate_engine(read_layer_info(args.trtexec_graph), gpu)
+    print(json.dumps(document) if args.json else estimate_text(document))
+    return 0
 
 
 def _add_validate_command(commands: argparse._SubParsersAction) -> None:

@@ -88,24 +88,25 @@ class UnknownGpuError(WorkbenchError):
     """A GPU name the datasheet table does not hold."""
 
 
+_PREFIXES = ("nvidiageforce", "nvidiatesla", "nvidia", "geforce", "tesla")
+
+
 def _squash(text: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", text.lower())
+    """Lower-case letters and digits, without the vendor and brand prefixes."""
+    key = re.sub(r"[^a-z0-9]", "", text.lower())
+    for prefix in _PREFIXES:
+        if key.startswith(prefix) and len(key) > len(prefix):
+            return key[len(prefix):]
+    return key
 
 
-def _names(gpu: GpuFacts) -> tuple[str, ...]:
-    return (gpu.name, gpu.short, *gpu.aliases)
-
-
-_BY_NAME = {_squash(name): gpu for gpu in GPU_FACTS for name in _names(gpu)}
+_BY_NAME = {_squash(name): gpu for gpu in GPU_FACTS
+            for name in (gpu.name, gpu.short, *gpu.aliases)}
 
 
 def find_gpu(name: str) -> GpuFacts | None:
     """The GPU a name means ("NVIDIA A100 80GB PCIe", "A100", "rtx3090"), or None."""
-    key = _squash(name)
-    for prefix in ("", "nvidia", "nvidiageforce", "geforce", "tesla", "nvidiatesla"):
-        if key.startswith(prefix) and (gpu := _BY_NAME.get(key[len(prefix):])):
-            return gpu
-    return None
+    return _BY_NAME.get(_squash(name))
 
 
 def gpu_facts(name: str | GpuFacts) -> GpuFacts:

@@ -139,6 +139,21 @@ def estimate_engine(layers: list[dict], gpu: str | GpuFacts,
             "error_note": error_note(facts, coefficients)}
 
 
+def estimate_text(document: dict) -> str:
+    """The per-layer table `workbench estimate` prints (kernels that cost nothing left out)."""
+    layers = [layer for layer in document["layers"] if layer["estimated_ms"] > 0]
+    width = min(70, max((len(layer["name"]) for layer in layers), default=10))
+    lines = [f"{'layer':{width}}  {'type':20} {'est. ms':>9}"]
+    for layer in layers:
+        name = layer["name"] if len(layer["name"]) <= width else layer["name"][:width - 3] + "..."
+        lines.append(f"{name:{width}}  {layer['type'][:20]:20} {layer['estimated_ms']:9.4f}")
+    free = len(document["layers"]) - len(layers)
+    lines.append(f"total {document['total_ms']:.3f} ms over {len(layers)} kernels"
+                 + (f" ({free} layers without a kernel)" if free else "")
+                 + f": {document['error_note']}")
+    return "\n".join(lines)
+
+
 def read_layer_info(path: str | Path) -> list[dict]:
     """The layer records of a trtexec `--exportLayerInfo` / inspector JSON file."""
     path = Path(path)
