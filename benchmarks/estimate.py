@@ -110,7 +110,7 @@ def h100_set(path: Path = H100_RESULTS) -> TimedSet | None:
     """The H100's PyTorch/cuDNN kernels, with each ResNet-50 configuration as a reference."""
     if not path.is_file():
         return None
-    measured = json.loads(path.read_text())["details"]["measurements"]
+    measured = json.loads(path.read_text())["data"]["measurements"]
     gpu = gpu_facts(measured["device"]["name"])
     kernels, references, groups = [], {}, {}
     for key, layers in measured["layers"].items():
@@ -236,8 +236,15 @@ def main(argv: list[str]) -> None:
             "summed, batch 1/8/32 FP16; FP32", "; ".join(
                 ", ".join(f"{100 * h100_errors[f'resnet50_b{b}_{p} layers']:+.0f}%"
                           for b in (1, 8, 32)) for p in ("fp16", "fp32"))))
-    record.write("estimate", figures, details={"leave_one_out": results,
-                                               "coefficients": final})
+    rows = [[r["set"], r["gpu"], r["kernels"], r["spearman"], f"{100 * e['error']:+.0f}% "
+             f"({e['estimated_ms']:.3f} vs {e['measured_ms']:.3f} ms, {key})"]
+            for r in results for key, e in r["model_level"].items()
+            if not key.endswith("whole model")]
+    details = {"title": "GPU latency estimate, leave-one-out per set (H100: never fitted on)",
+               "columns": ["held-out set", "GPU", "kernels", "Spearman", "model-level error"],
+               "rows": rows}
+    record.write("estimate", figures, details=details,
+                 data={"leave_one_out": results, "coefficients": final})
 
 
 def _print(results: list[dict]) -> None:

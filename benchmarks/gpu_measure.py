@@ -3,7 +3,7 @@
 Run on the device machine: `python3 benchmarks/gpu_measure.py $OUT/gpu_measure.json`
 (self-contained, PyTorch only); then here `python benchmarks/gpu_measure.py --record
 FILE.json` writes its figures to `benchmarks/results/gpu_h100.json` (named by the GPU), the
-raw measurements under `details.measurements`, which `benchmarks/estimate.py` fits on.
+raw measurements under `data.measurements`, which `benchmarks/estimate.py` checks against.
 It records:
 - the device (name, SMs, clocks, memory) as PyTorch and nvidia-smi report it;
 - achievable memory bandwidth: device-to-device copies and an elementwise op from 64 KiB to 1 GiB;
@@ -316,7 +316,7 @@ def record_figures(path: str) -> None:
                                      "(CUDA graph)",
                                      f"{model['layers_sum_ms']:.3f} / {model['model_ms']:.3f} ms"))
     short = device["name"].split()[1].lower()  # "NVIDIA H100 80GB HBM3" -> h100
-    record.write(f"gpu_{short}", figures, details={"measurements": measured},
+    record.write(f"gpu_{short}", figures, data={"measurements": measured},
                  machine=f"{device['name']} (lent device machine; torch {device['torch']}, "
                          f"cuDNN {device['cudnn']})")
 

@@ -28,12 +28,14 @@ def figure(measure: str, value: str, target: str = "", met: bool | None = None) 
 
 
 def write(name: str, figures: list[dict[str, Any]], details: dict[str, Any] | None = None,
-          keep_other_models: bool = False, machine: str | None = None) -> Path:
+          keep_other_models: bool = False, machine: str | None = None,
+          data: dict[str, Any] | None = None) -> Path:
     """Writes this run's figures (and an optional detail table: title, columns, rows).
 
     `keep_other_models`: a script run once per model (measures named "<model>: ...") keeps the
     rows of the other models from the previous file. `machine` names where the figures were
-    measured when that is not this machine (a lent GPU).
+    measured when that is not this machine (a lent GPU); `data`, raw measurements other
+    scripts read (not drawn in the table).
     """
     from workbench.hardware import cpu_device_name
 
@@ -55,6 +57,8 @@ def write(name: str, figures: list[dict[str, Any]], details: dict[str, Any] | No
     }
     if details:
         document["details"] = details
+    if data:
+        document["data"] = data
     RESULTS.mkdir(exist_ok=True)
     path.write_text(json.dumps(document, indent=1) + "\n")
     print(f"\nfigures written to {path} (benchmarks/summarize.py puts them in the table)")

@@ -112,7 +112,8 @@ def test_cli_estimate_table_and_one_line_errors():
     done = run_cli("estimate", "--trtexec-graph", graph, "--gpu",
                    "NVIDIA GeForce RTX 3060 Laptop GPU")
     assert done.returncode == 0, done.stderr
-    assert "CaskConvolution" in done.stdout and "estimated for NVIDIA GeForce RTX 3060" in done.stdout
+    assert "CaskConvolution" in done.stdout
+    assert "estimated for NVIDIA GeForce RTX 3060" in done.stdout
     unknown = run_cli("estimate", "--trtexec-graph", graph, "--gpu", "Voodoo 5")
     assert unknown.returncode == 2 and "TITAN RTX" in unknown.stderr
     assert len(unknown.stderr.strip().splitlines()) == 1
