@@ -119,3 +119,55 @@ def test_cli_estimate_table_and_one_line_errors():
     assert len(unknown.stderr.strip().splitlines()) == 1
     missing = run_cli("estimate", "--trtexec-graph", "no/such.json", "--gpu", "T4")
     assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+
+# --- convert --target-gpu: the estimate from the TF nodes of a converted model -------------
+
+@pytest.fixture(scope="module")
+def resnet50_session():
+    import sample_models
+    from workbench.conversion.session import ConversionSession
+
+    return ConversionSession.open(sample_models.build("resnet50"))
+
+
+def test_resnet50_on_a_t4_fp16_beats_fp32_and_both_beat_native_tf(resnet50_session):
+    from workbench.conversion.params import ConversionParams
+    from workbench.profiling.estimate_graph import graph_estimate
+
+    estimates = {}
+    for precision in ("FP32", "FP16"):
+        result = resnet50_session.convert(ConversionParams(precision_mode=precision))
+        graph = resnet50_session.prepared(precision).graph
+        estimates[precision] = graph_estimate(graph, result.engines, "T4", precision, 8)
+    fp32, fp16 = estimates["FP32"], estimates["FP16"]
+    assert fp16["converted_ms"] < fp32["converted_ms"] < fp32["native_ms"]
+    assert fp32["native_ms"] == pytest.approx(fp16["native_ms"])  # native TF runs FP32
+    assert fp16["converted_ms"] == pytest.approx(fp16["engines_ms"] + fp16["native_ops_ms"])
+    assert fp16["label"].startswith("estimated for Tesla T4") and "TF nodes" in fp16["label"]
+    # The TF nodes' estimate of the whole-model engine agrees with the one from TensorRT's own
+    # kernels of the same network (the fixture's ResNet-50, batch 32) within a factor of 1.5.
+    from_nodes = graph_estimate(resnet50_session.prepared("FP16").graph,
+                                resnet50_session.convert(ConversionParams(
+                                    precision_mode="FP16")).engines, "T4", "FP16", 32)
+    from_kernels = estimate_engine(_layers("keras-resnet50-rtx3090-fp16"), "T4")["total_ms"]
+    assert from_nodes["engines_ms"] == pytest.approx(from_kernels, rel=0.5)
+
+
+def test_cli_convert_target_gpu_adds_the_estimate():
+    import sample_models
+
+    model = str(sample_models.build("digits_cnn"))
+    done = run_cli("convert", model, "--json", "--target-gpu", "A100", "--target-batch-size",
+                   "4")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    estimate = document["estimate"]
+    assert {"gpu", "batch_size", "converted_ms", "native_ms", "engines_ms",
+            "native_ops_ms"} <= set(estimate)
+    assert estimate["gpu"] == "NVIDIA A100 80GB PCIe" and estimate["batch_size"] == 4
+    assert document["engines"] and all(e["estimated_ms"] > 0 for e in document["engines"])
+    assert estimate["engines_ms"] == pytest.approx(sum(e["estimated_ms"]
+                                                       for e in document["engines"]))
+    unknown = run_cli("convert", model, "--target-gpu", "GTX 480")
+    assert unknown.returncode == 2 and "Unknown GPU 'GTX 480'" in unknown.stderr
