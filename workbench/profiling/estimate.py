@@ -77,14 +77,18 @@ def kernel_time_ms(work: KernelWork, gpu: GpuFacts, coefficients: dict) -> float
     """The roofline time of one kernel on one GPU under fitted coefficients."""
     if work.kind == "free":
         return 0.0
+    # An architecture measured apart from the fit (Hopper, on the H100) scales compute and launch.
+    scale = coefficients.get("architecture", {}).get(gpu.compute_capability.split(".")[0], {})
     memory_s = work.bytes / (gpu.memory_gb_s * 1e9 * coefficients["memory_eff"][work.kind])
     compute_s = 0.0
     if work.flops:
         fill = min(1.0, work.tiles / gpu.sms) if work.tiles else 1.0
         precision = "tf32" if work.precision == "fp32" else work.precision
-        rate = gpu.peak_tflops(precision) * 1e12 * coefficients["compute_eff"][work.precision]
+        rate = (gpu.peak_tflops(precision) * 1e12 * coefficients["compute_eff"][work.precision]
+                * scale.get("compute", {}).get(work.precision, 1.0))
         compute_s = work.flops / (rate * fill ** coefficients["fill_power"])
-    return coefficients["launch_ms"][work.kind] + 1e3 * max(memory_s, compute_s)
+    launch = coefficients["launch_ms"][work.kind] * scale.get("launch", 1.0)
+    return launch + 1e3 * max(memory_s, compute_s)
 
 
 def load_coefficients(path: Path = COEFFICIENTS_FILE) -> dict:
