@@ -280,8 +280,8 @@ def main(argv: list[str]) -> None:
              f"({e['estimated_ms']:.3f} vs {e['measured_ms']:.3f} ms, {key})"]
             for r in results for key, e in r["model_level"].items()
             ]
-    details = {"title": "GPU latency estimate, leave-one-out per set (H100: fitted on the fixtures only, "
-                        "then with Hopper scales fitted on it)",
+    details = {"title": "GPU latency estimate, leave-one-out per set (H100: fitted on the "
+                        "fixtures only, then with Hopper scales fitted on it)",
                "columns": ["held-out set", "GPU", "kernels", "Spearman", "model-level error"],
                "rows": rows}
     record.write("estimate", figures, details=details,
