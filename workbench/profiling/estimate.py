@@ -48,7 +48,7 @@ class KernelWork:
     kind: str  # gemm, memory, norm, myelin, or free (no kernel: NoOp, Constant)
     flops: float
     bytes: float
-    precision: str  # fp32, fp16 or int8 (of its first input); fp32 runs as TF32 where there is
+    precision: str  # fp32, fp16 or int8 (of its first input); fp32 runs as TF32 where it can
     tiles: float  # output tiles of TILE x TILE (gemm kernels)
 
 
@@ -191,7 +191,7 @@ def _precision(tensor: dict) -> str:
     text = str(tensor.get("Format/Datatype", ""))
     for name, _, words in _DTYPE_BYTES:
         if any(word in text for word in words):
-            return "int8" if name == "int8" else name
+            return name
     return "fp32"
 
 
