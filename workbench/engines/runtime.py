@@ -70,9 +70,19 @@ class RuntimeGraph:
     # engine inside a function -> its function's EngineSettings fields (`_tftrt_*` attributes).
     engine_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     lifted_source: Callable[[], LiftedGraph] | None = None  # see lifted_converted()
+    # engine -> its TRTEngineOp attributes (the converted model's settings and calibration).
+    engine_attrs: Callable[[str], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self._converted = GraphMadeOnUse(self.converted_source, self.lifted_source)
+
+    def as_graph_def(self, add_shapes: bool = False) -> Any:
+        """The converted GraphDef as TF-TRT's converted function's graph gave it: one
+        TRTEngineOp per engine (`engine_nodes.tftrt_graph_def`). `add_shapes` is accepted
+        for TensorFlow's signature and not used."""
+        from workbench.engines.engine_nodes import tftrt_graph_def
+
+        return tftrt_graph_def(self, self.engine_attrs)
 
     @property
     def converted_graph_def(self) -> Any:
@@ -155,9 +165,41 @@ class ConvertedModel:
 
     @property
     def graph(self) -> RuntimeGraph:
+        """The converted graph; `graph.as_graph_def()` gives it with TRTEngineOp nodes, as
+        TF-TRT's converted function did."""
         if self._graph is None:
             self._graph = self._graph_source()  # type: ignore[operator]
+        if self._graph.engine_attrs is None:
+            self._graph.engine_attrs = self._engine_attrs
         return self._graph
+
+    def _engine_attrs(self, engine: str) -> dict[str, Any]:
+        from workbench.engines.engine_nodes import engine_attrs
+
+        op = self.ops[engine]
+        return engine_attrs(self.segments[engine].segment.engine, op.settings,
+                            op.calibration_data)
+
+    # --- as TensorFlow's ConcreteFunction, where user code written for TF-TRT touches it ----
+
+    @property
+    def structured_input_signature(self) -> tuple[tuple, dict[str, Any]]:
+        """((), {input name: tf.TensorSpec}), as a signature function's."""
+        return (), {spec.name: spec for spec in self.graph.feed_specs()}
+
+    @property
+    def structured_outputs(self) -> dict[str, Any]:
+        """{output name: symbolic tensor} of the converted function, as a signature's."""
+        return dict(zip(self.output_names, self.outputs, strict=True))
+
+    @property
+    def inputs(self) -> list[Any]:
+        """The converted function's input placeholders (captured weights left out)."""
+        return list(self._function_with(frozenset()).inputs[:len(self.input_names)])
+
+    @property
+    def outputs(self) -> list[Any]:
+        return list(self._function_with(frozenset()).outputs)
 
     @property
     def backend(self) -> Backend:
