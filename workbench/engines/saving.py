@@ -6,9 +6,9 @@ anywhere (natively). `assets/` carries what only the workbench reads: the serial
 (one `trt-serialized-engine.<engine>` per engine op, as TF-TRT's, its cached engines back to
 back, each one's offset and size in the manifest; empty with `save_engines=False`, as TF-TRT's
 after calibration; models saved before kept a file per engine, `<engine>.<n>`, still read),
-one ONNX model per segment for use elsewhere (`trtexec --onnx=...`), the segment and converted GraphDefs, and a
-JSON manifest. Everything is written into a temporary sibling directory and renamed into place,
-so a failed save leaves nothing half-written.
+one ONNX model per segment for use elsewhere (`trtexec --onnx=...`), the segment and converted
+GraphDefs, and a JSON manifest. Everything is written into a temporary sibling directory and
+renamed into place, so a failed save leaves nothing half-written.
 """
 
 from __future__ import annotations
