@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from tensorflow.core.framework.graph_pb2 import GraphDef
     from tensorflow.core.framework.node_def_pb2 import NodeDef
 
-    from workbench.engines.runtime import RuntimeGraph
-
 ENGINE_OP = "TRTEngineOp"
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 # The first line of the calibration table (TensorRT's calibration cache layout: a header line,
@@ -74,12 +72,12 @@ def calibration_table(batches: Sequence[Sequence[np.ndarray]]) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def tftrt_graph_def(graph: RuntimeGraph,
+def tftrt_graph_def(graph: Any,
                     attrs_of: Callable[[str], dict[str, Any]] | None = None) -> GraphDef:
-    """The converted GraphDef with TRTEngineOp nodes (top level and inside converted
-    functions) and the native segment functions; `attrs_of(engine)` gives each engine's
-    attributes (default settings without it). Made on each call: what it makes to do so
-    (the converted and segment GraphDefs) is let go again."""
+    """The converted GraphDef of `graph` (a runtime.RuntimeGraph) with TRTEngineOp nodes (top
+    level and inside converted functions) and the native segment functions; `attrs_of(engine)`
+    gives each engine's attributes (default settings without it). Made on each call: what it
+    makes to do so (the converted and segment GraphDefs) is let go again."""
     infos = {s.engine.name: s.engine for s in graph.segments}
     attrs_of = attrs_of or (lambda name: engine_attrs(infos[name], EngineSettings()))
     held = graph.converted_held

@@ -10,6 +10,7 @@ together on first use, so `convert()` itself stays as fast as the segmentation.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -70,8 +71,9 @@ class RuntimeGraph:
     # engine inside a function -> its function's EngineSettings fields (`_tftrt_*` attributes).
     engine_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     lifted_source: Callable[[], LiftedGraph] | None = None  # see lifted_converted()
-    # engine -> its TRTEngineOp attributes (the converted model's settings and calibration).
-    engine_attrs: Callable[[str], dict[str, Any]] | None = None
+    # A weak reference to the converted model's `engine -> its TRTEngineOp attributes`
+    # (settings, calibration): weak, so the model and its graph make no reference cycle.
+    engine_attrs: Callable[[], Callable[[str], dict[str, Any]] | None] | None = None
 
     def __post_init__(self) -> None:
         self._converted = GraphMadeOnUse(self.converted_source, self.lifted_source)
@@ -82,7 +84,7 @@ class RuntimeGraph:
         for TensorFlow's signature and not used."""
         from workbench.engines.engine_nodes import tftrt_graph_def
 
-        return tftrt_graph_def(self, self.engine_attrs)
+        return tftrt_graph_def(self, self.engine_attrs() if self.engine_attrs else None)
 
     @property
     def converted_graph_def(self) -> Any:
@@ -170,7 +172,7 @@ class ConvertedModel:
         if self._graph is None:
             self._graph = self._graph_source()  # type: ignore[operator]
         if self._graph.engine_attrs is None:
-            self._graph.engine_attrs = self._engine_attrs
+            self._graph.engine_attrs = weakref.WeakMethod(self._engine_attrs)
         return self._graph
 
     def _engine_attrs(self, engine: str) -> dict[str, Any]:
