@@ -196,3 +196,14 @@ def test_models_saved_with_a_file_per_cached_engine_still_load(two_inputs: Path,
     a, b = batch(4)
     np.testing.assert_allclose(reloaded(a, b)["output_0"], expected(a, b), rtol=1e-5)
     assert reloaded.engine_table()["builds"].sum() == 0
+
+
+def test_a_call_that_may_not_run_a_native_segment_aborts_as_tftrts_kernel_did(
+        two_inputs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    func = converter_for(two_inputs).convert()
+    monkeypatch.setenv("TF_TRT_ABORT_CUDA_ENGINE_BUILD", "True")
+    monkeypatch.setenv("TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION", "False")
+    with pytest.raises(tf.errors.AbortedError,
+                       match="^User disallowed engine native segment execution") as caught:
+        func(*batch(4))
+    assert "\n" not in caught.value.message

@@ -322,7 +322,7 @@ def _check_device_scope() -> None:
 def _refuse_native_segments(converted: Any, failed_before: dict[str, int]) -> None:
     """TF-TRT's build() ran the converted function: an engine whose build failed ran its
     native segment, or, with TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION false, aborted."""
-    from workbench.engines.engine_op import native_execution_allowed
+    from workbench.engines.engine_op import DISALLOWED, native_execution_allowed
 
     failed = [name for name, op in converted.ops.items()
               if op.stats.failed_builds > failed_before.get(name, 0)]
@@ -330,8 +330,7 @@ def _refuse_native_segments(converted: Any, failed_before: dict[str, int]) -> No
         import tensorflow as tf
 
         raise tf.errors.AbortedError(
-            None, None, "User disallowed engine native segment execution: the engine build "
-            f"failed for {', '.join(failed)}")
+            None, None, f"{DISALLOWED}: the engine build failed for {', '.join(failed)}")
 
 
 def generated_input_sets(session: ConversionSession, names: Sequence[str],

@@ -30,6 +30,7 @@ from workbench.graph.nodes import numpy_dtype
 logger = logging.getLogger("workbench.engines")
 
 NATIVE_ENV = "TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION"
+DISALLOWED = "User disallowed engine native segment execution"  # TF-TRT's words
 MAX_RECORDED_FALLBACKS = 100
 
 
@@ -331,7 +332,7 @@ class EngineOp:
         """Records a native run and its reason; refused when the user disallows it."""
         if not native_execution_allowed():
             raise NativeExecutionDisallowedError(
-                f"User disallowed engine native segment execution ({NATIVE_ENV}=false): "
+                f"{DISALLOWED} ({NATIVE_ENV}=false): "
                 f"{reason}")
         self._stats.native_calls += 1
         if len(self.native_runs) < MAX_RECORDED_FALLBACKS:

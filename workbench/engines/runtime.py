@@ -22,7 +22,7 @@ import pandas as pd
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.engines.backend import Backend, Engine
-from workbench.engines.engine_op import ENGINE_MISS, EngineOp
+from workbench.engines.engine_op import DISALLOWED, ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
 from workbench.engines.segment import GraphMadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
@@ -380,8 +380,18 @@ class ConvertedModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Runs the converted model: inputs by position (signature order) or by name."""
+        import tensorflow as tf
+
         tensors = self.input_tensors(args, kwargs)
-        return dict(zip(self.output_names, self._call(tensors), strict=True))
+        try:
+            outputs = self._call(tensors)
+        except tf.errors.OpError as exc:  # TF-TRT's kernel aborted; ours ran inside TensorFlow
+            refused = [line[line.index(DISALLOWED):] for line in exc.message.splitlines()
+                       if DISALLOWED in line]
+            if not refused:
+                raise
+            raise tf.errors.AbortedError(exc.node_def, exc.op, refused[0]) from None
+        return dict(zip(self.output_names, outputs, strict=True))
 
     def _call(self, tensors: list[Any]) -> list[Any]:
         """One call; when an engine called without fallback found no engine to run, the
