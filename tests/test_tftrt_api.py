@@ -95,6 +95,22 @@ def test_dynamic_shape_engines_carry_their_profile_strategy(two_inputs: Path) ->
     assert not node.attr["_use_implicit_batch"].b
 
 
+def test_the_reader_of_tftrt_converted_models_reads_our_engine_nodes(two_inputs: Path) -> None:
+    """What the workbench writes as TF-TRT's TRTEngineOp, its reader of TF-TRT's models (the
+    `inspect_tftrt` side) reads back as the conversion's settings."""
+    from workbench.engines.tftrt_graph import _engine_attrs
+
+    converter = converter_for(two_inputs, precision_mode="FP16", use_dynamic_shape=True,
+                              maximum_cached_engines=3, allow_build_at_runtime=False)
+    (node,) = engine_nodes(converter.convert().graph.as_graph_def())
+    read = _engine_attrs(node)
+    assert (read.precision_mode, read.max_cached_engines_count, read.use_implicit_batch,
+            read.profile_strategy, read.use_calibration, read.static_engine,
+            read.has_calibration_data) == ("FP16", 3, False, "Range", True, False, False)
+    assert read.segment_func == f"{node.name}_native_segment"
+    assert read.allow_build_at_runtime  # as TF-TRT: set False in the nodes only when saving
+
+
 def test_converted_function_is_called_and_described_like_a_concrete_function(
         two_inputs: Path) -> None:
     func = converter_for(two_inputs).convert()
