@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from workbench import environment
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
@@ -315,7 +316,7 @@ def _run_convert(args: argparse.Namespace) -> int:
 
     params = _conversion_params(args)
     if args.tensorrt:  # before any work: without the builder, say how to install it
-        from workbench.engines.tensorrt_verdict import require_tensorrt
+        from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
 
         require_tensorrt()
     session = _open_session(args)
@@ -332,7 +333,8 @@ def _run_convert(args: argparse.Namespace) -> int:
                    f"{verdict['build_s']} s") if verdict["built"] else verdict["error"]
         print(f"{verdict['builder']} {name}: {outcome}")
     if result.nonconversion:
-        detailed, csv_path = detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))
+        setting = environment.SHOW_DETAILED_REPORT.read() or None
+        detailed, csv_path = detailed_report_setting(setting)
         print(nonconversion_report(result.nonconversion, detailed or args.detailed))
         if csv_path:
             error = write_nonconversion_csv(result.nonconversion, csv_path)
@@ -345,7 +347,7 @@ def _run_convert(args: argparse.Namespace) -> int:
 def _tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
                        ) -> dict[str, dict]:
     """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
-    from workbench.engines.runtime import converted_model
+    from workbench.engines.runtime.converted_model import converted_model
     from workbench.trt_convert import conversion_verdicts
 
     converted = converted_model(session, result, params)
@@ -359,7 +361,7 @@ def _run_report(args: argparse.Namespace) -> int:
         parse_batch_sizes,
         print_progress,
     )
-    from workbench.ui.html_report import check_report_path, write_html_report
+    from workbench.viz.html_report import check_report_path, write_html_report
 
     # Bad parameters or output paths fail before the slow model load.
     params = _conversion_params(args)
@@ -367,7 +369,7 @@ def _run_report(args: argparse.Namespace) -> int:
     sizes = parse_batch_sizes(args.batch_sizes)
     tuning = _stored_tuning(args) if args.tune_store else None
     if args.tensorrt:
-        from workbench.engines.tensorrt_verdict import require_tensorrt
+        from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
 
         require_tensorrt()
     session = _open_session(args)
@@ -389,9 +391,9 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def _stored_tuning(args: argparse.Namespace) -> Any:
     """The `TuneResult` of the trials stored for the model under `--tune-store`."""
-    from workbench.tune.driver import model_fingerprint
-    from workbench.tune.result import TuneResult
-    from workbench.tune.store import TrialStore
+    from workbench.tuning.driver import model_fingerprint
+    from workbench.tuning.result import TuneResult
+    from workbench.tuning.store import TrialStore
 
     tags = _split(args.tags)
     store = TrialStore(args.tune_store, model_fingerprint(args.model, args.signature_key, tags))
@@ -461,7 +463,7 @@ def _run_validate(args: argparse.Namespace) -> int:
 def _run_inspect(args: argparse.Namespace) -> int:
     import json
 
-    from workbench.engines.tftrt_graph import inspect_tftrt
+    from workbench.engines.backends.tftrt_graph import inspect_tftrt
 
     model = inspect_tftrt(args.model, args.signature_key)
     exported = None
@@ -532,7 +534,7 @@ def _run_tune(args: argparse.Namespace) -> int:
     import json
 
     from workbench.checks.conversion_check import parse_batch_sizes
-    from workbench.tune import tune
+    from workbench.tuning import tune
 
     result = tune(args.model, _tune_grid(args), batch_sizes=parse_batch_sizes(args.batch_sizes),
                   workers=args.workers, scheduler=args.scheduler, store=args.store,
