@@ -10,6 +10,7 @@ segmentation is the workbench's reimplementation of TF-TRT's. `convert()` return
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -146,6 +147,7 @@ class TrtGraphConverterV2:
         if self._result is not None:
             raise RuntimeError("convert() was already called; create a new converter to "
                                "convert again")
+        _check_device_scope()
         needs_calibration = self._params.needs_calibration
         if needs_calibration and not calibration_input_fn:
             raise ValueError("Should specify calibration_input_fn because INT8 calibration "
@@ -169,7 +171,17 @@ class TrtGraphConverterV2:
         if needs_calibration and not self._params.use_dynamic_shape:
             self._converted_func.calibrate(calibration_input_fn)
             self._calibrated = True
+            # TF-TRT's calibration built the INT8 engines for the calibration shapes.
+            self._converted_func.build(calibration_input_fn)
         return self._converted_func
+
+    @property
+    def _converted_graph_def(self) -> Any:
+        """TF-TRT's converted GraphDef, with TRTEngineOp nodes (`calibration_data` set once
+        calibrated): `convert().graph.as_graph_def()`, made on each use."""
+        if self._converted_func is None:
+            raise AttributeError("_converted_graph_def exists once convert() was called")
+        return self._converted_func.graph.as_graph_def()
 
     def build(self, input_fn: Callable) -> None:
         """TF-TRT's build(): engines for the input shapes `input_fn` yields (callable once).
@@ -179,8 +191,8 @@ class TrtGraphConverterV2:
         profiles of the chosen strategy, then one engine per segment holds them all.
         """
         if self._built:
-            raise RuntimeError("build() is already called. It is not supported to call "
-                               "build() more than once.")
+            raise NotImplementedError("build() is already called. It is not supported to "
+                                      "call build() more than once.")
         if not input_fn:
             raise RuntimeError("input_fn is None. Method build() needs input_fn to be "
                                "specified in order to build TensorRT engines")
@@ -189,7 +201,9 @@ class TrtGraphConverterV2:
         if self._params.needs_calibration and not self._calibrated:
             self._converted_func.calibrate(self._calibration_input_fn)
             self._calibrated = True
+        failed = {name: op.stats.failed_builds for name, op in self._converted_func.ops.items()}
         self._converted_func.build(input_fn)
+        _refuse_native_segments(self._converted_func, failed)
         self._built = True
 
     def save(self, output_saved_model_dir: str, save_gpu_specific_engines: bool = True,
@@ -197,8 +211,8 @@ class TrtGraphConverterV2:
         """Writes a SavedModel that plain TensorFlow runs natively (each segment its
         `<engine>_native_segment` function) with the engines and one ONNX model per segment in
         its assets; `workbench.load()` reloads it with the engines. An existing non-empty
-        directory is refused unless `overwrite=True`. `options` is accepted for TF-TRT
-        compatibility and not used."""
+        directory is refused unless `overwrite=True`. `options` (`tf.saved_model.SaveOptions`)
+        go to `saved_model.save`, as in TF-TRT."""
         if self._converted_func is None:
             raise RuntimeError("Need to call convert() before save()")
         if self._params.needs_calibration and not self._calibrated:
@@ -207,8 +221,11 @@ class TrtGraphConverterV2:
                                "engines.")
         from workbench.engines.runtime.saving import save_converted
 
+        # Through this module's `save` (TensorFlow's saved_model save module), as TF-TRT's.
+        writer = sys.modules[__name__].save.save
         save_converted(self._converted_func, output_saved_model_dir, overwrite=overwrite,
-                       save_engines=save_gpu_specific_engines)
+                       save_engines=save_gpu_specific_engines,
+                       write_saved_model=lambda *args: writer(*args, options=options))
 
     def summary(self, line_length: int = 160, detailed: bool = True,
                 print_fn: Callable[[str], Any] | None = None) -> None:
@@ -272,6 +289,40 @@ class TrtGraphConverterV2:
     def sweep(self, thresholds: Sequence[int] = range(1, 65)) -> list[ConversionResult]:
         """The conversion for every `minimum_segment_size` in `thresholds`, at once."""
         return self.session.sweep(self._params, thresholds)
+
+
+def __getattr__(name: str) -> Any:
+    """`save`: TensorFlow's saved_model save module, which TF-TRT's `save()` wrote through;
+    imported on use (importing this module does not import TensorFlow)."""
+    if name == "save":
+        from tensorflow.python.saved_model import save
+
+        return save
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _check_device_scope() -> None:
+    """TF-TRT's convert() refused a device scope that is not a GPU. Without a scope the
+    workbench converts anywhere (TF-TRT required a GPU): docs/differences.md."""
+    from tensorflow.python.eager import context
+
+    device = context.context().device_name
+    if device and "gpu" not in device.lower():
+        raise ValueError(f"Specified device is not a GPU: {device}")
+
+
+def _refuse_native_segments(converted: Any, failed_before: dict[str, int]) -> None:
+    """TF-TRT's build() ran the converted function: an engine whose build failed ran its
+    native segment, or, with TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION false, aborted."""
+    from workbench.engines.runtime.engine_op import DISALLOWED
+
+    failed = [name for name, op in converted.ops.items()
+              if op.stats.failed_builds > failed_before.get(name, 0)]
+    if failed and not environment.ALLOW_NATIVE_SEGMENT.read():
+        import tensorflow as tf
+
+        raise tf.errors.AbortedError(
+            None, None, f"{DISALLOWED}: the engine build failed for {', '.join(failed)}")
 
 
 def generated_input_sets(session: ConversionSession, names: Sequence[str],

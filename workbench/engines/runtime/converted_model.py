@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from workbench import environment
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.engines.backends.base import Backend, Engine
-from workbench.engines.runtime.engine_op import ENGINE_MISS, EngineOp
+from workbench.engines.runtime.engine_op import DISALLOWED, ENGINE_MISS, EngineOp
 from workbench.engines.runtime.hybrid import engine_function, engines_in_loops, wrap_converted
 from workbench.engines.segment import GraphMadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
@@ -66,9 +67,20 @@ class RuntimeGraph:
     # engine inside a function -> its function's EngineSettings fields (`_tftrt_*` attributes).
     engine_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     lifted_source: Callable[[], LiftedGraph] | None = None  # see lifted_converted()
+    # A weak reference to the converted model's `engine -> its TRTEngineOp attributes`
+    # (settings, calibration): weak, so the model and its graph make no reference cycle.
+    engine_attrs: Callable[[], Callable[[str], dict[str, Any]] | None] | None = None
 
     def __post_init__(self) -> None:
         self._converted = GraphMadeOnUse(self.converted_source, self.lifted_source)
+
+    def as_graph_def(self, add_shapes: bool = False) -> Any:
+        """The converted GraphDef as TF-TRT's converted function's graph gave it: one
+        TRTEngineOp per engine (`engine_nodes.tftrt_graph_def`). `add_shapes` is accepted
+        for TensorFlow's signature and not used."""
+        from workbench.engines.runtime.engine_nodes import tftrt_graph_def
+
+        return tftrt_graph_def(self, self.engine_attrs() if self.engine_attrs else None)
 
     @property
     def converted_graph_def(self) -> Any:
@@ -151,9 +163,41 @@ class ConvertedModel:
 
     @property
     def graph(self) -> RuntimeGraph:
+        """The converted graph; `graph.as_graph_def()` gives it with TRTEngineOp nodes, as
+        TF-TRT's converted function did."""
         if self._graph is None:
             self._graph = self._graph_source()  # type: ignore[operator]
+        if self._graph.engine_attrs is None:
+            self._graph.engine_attrs = weakref.WeakMethod(self._engine_attrs)
         return self._graph
+
+    def _engine_attrs(self, engine: str) -> dict[str, Any]:
+        from workbench.engines.runtime.engine_nodes import engine_attrs
+
+        op = self.ops[engine]
+        return engine_attrs(self.segments[engine].segment.engine, op.settings,
+                            op.calibration_data)
+
+    # --- as TensorFlow's ConcreteFunction, where user code written for TF-TRT touches it ----
+
+    @property
+    def structured_input_signature(self) -> tuple[tuple, dict[str, Any]]:
+        """((), {input name: tf.TensorSpec}), as a signature function's."""
+        return (), {spec.name: spec for spec in self.graph.feed_specs()}
+
+    @property
+    def structured_outputs(self) -> dict[str, Any]:
+        """{output name: symbolic tensor} of the converted function, as a signature's."""
+        return dict(zip(self.output_names, self.outputs, strict=True))
+
+    @property
+    def inputs(self) -> list[Any]:
+        """The converted function's input placeholders (captured weights left out)."""
+        return list(self._function_with(frozenset()).inputs[:len(self.input_names)])
+
+    @property
+    def outputs(self) -> list[Any]:
+        return list(self._function_with(frozenset()).outputs)
 
     @property
     def backend(self) -> Backend:
@@ -332,8 +376,18 @@ class ConvertedModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Runs the converted model: inputs by position (signature order) or by name."""
+        import tensorflow as tf
+
         tensors = self.input_tensors(args, kwargs)
-        return dict(zip(self.output_names, self._call(tensors), strict=True))
+        try:
+            outputs = self._call(tensors)
+        except tf.errors.OpError as exc:  # TF-TRT's kernel aborted; ours ran inside TensorFlow
+            refused = [line[line.index(DISALLOWED):] for line in exc.message.splitlines()
+                       if DISALLOWED in line]
+            if not refused:
+                raise
+            raise tf.errors.AbortedError(exc.node_def, exc.op, refused[0]) from None
+        return dict(zip(self.output_names, outputs, strict=True))
 
     def _call(self, tensors: list[Any]) -> list[Any]:
         """One call; when an engine called without fallback found no engine to run, the

@@ -29,6 +29,7 @@ from workbench.graph.nodes import numpy_dtype
 
 logger = logging.getLogger("workbench.engines")
 
+DISALLOWED = "User disallowed engine native segment execution"  # TF-TRT's words
 MAX_RECORDED_FALLBACKS = 100
 
 
@@ -330,8 +331,7 @@ class EngineOp:
         """Records a native run and its reason; refused when the user disallows it."""
         if not environment.ALLOW_NATIVE_SEGMENT.read():
             raise NativeExecutionDisallowedError(
-                "User disallowed engine native segment execution "
-                f"({environment.ALLOW_NATIVE_SEGMENT.name}=false): "
+                f"{DISALLOWED} ({environment.ALLOW_NATIVE_SEGMENT.name}=false): "
                 f"{reason}")
         self._stats.native_calls += 1
         if len(self.native_runs) < MAX_RECORDED_FALLBACKS:

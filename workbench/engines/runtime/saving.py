@@ -3,10 +3,12 @@
 The directory is a real SavedModel: its signature runs the converted graph with every engine
 node calling its `<engine>_native_segment` function, so plain `tf.saved_model.load` runs it
 anywhere (natively). `assets/` carries what only the workbench reads: the serialized engines
-(`trt-serialized-engine.<engine>.<n>`, TF-TRT's file name plus a cache index), one ONNX model
-per segment for use elsewhere (`trtexec --onnx=...`), the segment and converted GraphDefs, and a
-JSON manifest. Everything is written into a temporary sibling directory and renamed into place,
-so a failed save leaves nothing half-written.
+(one `trt-serialized-engine.<engine>` per engine op, as TF-TRT's, its cached engines back to
+back, each one's offset and size in the manifest; empty with `save_engines=False`, as TF-TRT's
+after calibration; models saved before kept a file per engine, `<engine>.<n>`, still read),
+one ONNX model per segment for use elsewhere (`trtexec --onnx=...`), the segment and converted
+GraphDefs, and a JSON manifest. Everything is written into a temporary sibling directory and
+renamed into place, so a failed save leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ class DamagedModelError(WorkbenchError):
 
 
 def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool = False,
-                   save_engines: bool = True) -> Path:
-    """Writes `model` to `directory` (refusing a non-empty one unless `overwrite`)."""
+                   save_engines: bool = True,
+                   write_saved_model: Callable[..., Any] | None = None) -> Path:
+    """Writes `model` to `directory` (refusing a non-empty one unless `overwrite`);
+    `write_saved_model(obj, dir, signatures)` writes the SavedModel (`tf.saved_model.save`
+    by default: the facade passes the user's SaveOptions with it)."""
     target = Path(directory)
     if target.exists() and not overwrite and (not target.is_dir() or any(target.iterdir())):
         raise WorkbenchError(f"{target} already exists and is not empty; choose a new directory "
@@ -51,7 +56,7 @@ def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.saving-", dir=target.parent))
     try:
-        _write(model, staging, save_engines)
+        _write(model, staging, save_engines, write_saved_model)
         _move_into_place(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -62,7 +67,8 @@ def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool
     return target
 
 
-def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
+def _write(model: ConvertedModel, out: Path, save_engines: bool,
+           write_saved_model: Callable[..., Any] | None) -> None:
     graph = model.graph
     assets = out / "assets"
     assets.mkdir(parents=True, exist_ok=True)
@@ -74,7 +80,7 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
         engines = [_segment_entry(model, s, assets, save_engines, stored)
                    for s in graph.segments]
         # Last: the variables are filled from the files just written, a slice at a time.
-        _write_saved_model(graph, out, model.captured_weights, stored)
+        _write_saved_model(graph, out, model.captured_weights, stored, write_saved_model)
     manifest = {
         "format": FORMAT,
         "signature_key": graph.signature_key,
@@ -110,13 +116,33 @@ def _segment_entry(model: ConvertedModel, segment: Any, assets: Path, save_engin
     except Exception as exc:  # the segment still runs natively; say why there is no ONNX
         entry["onnx_error"] = first_line(exc)
     op = model.ops[name]
-    for index, (key, engine) in enumerate(op.engines() if save_engines else []):
-        file = f"{ENGINE_PREFIX}{name}.{index}"
-        engine.write(assets / file)
-        entry["engines"].append({"file": file, "key": _key_json(key),
+    file = assets / f"{ENGINE_PREFIX}{name}"
+    if not save_engines:
+        if len(op.cache) or op.calibration_data:  # TF-TRT: a cache resource, no engines
+            file.touch()
+        return entry
+    for index, (key, engine) in enumerate(op.engines()):
+        offset = file.stat().st_size if index else 0
+        _append_engine(engine, file, index)
+        entry["engines"].append({"file": file.name, "offset": offset,
+                                 "size": file.stat().st_size - offset, "key": _key_json(key),
                                  "backend": engine.backend, "device": engine.device,
                                  "precision": engine.precision})
     return entry
+
+
+def _append_engine(engine: Any, file: Path, index: int) -> None:
+    """The engine written at the end of `file` (the first one makes it)."""
+    if not index:
+        engine.write(file)
+        return
+    part = file.with_name(f"{file.name}.part")
+    try:
+        engine.write(part)
+        with file.open("ab") as out, part.open("rb") as data:
+            shutil.copyfileobj(data, out)
+    finally:
+        part.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -141,21 +167,23 @@ def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
 
 
 def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
-                       stored: dict[str, StoredBytes]) -> None:
+                       stored: dict[str, StoredBytes],
+                       write_saved_model: Callable[..., Any] | None) -> None:
     from workbench.engines.runtime.hybrid import forget_functions, native_function_name
 
     # Native segment functions have fixed names, registered process-wide while the function
     # saving them lives: collect it once saved, so the next model's save can use the names.
     forget_functions([native_function_name(e.name) for e in graph.engines])
     try:
-        _save_signature(graph, out, captured, stored)
+        _save_signature(graph, out, captured, stored, write_saved_model)
     finally:
         gc.collect()
         release_free_memory()  # the variables
 
 
 def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
-                    stored: dict[str, StoredBytes]) -> None:
+                    stored: dict[str, StoredBytes],
+                    write_saved_model: Callable[..., Any] | None) -> None:
     """The SavedModel: its weights variables, sharing the buffers of those the converted
     function `captured` (no copy), the others read from where they were `stored` (else made
     from their protos)."""
@@ -195,8 +223,8 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
         return dict(zip(names, native(*args, *weights), strict=True))
 
     module.serve = serve
-    tf.saved_model.save(module, str(out), signatures={graph.signature_key:
-                                                      serve.get_concrete_function()})
+    (write_saved_model or tf.saved_model.save)(
+        module, str(out), {graph.signature_key: serve.get_concrete_function()})
 
 
 def _write_lifted(lifted: LiftedGraph, path: Path, stored: dict[str, StoredBytes]) -> None:
@@ -345,9 +373,7 @@ def _load_engines(model: ConvertedModel, assets: Path, entry: dict[str, Any]) ->
                 from workbench.engines.backends.base import get_backend
 
                 backend = get_backend(saved["backend"])
-            from_file = getattr(backend, "deserialize_file", None)  # streams the model
-            engine = from_file(file, name) if from_file else \
-                backend.deserialize(file.read_bytes(), name)
+            engine = _read_engine(backend, file, saved, name)
         except Exception as exc:
             raise DamagedModelError(f"engine file {file} cannot be loaded: {first_line(exc)}"
                                     ) from None
@@ -355,6 +381,19 @@ def _load_engines(model: ConvertedModel, assets: Path, entry: dict[str, Any]) ->
         if not op.settings.use_implicit_batch:
             op.profiles = key
         op.add_engine(key, engine)
+
+
+def _read_engine(backend: Any, file: Path, saved: dict[str, Any], name: str) -> Any:
+    """One engine of an engine file: a file holding just it is streamed where the backend
+    can, one of several cached engines is read from its offset."""
+    offset, size = saved.get("offset", 0), saved.get("size")
+    from_file = getattr(backend, "deserialize_file", None)  # streams the model
+    if size is None or (offset == 0 and size == file.stat().st_size):
+        return from_file(file, name) if from_file else backend.deserialize(file.read_bytes(),
+                                                                           name)
+    with file.open("rb") as opened:
+        opened.seek(offset)
+        return backend.deserialize(opened.read(size), name)
 
 
 # --- JSON forms -----------------------------------------------------------------------------

@@ -1,0 +1,135 @@
+"""The converted GraphDef as TF-TRT's converted function held it: one TRTEngineOp per engine.
+
+In process each engine is a call of its `<engine>_native_segment` function (`hybrid.py`);
+user code written for TF-TRT reads `converted.graph.as_graph_def()` and counts `TRTEngineOp`
+nodes, or reads their attributes (`calibration_data` after INT8 calibration). This module
+turns each engine's call node into the TRTEngineOp TF-TRT's convert_graph.cc made, with the
+attributes it set (spec tools-and-formats §1.7), the native segment functions in the library.
+The GraphDef is a description: TensorFlow >= 2.18 has no TRTEngineOp kernel to run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from workbench.conversion.params import DEFAULT_MAX_WORKSPACE_SIZE_BYTES
+from workbench.conversion.result import EngineInfo, Shape
+from workbench.engines.runtime.hybrid import native_function_name, with_native_functions
+from workbench.engines.settings import EngineSettings
+
+if TYPE_CHECKING:
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+
+ENGINE_OP = "TRTEngineOp"
+CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+# The first line of the calibration table (TensorRT's calibration cache layout: a header line,
+# then `<tensor>: <float32 scale as hex>` per tensor).
+CALIBRATION_HEADER = b"TRT-workbench-MinMaxCalibration"
+
+
+def engine_attrs(info: EngineInfo, settings: EngineSettings,
+                 calibration_data: Sequence[Sequence[np.ndarray]] = ()) -> dict[str, Any]:
+    """The attributes TF-TRT's convert_graph.cc gave the engine's TRTEngineOp (InT, OutT and
+    segment_func come from the call node), `calibration_data` filled once calibrated."""
+    workspace = settings.max_workspace_size_bytes
+    attrs: dict[str, Any] = {
+        "input_shapes": list(info.input_shapes),
+        "output_shapes": list(info.output_shapes),
+        "static_engine": False,
+        "serialized_segment": b"",
+        "calibration_data": calibration_table(calibration_data),
+        "max_cached_engines_count": settings.maximum_cached_engines,
+        "workspace_size_bytes": DEFAULT_MAX_WORKSPACE_SIZE_BYTES if workspace is None
+        else workspace,
+        "max_batch_size": 1,
+        "precision_mode": settings.precision_mode,
+        "use_calibration": settings.use_calibration,
+        "_use_implicit_batch": settings.use_implicit_batch,
+        "use_explicit_precision": False,
+        "_allow_build_at_runtime": settings.allow_build_at_runtime,
+    }
+    if settings.use_dynamic_shape:  # TF-TRT set it in explicit batch mode only
+        attrs["profile_strategy"] = settings.dynamic_shape_profile_strategy or "Range"
+    return attrs
+
+
+def calibration_table(batches: Sequence[Sequence[np.ndarray]]) -> bytes:
+    """The calibration of an engine's inputs, in TensorRT's calibration cache layout: each
+    input `TensorRTInputPH_<i>` with its symmetric INT8 scale (max |x| / 127 over the
+    batches). Empty before calibration, as TF-TRT's attribute was."""
+    if not batches:
+        return b""
+    lines = [CALIBRATION_HEADER]
+    for index in range(len(batches[0])):
+        peak = max(float(np.max(np.abs(b[index]))) if np.size(b[index]) else 0.0
+                   for b in batches)
+        scale = np.float32(peak / 127.0 if peak > 0 else 1.0)
+        lines.append(f"TensorRTInputPH_{index}: {scale.view(np.uint32):08x}".encode())
+    return b"\n".join(lines) + b"\n"
+
+
+def tftrt_graph_def(graph: Any,
+                    attrs_of: Callable[[str], dict[str, Any]] | None = None) -> GraphDef:
+    """The converted GraphDef of `graph` (a runtime.RuntimeGraph) with TRTEngineOp nodes (top
+    level and inside converted functions) and the native segment functions; `attrs_of(engine)`
+    gives each engine's attributes (default settings without it). Made on each call: what it
+    makes to do so (the converted and segment GraphDefs) is let go again."""
+    infos = {s.engine.name: s.engine for s in graph.segments}
+    attrs_of = attrs_of or (lambda name: engine_attrs(infos[name], EngineSettings()))
+    held = graph.converted_held
+    segments_held = [s.graph_def_held for s in graph.segments]
+    try:
+        out = with_native_functions(graph.converted_graph_def, graph.segments)
+    finally:
+        if not held:
+            graph.release_converted()
+        for segment, was_held in zip(graph.segments, segments_held, strict=True):
+            if not was_held:
+                segment.release()
+    nodes = [*out.node, *(n for f in out.library.function for n in f.node_def)]
+    for node in nodes:
+        if node.op in CALL_OPS and node.name in infos and \
+                node.attr["f"].func.name == native_function_name(node.name):
+            _as_engine_node(node, infos[node.name], attrs_of(node.name))
+    return out
+
+
+def _as_engine_node(node: NodeDef, info: EngineInfo, attrs: dict[str, Any]) -> None:
+    in_types, out_types = list(node.attr["Tin"].list.type), list(node.attr["Tout"].list.type)
+    segment_func = node.attr["f"].func.name
+    node.op = ENGINE_OP
+    node.attr.clear()
+    node.attr["InT"].list.type.extend(in_types)
+    node.attr["OutT"].list.type.extend(out_types)
+    node.attr["segment_func"].func.name = segment_func
+    for key, value in attrs.items():
+        _set_attr(node.attr[key], value)
+    if not node.device:
+        node.device = info.device
+
+
+def _set_attr(attr: Any, value: Any) -> None:
+    if isinstance(value, bool):
+        attr.b = value
+    elif isinstance(value, int):
+        attr.i = value
+    elif isinstance(value, str):
+        attr.s = value.encode()
+    elif isinstance(value, bytes):
+        attr.s = value
+    else:  # a list of shapes
+        attr.list.SetInParent()
+        for shape in value:
+            _shape_into(attr.list.shape.add(), shape)
+
+
+def _shape_into(proto: Any, shape: Shape) -> None:
+    if shape is None:
+        proto.unknown_rank = True
+        return
+    for dim in shape:
+        proto.dim.add(size=max(int(dim), -1))
