@@ -32,8 +32,9 @@ KERNEL_JSON_KEYS = ("name", "type", "nodes", "inputs", "outputs")  # `convert --
 KERNEL_COLUMNS = ["engine", "kernel", "type", "nodes", "onnx_nodes", "input_shapes",
                   "output_shapes", "input_dtypes", "output_dtypes", "input_formats",
                   "output_formats", "constant_shapes", "tactic"]
-# Kernels that move no data of the network: shape computations and stream synchronisation.
-NON_COMPUTE_TYPES = frozenset({"shape_call", "signal", "wait"})
+# Layers that compute nothing of the network: shape computations, stream synchronisation, and
+# the inspector's no-ops (a reshape that only reinterprets memory).
+NON_COMPUTE_TYPES = frozenset({"shape_call", "signal", "wait", "NoOp"})
 # The placeholders TF-TRT names engine inputs and outputs with: not TF nodes of the model.
 _IO_PLACEHOLDER = re.compile(r"^TensorRT(Input|Output)PH_\d+$")
 
@@ -173,8 +174,12 @@ def inspector_kernels(layers: Iterable[Any],
         layer = {"Name": layer} if isinstance(layer, str) else layer  # layer_names_only
         name = str(layer.get("Name", ""))
         metadata = layer.get("Metadata")
-        onnx_nodes = tuple(_ONNX_LAYER.findall(metadata)) if isinstance(metadata, str) \
-            else tuple(name_parts(name))
+        if layer.get("LayerType") == "Reformat" or layer.get("Origin") == "REFORMAT":
+            onnx_nodes: tuple[str, ...] = ()  # a format copy TensorRT added, named after its user
+        elif isinstance(metadata, str):
+            onnx_nodes = tuple(_ONNX_LAYER.findall(metadata))
+        else:
+            onnx_nodes = tuple(name_parts(name))
         kernels.append(Kernel(
             name, str(layer.get("LayerType") or ""), onnx_nodes,
             inputs=_inspector_tensors(layer.get("Inputs")),
