@@ -25,6 +25,8 @@ from workbench.engines.tensorrt_kernels import (
 )
 from workbench.engines.tensorrt_verdict import tensorrt_verdict
 from workbench.profiling.trtexec import fixtures_dir, read_trtexec_kernels
+from workbench.viz.graphs import to_svg
+from workbench.viz.kernel_graph import kernel_graph
 
 pytest.importorskip("tensorrt_rtx", reason='needs TensorRT-RTX: pip install "tftrt-workbench'
                                            '[tensorrt]"')
@@ -88,6 +90,9 @@ def test_conv_bias_relu_fuse_into_one_kernel_and_the_dead_node_is_removed():
     assert [list(k) for k in document["kernels"]] == [list(KERNEL_JSON_KEYS)] * len(
         verdict.kernels)
     assert document["removed_nodes"] == ["net/unused"]
+    # Drawn by the real `dot`: one box for the fused kernel, the dead node noted as removed.
+    svg = to_svg(kernel_graph(verdict.anatomy))
+    assert "removed by TensorRT: 1 TF nodes" in svg and fused.type in svg
     # From the disk cache, the same anatomy.
     verdict_module._memory.clear()
     again = tensorrt_verdict(model, request=BuildRequest(profiles=(Profile(*shapes),)),

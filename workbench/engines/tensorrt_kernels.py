@@ -106,6 +106,7 @@ _TENSOR = re.compile(
     r", Datatype: (?P<dtype>[^,]*), Format: (?P<format>.*?) \}")
 _ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]*)\]")
 _TACTIC = re.compile(r"(?:^|, )TacticName: (?P<tactic>[^,]*)")
+_REFORMAT_NAME = "Reformatting CopyNode for "  # the inspector's format copies
 _FOREIGN_NODE = re.compile(r"^ForeignNode \{ForeignNode\[(?P<region>.*?)\]\} metadata: ")
 
 
@@ -174,7 +175,8 @@ def inspector_kernels(layers: Iterable[Any],
         layer = {"Name": layer} if isinstance(layer, str) else layer  # layer_names_only
         name = str(layer.get("Name", ""))
         metadata = layer.get("Metadata")
-        if layer.get("LayerType") == "Reformat" or layer.get("Origin") == "REFORMAT":
+        if layer.get("LayerType") == "Reformat" or layer.get("Origin") == "REFORMAT" \
+                or name.startswith(_REFORMAT_NAME):
             onnx_nodes: tuple[str, ...] = ()  # a format copy TensorRT added, named after its user
         elif isinstance(metadata, str):
             onnx_nodes = tuple(_ONNX_LAYER.findall(metadata))
