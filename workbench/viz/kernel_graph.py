@@ -9,13 +9,14 @@ move no tensor, are left out and counted in the title.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
 import graphviz
 
 from workbench.engines.tensorrt_kernels import EngineAnatomy, Kernel, KernelTensor
+from workbench.errors import WorkbenchError
 from workbench.graph.nodes import Graph
 from workbench.viz.graphs import EDGE_ATTR, GRAPH_ATTR, NODE_ATTR, _last
 
@@ -43,15 +44,17 @@ def kernel_color(kernel_type: str) -> str:
 
 
 def kernel_graph(anatomy: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
-                 graph: Graph | None = None, engine: str = "") -> graphviz.Digraph:
+                 graph: Graph | None = None, engine: str = "",
+                 removed: Sequence[str] = ()) -> graphviz.Digraph:
     """The engine's kernels in execution order with the tensors between them; `graph` (the
-    prepared graph) gives each listed TF node its op type."""
+    prepared graph) gives each listed TF node its op type. Kernels given as a list (objects or
+    JSON) come with the `removed` TF nodes, which an anatomy holds itself."""
+    folded: Mapping[str, Any] = {}
     if isinstance(anatomy, EngineAnatomy):
         kernels, engine = list(anatomy.kernels), engine or anatomy.engine
         removed, folded = anatomy.removed, anatomy.folded
     else:
         kernels = [k if isinstance(k, Kernel) else Kernel.from_record(k) for k in anatomy]
-        removed, folded = (), {}
     drawn = [k for k in kernels if k.inputs or k.outputs]
     dot = graphviz.Digraph(f"kernels_{engine}", graph_attr=GRAPH_ATTR,
                            node_attr={**NODE_ATTR, "shape": "plain"}, edge_attr=EDGE_ATTR)
@@ -90,6 +93,21 @@ def kernel_graph(anatomy: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
                  style="filled", fillcolor="#fbe3a6", fontsize="8",
                  tooltip="\n".join(removed))
     return dot
+
+
+def verdict_kernel_graph(tensorrt: Mapping[str, Mapping[str, Any]] | None, engine: str,
+                         graph: Graph | None = None) -> graphviz.Digraph:
+    """`kernel_graph` of one engine's TensorRT verdict (its JSON, as the app and
+    `convert --json --tensorrt` keep it); a WorkbenchError saying what to do without one."""
+    verdict = (tensorrt or {}).get(engine)
+    if verdict is None:
+        raise WorkbenchError("No TensorRT verdict on this engine yet: press \"TensorRT "
+                             "verdicts\" in the Summary tab to build the engines with "
+                             "TensorRT-RTX")
+    if not verdict.get("built"):
+        raise WorkbenchError(f"TensorRT did not build {engine}: {verdict.get('error')}")
+    return kernel_graph(verdict.get("kernels") or [], graph, engine,
+                        verdict.get("removed_nodes") or ())
 
 
 def _kernel_label(kernel: Kernel, graph: Graph | None, folded: Mapping[str, Any]) -> str:
