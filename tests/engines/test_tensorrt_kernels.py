@@ -106,6 +106,7 @@ def test_onnx_names_map_back_to_tf_nodes():
     assert tf_node_of("a/conv/bias/channels_1", names) == "a/conv"
     assert tf_node_of("workbench_fp16/a/conv_fp16_cast", names) is None
     assert tf_node_of("TensorRTOutputPH_0", None) is None
+    assert tf_node_of("a/conv/bias_QuantizeLinear", names) is None  # INT8's, not a TF node's
     assert tf_node_of("elsewhere/x", names) is None
     assert tf_nodes_of(["a/conv", "a/conv/w", "a/conv/Relu"], names) == ["a/conv", "a/conv/Relu"]
 

@@ -37,6 +37,9 @@ KERNEL_COLUMNS = ["engine", "kernel", "type", "nodes", "onnx_nodes", "input_shap
 NON_COMPUTE_TYPES = frozenset({"shape_call", "signal", "wait", "NoOp"})
 # The placeholders TF-TRT names engine inputs and outputs with: not TF nodes of the model.
 _IO_PLACEHOLDER = re.compile(r"^TensorRT(Input|Output)PH_\d+$")
+# INT8's Q/DQ nodes, `<tensor>_QuantizeLinear` (ONNX Runtime's quantizer): quantization of a
+# tensor, not its TF node's work.
+_QDQ_SUFFIXES = ("_QuantizeLinear", "_DequantizeLinear")
 
 
 @dataclass(frozen=True)
@@ -206,8 +209,10 @@ def _inspector_tensors(items: Any) -> tuple[KernelTensor, ...]:
 def tf_node_of(onnx_node: str, tf_nodes: Iterable[str] | None = None) -> str | None:
     """The TF node an ONNX node of our exporter stands for: the node itself, or for a helper
     `<TF node>/<label>` the longest prefix that is one of `tf_nodes`. Without `tf_nodes`, the
-    name itself. None for nodes that are no TF node's (FP16 casts, I/O placeholders)."""
-    if onnx_node.startswith(CAST_PREFIX) or _IO_PLACEHOLDER.match(onnx_node):
+    name itself. None for nodes that are no TF node's (FP16 casts, INT8 Q/DQ, I/O
+    placeholders)."""
+    if onnx_node.startswith(CAST_PREFIX) or onnx_node.endswith(_QDQ_SUFFIXES) \
+            or _IO_PLACEHOLDER.match(onnx_node):
         return None
     if tf_nodes is None:
         return onnx_node
