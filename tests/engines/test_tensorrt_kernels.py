@@ -202,6 +202,9 @@ def test_trtexec_layer_info_gives_the_same_kernel_table():
     assert fused.nodes == ["resnet50/conv2_block1_1_conv/Conv2D",
                            "resnet50/conv2_block1_1_relu/Relu"]
     assert fused.input_shapes == [(32, 64, 56, 56)] and fused.output_dtypes == ["FP32"]
+    assert fused.constant_shapes == [(64, 64, 1, 1), (64,)]  # its weights and bias
+    conv = next(k for k in anatomy.kernels if k.name == fused.kernel)
+    assert conv.parameters["Stride"] == [1, 1] and conv.parameters["Activation"] == "RELU"
     reformats = table[table.type == "Reformat"]
     assert len(reformats) and all(nodes == [] for nodes in reformats.nodes)
     # TensorRT 10's inspector names each layer's ONNX nodes in its metadata.

@@ -18,6 +18,7 @@ folded by TensorRT (dead layers, identities, shape arithmetic).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -72,6 +73,8 @@ class Kernel:
     outputs: tuple[KernelTensor, ...] = ()
     constants: tuple[KernelTensor, ...] = ()  # weights and folded constants it reads
     tactic: str = ""
+    # The inspector's other fields (ParameterType, Kernel, Stride, Groups, Activation...).
+    parameters: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The contract's object: name, type, nodes (TF node names), inputs, outputs."""
@@ -82,7 +85,8 @@ class Kernel:
     def to_record(self) -> dict[str, Any]:
         """Everything, for caches: `from_record` makes the same kernel again."""
         return {**self.to_json(), "onnx_nodes": list(self.onnx_nodes),
-                "constants": [t.to_json() for t in self.constants], "tactic": self.tactic}
+                "constants": [t.to_json() for t in self.constants], "tactic": self.tactic,
+                "parameters": dict(self.parameters)}
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> Kernel:
@@ -91,7 +95,8 @@ class Kernel:
 
         return cls(data["name"], data["type"], tuple(data.get("onnx_nodes", ())),
                    tuple(data.get("nodes", ())), tensors("inputs"), tensors("outputs"),
-                   tensors("constants"), data.get("tactic", ""))
+                   tensors("constants"), data.get("tactic", ""),
+                   dict(data.get("parameters") or {}))
 
     @property
     def computes(self) -> bool:
@@ -189,8 +194,34 @@ def inspector_kernels(layers: Iterable[Any],
             name, str(layer.get("LayerType") or ""), onnx_nodes,
             inputs=_inspector_tensors(layer.get("Inputs")),
             outputs=_inspector_tensors(layer.get("Outputs")),
-            tactic=str(layer.get("TacticName") or layer.get("TacticValue") or "")))
+            constants=_inspector_weights(layer),
+            tactic=str(layer.get("TacticName") or layer.get("TacticValue") or ""),
+            parameters={k: v for k, v in layer.items() if k not in _INSPECTOR_READ}))
     return kernels
+
+
+_INSPECTOR_READ = {"Name", "LayerType", "Inputs", "Outputs", "Metadata", "TacticName",
+                   "TacticValue", "Weights", "Bias"}
+
+
+def _inspector_weights(layer: Mapping[str, Any]) -> tuple[KernelTensor, ...]:
+    """A convolution's or matrix product's `Weights` and `Bias` (`{"Type", "Count"}`) as
+    constants: weights shaped (OutMaps, inputs per group, *Kernel) where the counts agree,
+    else flat."""
+    found = []
+    for key in ("Weights", "Bias"):
+        item = layer.get(key)
+        if not isinstance(item, dict) or not item.get("Count"):
+            continue
+        count, shape = int(item["Count"]), (int(item["Count"]),)
+        window = [int(d) for d in layer.get("Kernel") or ()]
+        out_maps = int(layer.get("OutMaps") or 0)
+        area = out_maps * math.prod(window)
+        if key == "Weights" and area and count % area == 0:
+            shape = (out_maps, count // area, *window)
+        found.append(KernelTensor(key.lower(), shape, normalise_precision(item.get("Type")),
+                                  ""))
+    return tuple(found)
 
 
 def _inspector_tensors(items: Any) -> tuple[KernelTensor, ...]:
