@@ -94,12 +94,13 @@ class NodeLinker:
     def tf_nodes(self, layer_name: str) -> list[str]:
         found: list[str] = []
         for part in split_layer_name(layer_name):
-            name = self._lookup(part)
+            name = self.tf_node(part)
             if name and name not in found:
                 found.append(name)
         return found
 
-    def _lookup(self, part: str) -> str | None:
+    def tf_node(self, part: str) -> str | None:
+        """The TF node one part of a layer name (or one ONNX node name) refers to."""
         candidate = tf_name_of(part)
         if candidate is None or self._exact is None:
             return candidate

@@ -13,16 +13,23 @@ import json
 import os
 import statistics
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from workbench import environment
+from workbench.engines.inspection.tensorrt_kernels import (
+    EngineAnatomy,
+    Kernel,
+    inspector_kernels,
+    tf_node_of,
+)
 from workbench.engines.layer_table import layer_table, precision_of_format
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import Graph
-from workbench.profiling.layers import NodeLinker
+from workbench.profiling.layers import NodeLinker, split_layer_name
 
 Source = str | os.PathLike | list | dict
 
@@ -91,6 +98,34 @@ def read_trtexec_dir(directory: str | os.PathLike, **kwargs: Any) -> pd.DataFram
             kwargs[key] = path
     kwargs.setdefault("run", folder.name)
     return read_trtexec(profiles[0], **kwargs)
+
+
+def read_trtexec_kernels(layer_info: Source, graph: Graph | None = None,
+                         engine: str | None = None) -> EngineAnatomy:
+    """The kernels of an engine a GPU built, from the inspector's layer JSON
+    (`--exportLayerInfo`, `TensorRTEngine.layer_info_json()`): the same `Kernel`s as
+    TensorRT-RTX's build log gives, so `kernel_table` and the engine drawing take both.
+
+    Each kernel's ONNX nodes come from its `Metadata` (TensorRT 10), else from the parts of
+    its layer name; TF nodes are named through `graph` when given (`NodeLinker`), else by
+    the TF-looking parts of those names. `removed` stays empty: the file does not list the
+    network TensorRT parsed."""
+    label = _label(layer_info, "layer info")
+    layers = list(_layer_info(_load(layer_info, "layer info"), label).values())
+    kernels = inspector_kernels(layers, split_layer_name)
+    linker = NodeLinker(None if graph is None else ((n.name, n.op) for n in graph.real_nodes))
+    names = None if graph is None else {n.name for n in graph.real_nodes}
+    named = [_with_linked_nodes(k, linker, names) for k in kernels]
+    return EngineAnatomy(engine or _stem(layer_info), tuple(named),
+                         source=f"TensorRT engine inspector ({label})")
+
+
+def _with_linked_nodes(kernel: Kernel, linker: NodeLinker, names: set[str] | None) -> Kernel:
+    """Our exporter's names (`<TF node>/<label>`) first, then the names other exporters write
+    (tf2onnx's `__N`, Keras' `_N` scopes)."""
+    found = (tf_node_of(part, names) if names is not None and tf_node_of(part, names)
+             else linker.tf_node(part) for part in kernel.onnx_nodes)
+    return replace(kernel, nodes=tuple(dict.fromkeys(n for n in found if n)))
 
 
 def trtexec_summary(profile_metadata: Source) -> dict:

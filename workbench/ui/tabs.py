@@ -23,10 +23,12 @@ from workbench.tf_compat import graph_origin
 from workbench.ui.store import ExperimentStore
 from workbench.ui.tables import note_html, pre_html, table_html
 from workbench.viz import charts, graphs
+from workbench.viz.kernel_graph import verdict_kernel_graph
 from workbench.viz.profile_charts import native_vs_engine_chart, profile_figures
 from workbench.viz.view import ConversionView, Headline
 
-GRAPH_VIEWS = {"Converted": "converted", "Full": "full", "One engine": "engine"}
+GRAPH_VIEWS = {"Converted": "converted", "Full": "full", "One engine": "engine",
+               "TensorRT kernels": "kernels"}  # kernels: one engine as TensorRT built it
 CHECK_COLUMNS = ["name", "passed", "shape", "max_abs", "mean_abs", "max_rel", "mean_rel",
                  "mismatches", "elements", "top1_agreement", "reason"]
 
@@ -133,8 +135,8 @@ class GraphTab:
         self.svg = ""
         self._view: ConversionView | None = None
         self.choice.observe(lambda _c: self.draw(), names="value")
-        self.engine.observe(lambda _c: self.choice.value == "One engine" and self.draw(),
-                            names="value")
+        self.engine.observe(lambda _c: GRAPH_VIEWS[self.choice.value] in ("engine", "kernels")
+                            and self.draw(), names="value")
         self.widget = widgets.VBox([widgets.HBox([self.choice, self.engine]), self.html])
 
     def update(self, view: ConversionView) -> None:
@@ -148,12 +150,14 @@ class GraphTab:
         if view is None:
             return
         kind = GRAPH_VIEWS[self.choice.value]
-        if kind == "engine" and not self.engine.value:
+        if kind in ("engine", "kernels") and not self.engine.value:
             kind = "converted"
         try:
-            self.svg = graphs.inline_svg(graphs.draw(view.graph, view.result, kind,
-                                                     self.engine.value or "",
-                                                     errors=view.engine_errors))
+            digraph = verdict_kernel_graph(view.tensorrt, self.engine.value, view.graph) \
+                if kind == "kernels" else graphs.draw(view.graph, view.result, kind,
+                                                      self.engine.value or "",
+                                                      errors=view.engine_errors)
+            self.svg = graphs.inline_svg(digraph)
         except WorkbenchError as exc:
             self.html.value = note_html(str(exc), error=True)
             return

@@ -4,9 +4,9 @@
 `build_plan` is the shared part every TensorRT build goes through: parse the segment's ONNX,
 configure profiles (TF-TRT's implicit-batch profile, or the dynamic-shape profiles, shape-tensor
 values included) and precision, build a serialized plan, and keep TensorRT's own words: the
-parser's and builder's errors and the number of layers of the built engine (from the builder's
-layer listing). It runs wherever the package imports: TensorRT-RTX's builder needs no GPU, so
-every machine gets TensorRT's verdict (`tensorrt_verdict`).
+parser's and builder's errors and the built engine's kernels (from the builder's layer
+listing, `tensorrt_kernels`). It runs wherever the package imports: TensorRT-RTX's builder
+needs no GPU, so every machine gets TensorRT's verdict (`tensorrt_verdict`).
 
 Running engines (`TensorRTEngine`: device memory through cuda-python's runtime bindings,
 `execute_async_v3`, `IProfiler` timings, the inspector's layer JSON) needs an NVIDIA GPU
@@ -19,7 +19,6 @@ The packages are imported lazily so this module imports everywhere.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -43,6 +42,11 @@ from workbench.engines.backends.tensorrt_api import (
     TENSORRT_RTX,
     TensorRTApi,
     precision_flags,
+)
+from workbench.engines.inspection.tensorrt_kernels import (
+    Kernel,
+    parse_foreign_node,
+    parse_layers_message,
 )
 from workbench.engines.layer_table import layer_table, precision_of_format
 from workbench.engines.profiles import Profile, Shape
@@ -171,6 +175,9 @@ class PlanBuild:
     build_s: float | None
     layers: int | None
     builder: str
+    kernels: tuple[Kernel, ...] = ()  # the builder's layer listing, ONNX nodes named
+    regions: tuple[tuple[str, tuple[str, ...]], ...] = ()  # fused regions and their ONNX nodes
+    network_nodes: tuple[str, ...] = ()  # the ONNX nodes of the model TensorRT parsed
 
 
 def build_plan(api: TensorRTApi, model: onnx.ModelProto, precision: str,
@@ -189,10 +196,9 @@ def build_plan(api: TensorRTApi, model: onnx.ModelProto, precision: str,
     builder_name = f"{api.label} {trt.__version__}"
     start = time.perf_counter()
 
-    def outcome(parsed: bool, error: str | None, plan: bytes | None = None,
-                layers: int | None = None) -> PlanBuild:
-        return PlanBuild(parsed, plan is not None, error, plan,
-                         time.perf_counter() - start if parsed else None, layers, builder_name)
+    def outcome(parsed: bool, error: str | None) -> PlanBuild:
+        return PlanBuild(parsed, False, error, None,
+                         time.perf_counter() - start if parsed else None, None, builder_name)
 
     try:
         typed = api.typed_model(model, precision, list(batches))
@@ -215,7 +221,12 @@ def build_plan(api: TensorRTApi, model: onnx.ModelProto, precision: str,
     plan = builder.build_serialized_network(network, config)  # None when the build fails
     if plan is None:
         return outcome(True, log.error_text() or "the builder returned no plan")
-    return outcome(True, None, bytes(plan), log.layers)  # type: ignore[call-overload]
+    kernels = log.kernels  # None where the builder listed no layers
+    data = bytes(plan)  # type: ignore[call-overload]
+    return PlanBuild(True, True, None, data, time.perf_counter() - start,
+                     None if kernels is None else len(kernels), builder_name,
+                     tuple(kernels or ()), tuple(log.regions),
+                     tuple(n.name for n in typed.graph.node))
 
 
 def _parser_error(error: trt_rtx.ParserError) -> str:
@@ -271,7 +282,8 @@ def _configure(api: TensorRTApi, builder: trt_rtx.Builder, network: trt_rtx.INet
 
 def _build_log(api: TensorRTApi) -> Any:
     """An ILogger keeping errors and the builder's layer listing (VERBOSE, DETAILED profiling
-    verbosity: `Layers:` then one `Name: ...` line per engine layer)."""
+    verbosity: `Layers:` then one `Name: ...` line per engine layer, and a `ForeignNode`
+    line per fused region naming its ONNX nodes)."""
     if TYPE_CHECKING:
         import tensorrt_rtx as trt
     else:
@@ -282,22 +294,24 @@ def _build_log(api: TensorRTApi) -> Any:
         def __init__(self) -> None:
             trt.ILogger.__init__(self)  # the documented way to subclass a TensorRT interface
             self.errors: list[str] = []
-            self.layers: int | None = None
+            self.kernels: list[Kernel] | None = None
+            self.regions: list[tuple[str, tuple[str, ...]]] = []
 
         def log(self, level: trt_rtx.ILogger.Severity, message: str) -> None:
             if level in (severity.ERROR, severity.INTERNAL_ERROR):
                 if _NO_GPU_NOISE not in message:
                     self.errors.append(_one_line(message))
             elif message.startswith("Layers:"):
-                self.layers = len(_LAYER_LINE.findall(message))
+                self.kernels = parse_layers_message(message)
+            elif message.startswith("ForeignNode "):
+                region = parse_foreign_node(message)
+                if region is not None:
+                    self.regions.append(region)
 
         def error_text(self) -> str:
             return "; ".join(dict.fromkeys(self.errors))
 
     return BuildLog()
-
-
-_LAYER_LINE = re.compile(r"^Name: ", re.MULTILINE)
 
 
 # --- the backends --------------------------------------------------------------------------

@@ -6,9 +6,10 @@ engine's precision.
 model (those inside `_tftrt_convert_function` functions and loops too), with the profiles
 TF-TRT would build: the implicit-batch profile (batch 1 up to the largest batch seen), or in
 dynamic-shape mode the profiles of `build()`'s inputs or of the given input sets, shape-tensor
-values included. Verdicts are cached in memory and on disk (next to the prepared graphs,
-`graph/cache.py`'s directory) under a key of everything that decides them, so a second look
-costs a hash, not a build.
+values included. A built engine's verdict holds its anatomy (`tensorrt_kernels`): the kernels
+TensorRT made, each with the TF nodes it holds, and the TF nodes it removed. Verdicts are
+cached in memory and on disk (next to the prepared graphs, `graph/cache.py`'s directory) under
+a key of everything that decides them, so a second look costs a hash, not a build.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,14 @@ from workbench.engines.backends.tensorrt_backend import (
     build_plan,
     implicit_batch_profile,
 )
+from workbench.engines.inspection.tensorrt_kernels import (
+    EngineAnatomy,
+    Kernel,
+    engine_anatomy,
+    kernel_table,
+    onnx_producers,
+    tf_nodes_of,
+)
 from workbench.engines.profiles import ShapeSet, optimization_profiles
 from workbench.engines.settings import NO_REQUEST, BuildRequest
 from workbench.errors import WorkbenchError, first_line
@@ -37,24 +46,30 @@ from workbench.graph.cache import cache_dir
 
 if TYPE_CHECKING:
     import onnx
+    import pandas as pd
 
     from workbench.engines.runtime.converted_model import ConvertedModel
 
 # The contract's keys (`workbench convert --json --tensorrt`), in order.
-JSON_KEYS = ("parsed", "built", "error", "plan_bytes", "build_s", "layers", "builder")
+JSON_KEYS = ("parsed", "built", "error", "plan_bytes", "build_s", "layers", "builder",
+             "kernels", "removed_nodes")
+# What the cache keeps of a build: the builder's words, before TF node names are given them.
+_CACHED_KEYS = ("parsed", "built", "error", "plan_bytes", "build_s", "layers", "builder",
+                "kernels", "regions", "network_nodes")
 # Bump when what a verdict says changes for the same inputs (cached verdicts are then rebuilt);
 # the key also hashes the code that makes the typed model and drives the builder.
-VERDICT_VERSION = 1
+VERDICT_VERSION = 2
 _memory: dict[str, dict[str, Any]] = {}
 
 
 @functools.cache
 def _code_digest() -> str:
     from workbench.engines.backends import tensorrt_api, tensorrt_backend
+    from workbench.engines.inspection import tensorrt_kernels
     from workbench.engines.onnx import precision
 
     digest = hashlib.sha256()
-    for module in (precision, tensorrt_api, tensorrt_backend):
+    for module in (precision, tensorrt_api, tensorrt_backend, tensorrt_kernels):
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()
 
@@ -77,10 +92,28 @@ class TensorRTVerdict:
     builder: str
     precision: str = "FP32"
     profiles: tuple[str, ...] = ()  # the profiles built, in the user guide's notation
+    anatomy: EngineAnatomy | None = None  # the built engine's kernels and removed TF nodes
+
+    @property
+    def kernels(self) -> tuple[Kernel, ...]:
+        """The built engine's kernels in execution order, each with its TF nodes."""
+        return () if self.anatomy is None else self.anatomy.kernels
+
+    @property
+    def removed_nodes(self) -> tuple[str, ...]:
+        """TF nodes TensorRT got but put in no kernel (removed or folded away)."""
+        return () if self.anatomy is None else self.anatomy.removed
+
+    def kernel_table(self) -> pd.DataFrame:
+        """One row per kernel (`tensorrt_kernels.KERNEL_COLUMNS`); empty when not built."""
+        return kernel_table(self.kernels, self.engine)
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's object: parsed, built, error, plan_bytes, build_s, layers, builder."""
-        return {key: getattr(self, key) for key in JSON_KEYS}
+        """The contract's object: parsed, built, error, plan_bytes, build_s, layers, builder,
+        kernels (name, type, nodes, inputs, outputs) and removed_nodes."""
+        return {key: getattr(self, key) for key in JSON_KEYS[:-2]} | {
+            "kernels": [k.to_json() for k in self.kernels],
+            "removed_nodes": list(self.removed_nodes)}
 
     @property
     def outcome(self) -> str:
@@ -103,10 +136,12 @@ def tensorrt_verdict(model: onnx.ModelProto, precision: str = "FP32",
                      batches: Sequence[tuple[np.ndarray, ...]] = (),
                      shape_values: Mapping[str, ShapeValues] | None = None,
                      workspace_bytes: int | None = None, api: TensorRTApi = TENSORRT_RTX,
-                     use_cache: bool = True) -> TensorRTVerdict:
+                     use_cache: bool = True, tf_nodes: Sequence[str] | None = None
+                     ) -> TensorRTVerdict:
     """TensorRT's verdict on `model` at `precision` (FP16: float16 ONNX; INT8: Q/DQ
     calibrated on `batches`, the engine's input batches) for `request`'s profiles or implicit
     batch size; `shape_values` are the (min, opt, max) values of shape-tensor inputs.
+    `tf_nodes`, the engine's TF nodes, name the nodes of its kernels (`tf_node_of`).
 
     Raises TensorRTMissingError without the package; everything TensorRT refuses is in the
     verdict (`error`), never raised."""
@@ -121,9 +156,23 @@ def tensorrt_verdict(model: onnx.ModelProto, precision: str = "FP32",
         found = {"parsed": built.parsed, "built": built.built, "error": built.error,
                  "plan_bytes": None if built.plan is None else len(built.plan),
                  "build_s": None if built.build_s is None else round(built.build_s, 3),
-                 "layers": built.layers, "builder": built.builder}
+                 "layers": built.layers, "builder": built.builder,
+                 "kernels": [k.to_record() for k in built.kernels],
+                 "regions": [[r, list(nodes)] for r, nodes in built.regions],
+                 "network_nodes": list(built.network_nodes)}
         _store(key, found)
-    return TensorRTVerdict(engine=name, precision=precision, profiles=profiles, **found)
+    anatomy = _anatomy(name, found, model, tf_nodes) if found["built"] else None
+    return TensorRTVerdict(engine=name, precision=precision, profiles=profiles,
+                           anatomy=anatomy, **{k: found[k] for k in JSON_KEYS[:-2]})
+
+
+def _anatomy(name: str, found: Mapping[str, Any], model: onnx.ModelProto,
+             tf_nodes: Sequence[str] | None) -> EngineAnatomy:
+    kernels = [Kernel.from_record(k) for k in found["kernels"]]
+    anatomy = engine_anatomy(name, kernels, found["network_nodes"], onnx_producers(model),
+                             tf_nodes, found["builder"])
+    return replace(anatomy, regions=tuple(
+        (region, tuple(tf_nodes_of(nodes, tf_nodes))) for region, nodes in found["regions"]))
 
 
 def refused_verdict(name: str, error: str, precision: str = "FP32",
@@ -198,7 +247,8 @@ def _verdict_of(converted: ConvertedModel, name: str, op: Any, seen: list[ShapeS
                                api)
     return tensorrt_verdict(model, precision, request, name=name, batches=batches,
                             shape_values=shape_values(model, batches),
-                            workspace_bytes=settings.max_workspace_size_bytes, api=api)
+                            workspace_bytes=settings.max_workspace_size_bytes, api=api,
+                            tf_nodes=converted.segments[name].segment.engine.nodes)
 
 
 def _request(op: Any, dynamic: bool, strategy: str | None, seen: list[ShapeSet]
@@ -278,7 +328,7 @@ def _cached(key: str) -> dict[str, Any] | None:
         found = json.loads(path.read_text()) if path is not None and path.is_file() else None
     except (OSError, ValueError):
         found = None
-    if not isinstance(found, dict) or set(found) != set(JSON_KEYS):
+    if not isinstance(found, dict) or set(found) != set(_CACHED_KEYS):
         return None
     _memory[key] = found
     return dict(found)
@@ -299,6 +349,6 @@ def _store(key: str, verdict: dict[str, Any]) -> None:
 
 def verdict_columns(verdicts: Mapping[str, TensorRTVerdict]) -> dict[str, dict[str, Any]]:
     """engine -> the `tensorrt_*` columns of the engine tables (report, Summary tab, HTML)."""
-    return {name: {f"tensorrt_{key}": value for key, value in v.to_json().items()}
+    return {name: {f"tensorrt_{key}": getattr(v, key) for key in JSON_KEYS[:-2]}
             for name, v in verdicts.items()}
 

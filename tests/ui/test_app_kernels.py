@@ -1,0 +1,29 @@
+"""The Segment graph tab's "TensorRT kernels" view: one engine as TensorRT-RTX's real builder
+made it, after the Summary tab's "TensorRT verdicts"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import sample_models
+from workbench.ui import Workbench
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("tensorrt_rtx", reason='needs TensorRT-RTX: pip install "tftrt-workbench'
+                                           '[tensorrt]"')
+
+
+def test_kernels_view_asks_for_verdicts_then_draws_the_built_engine(tmp_path: Path) -> None:
+    app = Workbench(sample_models.build("digits_cnn"), store=tmp_path / "runs",
+                    background=False)
+    tab = app.graph_tab
+    tab.choice.value = "TensorRT kernels"
+    tab.engine.value = "TRTEngineOp_000_000"
+    assert "TensorRT verdicts" in tab.html.value and "<svg" not in tab.html.value
+    app.check_tensorrt()
+    tab.draw()
+    assert tab.html.value.count("<svg") == 1
+    assert "TRTEngineOp_000_000: " in tab.svg and "kernels holding" in tab.svg
+    assert "Conv2D" in tab.svg  # the TF nodes inside the kernel boxes
