@@ -13,14 +13,14 @@ from onnx import TensorProto, helper, numpy_helper
 import sample_models
 from tests.conftest import run_cli
 from workbench import trt_convert as trt
-from workbench.engines.inspection import tensorrt_verdict as verdict_module
-from workbench.engines.inspection.tensorrt_kernels import (
+from workbench.engines.backends.tensorrt_kernels import (
     KERNEL_COLUMNS,
     KERNEL_JSON_KEYS,
     onnx_producers,
     tf_node_of,
     tf_nodes_of,
 )
+from workbench.engines.inspection import tensorrt_verdict as verdict_module
 from workbench.engines.inspection.tensorrt_verdict import tensorrt_verdict
 from workbench.engines.profiles import Profile
 from workbench.engines.settings import BuildRequest

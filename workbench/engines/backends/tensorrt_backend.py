@@ -43,7 +43,7 @@ from workbench.engines.backends.tensorrt_api import (
     TensorRTApi,
     precision_flags,
 )
-from workbench.engines.inspection.tensorrt_kernels import (
+from workbench.engines.backends.tensorrt_kernels import (
     Kernel,
     parse_foreign_node,
     parse_layers_message,

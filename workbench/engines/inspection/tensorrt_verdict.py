@@ -30,7 +30,7 @@ from workbench.engines.backends.tensorrt_backend import (
     build_plan,
     implicit_batch_profile,
 )
-from workbench.engines.inspection.tensorrt_kernels import (
+from workbench.engines.backends.tensorrt_kernels import (
     EngineAnatomy,
     Kernel,
     engine_anatomy,
@@ -64,8 +64,7 @@ _memory: dict[str, dict[str, Any]] = {}
 
 @functools.cache
 def _code_digest() -> str:
-    from workbench.engines.backends import tensorrt_api, tensorrt_backend
-    from workbench.engines.inspection import tensorrt_kernels
+    from workbench.engines.backends import tensorrt_api, tensorrt_backend, tensorrt_kernels
     from workbench.engines.onnx import precision
 
     digest = hashlib.sha256()
