@@ -2,7 +2,8 @@
 
 `workbench.load(dir)` reloads a converted model saved by `TrtGraphConverterV2.save()` with its
 engines; `workbench.inspect_tftrt(dir)` reads a model TF-TRT itself converted (its engines,
-summary and saved plans); `workbench.doctor()` says what this machine can run;
+summary and saved plans) and `workbench.strip_engines(dir, out)` writes it loadable without
+TF-TRT; `workbench.doctor()` says what this machine can run;
 `workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tune`);
 `workbench.export(model, format, path, params)` writes a TF-TRT script, ONNX or trtexec
 commands (`workbench.checks.export`). They are
@@ -32,6 +33,10 @@ def __getattr__(name: str) -> Any:
         from workbench.engines.backends.tftrt_graph import inspect_tftrt
 
         return inspect_tftrt
+    if name == "strip_engines":
+        from workbench.engines.backends.tftrt_strip import strip_engines
+
+        return strip_engines
     if name == "tune":
         from workbench.tuning import tune
 

@@ -99,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_validate_command(commands)
     _add_check_command(commands)
     _add_inspect_command(commands)
+    _add_strip_command(commands)
     _add_tune_command(commands)
     _add_export_command(commands)
     doctor = commands.add_parser(
@@ -528,6 +529,24 @@ def _run_validate(args: argparse.Namespace) -> int:
     else:
         print(report)
     return 0 if report.passed else EXIT_MISMATCH
+
+
+def _add_strip_command(commands: argparse._SubParsersAction) -> None:
+    strip = commands.add_parser(
+        "strip-engines", help="write a model TF-TRT converted with every TRTEngineOp replaced by "
+                              "its native segment: TensorFlow >= 2.18 and TF Serving load it")
+    strip.add_argument("model", help="the SavedModel directory TF-TRT's save() wrote")
+    strip.add_argument("-o", "--output", required=True, metavar="DIR",
+                       help="the new SavedModel's directory (new or empty)")
+    strip.add_argument("--debug", action="store_true", help="show tracebacks")
+    strip.set_defaults(run=_run_strip)
+
+
+def _run_strip(args: argparse.Namespace) -> int:
+    from workbench.engines.backends.tftrt_strip import strip_engines
+
+    print(strip_engines(args.model, args.output))
+    return 0
 
 
 def _run_inspect(args: argparse.Namespace) -> int:

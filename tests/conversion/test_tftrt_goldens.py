@@ -117,3 +117,84 @@ def test_grappler_removes_what_tftrts_grappler_removed(resnet50: str) -> None:
     assert deltas["dependency_optimizer"] == golden["dependency_optimizer"] == -324
     # TF32 on: TensorFlow >= 2.10 keeps NHWC on this Ampere GPU (the printed run added 4).
     assert deltas["layout"] == 0 != golden["layout"]
+
+
+# --- Keras 2 (tf_keras 2.17 on TensorFlow 2.17.1): the printed runs' own Keras ---------------
+
+KERAS2_REASON = ("needs TensorFlow 2.17 with tf_keras 2.17 (the printed runs' Keras 2): CI's "
+                 "TF 2.17 environment with tf-keras installed")
+
+
+def _keras2_available() -> bool:
+    import importlib.util
+
+    import tensorflow as tf
+
+    return tf.__version__.startswith("2.17.") and importlib.util.find_spec("tf_keras") is not None
+
+
+@pytest.fixture(scope="module")
+def keras2_resnet50(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """tf_keras ResNet50 saved with `model.save()`, as NVIDIA's notebooks saved it: convolution
+    biases zero (as in the released weights), batch-norm values and the classifier's bias
+    distinct (trained-looking)."""
+    if not _keras2_available():
+        pytest.skip(KERAS2_REASON)
+    import tf_keras
+
+    net = tf_keras.applications.ResNet50(weights=None)
+    rng = np.random.default_rng(0)
+    for variable in net.variables:
+        name = variable.name
+        if name.endswith("bias:0") and "_conv/" in name:
+            value = np.zeros(variable.shape)
+        elif "moving_variance" in name or "gamma" in name:
+            value = rng.uniform(0.8, 1.2, variable.shape)
+        elif "moving_mean" in name or "beta" in name or name.endswith("bias:0"):
+            value = rng.normal(0.0, 0.05, variable.shape)
+        else:
+            continue
+        variable.assign(value.astype(np.float32))
+    path = tmp_path_factory.mktemp("keras2") / "resnet50_saved_model"
+    net.save(str(path))
+    return str(path)
+
+
+@pytest.mark.slow
+def test_keras2_resnet50_grappler_sizes_are_the_printed_ones(keras2_resnet50: str) -> None:
+    """Prepared for the default GPU (T4) by TF 2.17: every pass up to constant folding leaves
+    exactly the printed run's node count (880, 884, 560, 558)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "meta_optimizer=1",
+           "WORKBENCH_CACHE_DIR": "off"}
+    done = subprocess.run([sys.executable, "-c", PREPARE, keras2_resnet50, "7.5"], env=env,
+                          capture_output=True, text=True, check=True)
+    block = [b for b in done.stderr.split("Optimization results for grappler item")
+             if "  model_pruner:" in b][-1]
+    sizes = {name: int(size) for name, size, _ in PASS_LINE.findall(block)}
+    golden = GOLDEN["grappler_tf_graph"]
+    for name in ("model_pruner", "layout", "dependency_optimizer", "constant_folding"):
+        assert sizes[name] == golden[name], name
+    # Common-subgraph elimination merges equal constants: 47 here (the zero convolution
+    # biases, one per shape), 50 in the printed run, whose released weights hold 3 more equal
+    # constants (docs/tftrt-goldens.md).
+    assert sizes["common_subgraph_elimination"] == golden["common_subgraph_elimination"] + 3
+
+
+@pytest.mark.slow
+def test_keras2_resnet50_converts_as_nvidia_printed(keras2_resnet50: str, caplog) -> None:
+    """One engine, TF-TRT's non-conversion report word for word (NoOp 2x, Identity 1x,
+    Placeholder 1x), three top-level nodes; the engine 3 nodes larger than the printed 500:
+    the equal constants of the released weights that common-subgraph elimination merged."""
+    from workbench import trt_convert as trt
+
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=keras2_resnet50,
+                                        precision_mode=trt.TrtPrecisionMode.FP32)
+    with caplog.at_level("INFO"):
+        converter.convert()
+    printed = caplog.text  # TF-TRT logged its report
+    assert "\t- NoOp -> 2x\n\t- Identity -> 1x\n\t- Placeholder -> 1x\n" in printed
+    assert "\t- Total nonconverted OPs: 4\n\t- Total nonconverted OP Types: 3\n" in printed
+    result = converter.result
+    assert len(result.engines) == GOLDEN["candidate_segments"] == 1
+    assert result.not_converted_top_level + 1 == GOLDEN["final_top_level_nodes"]
+    assert len(result.engines[0].nodes) == GOLDEN["replaced_segments"][0] + 3

@@ -23,7 +23,7 @@ from workbench.engines.onnx.export import ExportError, export_onnx
 from workbench.engines.segment import NativeSegment, SegmentGraph, extract_segment
 
 # Engines whose op set ONNX cannot express simply: (model, mode) -> the op ExportError names.
-UNEXPORTABLE = {("detector", "dynamic"): "CombinedNonMaxSuppression"}
+UNEXPORTABLE: dict[tuple[str, str], str] = {}
 
 pytestmark = pytest.mark.slow
 
@@ -304,6 +304,62 @@ def test_op_family_matches_tensorflow(case: str, opset: int) -> None:
         else:
             inputs.append(rng.standard_normal(shape).astype(np.float32))
     assert_onnx_matches_native(seg, inputs, opset)
+
+
+def nms_segment(q: int, classes: int, boxes: int | None, **options) -> SegmentGraph:
+    """One CombinedNonMaxSuppression (max 6 per class, IoU 0.5, score 0.3) as an engine."""
+    import tensorflow as tf
+
+    total = options.pop("total", 10)
+    return function_segment(
+        lambda b, s: tf.image.combined_non_max_suppression(b, s, 6, total, 0.5, 0.3, **options),
+        ([None, boxes, q, 4], tf.float32), ([None, boxes, classes], tf.float32))
+
+
+def nms_inputs(batch: int, boxes: int, q: int, classes: int, seed: int) -> list[np.ndarray]:
+    """Crowded boxes (many overlap), corners in either order, some empty and outside [0, 1];
+    some scores exactly at the threshold, the last batch's all below it. No other ties: TF
+    orders equal scores as its heap and unstable sort happen to."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-0.1, 1.1, (batch, boxes, q, 2))
+    sizes = rng.uniform(0.05, 0.5, (batch, boxes, q, 2)) * rng.choice([-1, 1], (batch, boxes, q, 2))
+    sizes[:, ::9] = 0.0
+    corners = np.concatenate([centres - sizes / 2, centres + sizes / 2], -1).astype(np.float32)
+    scores = rng.uniform(0, 1, (batch, boxes, classes)).astype(np.float32)
+    scores[:, ::5] = np.float32(0.3)
+    scores[-1] *= np.float32(0.25)
+    return [corners, scores]
+
+
+# (q, classes, box count or None for unknown, options)
+NMS_CASES = {
+    "shared_boxes": (1, 3, 40, {"clip_boxes": True}),
+    "class_boxes": (4, 4, 30, {"clip_boxes": False}),
+    "pad_per_class": (1, 2, 25, {"pad_per_class": True, "total": 100}),
+    "fewer_candidates_than_total": (1, 2, 4, {"total": 20}),
+    "unknown_box_count": (4, 4, None, {"pad_per_class": True, "total": 7}),
+}
+
+
+@pytest.mark.parametrize("case", NMS_CASES)
+def test_combined_nms_matches_tensorflow(case: str) -> None:
+    """Greedy NMS per class as a fixed-point Loop, then TopK over the classes: TF's boxes,
+    scores, classes and counts, its padding included, exactly."""
+    q, classes, boxes, options = NMS_CASES[case]
+    seg = nms_segment(q, classes, boxes, **options)
+    assert {n.op for n in seg.graph_def.node} >= {"CombinedNonMaxSuppression"}
+    for batch in (1, 3):
+        inputs = nms_inputs(batch, boxes or 33, q, classes, seed=batch)
+        assert_onnx_matches_native(seg, inputs)
+    valid = NativeSegment(seg)(inputs)[3]
+    assert valid[-1] == 0 and valid[0] > 0
+
+
+def test_nms_with_too_many_boxes_for_its_iou_matrix_is_not_exported() -> None:
+    from workbench.engines.onnx.ops.nms import MAX_BOXES
+
+    with pytest.raises(ExportError, match=f"{MAX_BOXES + 1} boxes per class"):
+        export_onnx(nms_segment(1, 2, MAX_BOXES + 1))
 
 
 def test_half_pixel_nearest_resize_picks_tensorflows_pixels() -> None:

@@ -174,6 +174,50 @@ def test_an_engine_inside_map_fns_loop_gets_a_verdict():
     assert all(verdicts[name].built for name in inside), [verdicts[n].error for n in inside]
 
 
+def _zero_trip_loop_model(path) -> None:
+    """An engine in a while-loop body that inputs below 100 run zero times (Model Garden
+    RetinaNet's 6 unbuilt engines had this property: generated inputs never reach them)."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    w1, w2 = (tf.constant(rng.standard_normal((8, 8)).astype(np.float32)) for _ in range(2))
+
+    class Model(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32, name="x")])
+        def serve(self, x):
+            trips = tf.reduce_sum(tf.cast(x > 100.0, tf.int32))
+
+            def body(i, acc):
+                return i + 1, tf.nn.relu(tf.matmul(tf.nn.relu(tf.matmul(acc, w1)), w2)) + acc
+
+            _, y = tf.while_loop(lambda i, _: i < trips, body, [tf.constant(0), x])
+            return {"y": tf.nn.relu(tf.matmul(y, w1)) * 2.0}
+
+    model = Model()
+    tf.saved_model.save(model, str(path), signatures={"serving_default": model.serve})
+
+
+def test_an_engine_no_input_set_reaches_gets_a_verdict_from_its_static_shapes(tmp_path):
+    """Dynamic-shape mode (implicit batch makes no engine in a loop body)."""
+    from workbench.engines.runtime.hybrid import engines_in_loops
+
+    _zero_trip_loop_model(tmp_path / "model")
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=str(tmp_path / "model"),
+                                        use_dynamic_shape=True, minimum_segment_size=2)
+    converter.convert()
+    converted = converter._converted_func
+    inside = engines_in_loops(converted.graph.converted_graph_def) & set(converted.ops)
+    assert inside, "the loop body should hold an engine"
+    sets = trt.generated_input_sets(converter.session, converted.input_names)
+    shapes = converted.engine_shape_sets(sets)
+    assert all(shapes[name] == [] for name in inside)  # the sets never reach it
+    verdicts = converter.tensorrt_verdicts()
+    for name in inside:
+        assert verdicts[name].built, verdicts[name].error
+        # unknown dims from 1 to the largest generated batch (8), known ones as they are
+        assert verdicts[name].profiles[0].startswith("[1-8, 8]"), verdicts[name].profiles
+
+
 # --- the CLI contract --------------------------------------------------------------------------
 
 def test_cli_json_carries_a_tensorrt_object_per_engine(tmp_path):

@@ -27,6 +27,20 @@ def test_tiny_bert_dynamic_shape_engines_build(tensorrt_error, precision: str) -
         assert error == "", f"{seg.engine.name}: {error}"
 
 
+@pytest.mark.parametrize("precision", ["FP32", "FP16"])
+def test_detector_nms_engine_builds(tensorrt_error, precision: str) -> None:
+    """CombinedNonMaxSuppression was not exported; ONNX's NonMaxSuppression then parsed, but
+    TensorRT-RTX has no kernel for its NMS layer ("has no runners that implement it"): the
+    exporter's greedy NMS Loop builds."""
+    small, large = engine_io_values("detector", 1), engine_io_values("detector", 4)
+    models = exported("detector", "dynamic")
+    assert any(n.op_type == "Loop" for m in models for n in m.graph.node)
+    for seg, model in zip(segments("detector", "dynamic"), models, strict=True):
+        low = tuple(small[t].shape for t in seg.engine.inputs)
+        high = tuple(large[t].shape for t in seg.engine.inputs)
+        assert tensorrt_error(model, precision, Profile(low, high, high)) == "", seg.engine.name
+
+
 # Op-family cases TensorRT refused before a fix, and the fix's mark in the ONNX model.
 REFUSED_CASES = {
     # "Invalid character(s) in Einsum equation": lowercase subscripts only.

@@ -38,7 +38,7 @@ from workbench.engines.backends.tensorrt_kernels import (
     onnx_producers,
     tf_nodes_of,
 )
-from workbench.engines.profiles import ShapeSet, optimization_profiles
+from workbench.engines.profiles import Profile, ShapeSet, optimization_profiles
 from workbench.engines.settings import NO_REQUEST, BuildRequest
 from workbench.errors import WorkbenchError, first_line
 from workbench.files import atomic_write
@@ -220,30 +220,34 @@ def engine_verdict_steps(converted: ConvertedModel, input_sets: Sequence[Sequenc
         shapes = converted.engine_shape_sets(input_sets)
         inputs = converted.engine_input_batches(input_sets)
     ops = converted.ops
+    largest = max((np.shape(s[0])[0] for s in input_sets if s and np.ndim(s[0])), default=1)
     verdicts = {}
     for done, (name, op) in enumerate(ops.items()):
         yield done / max(len(ops), 1), name
         verdicts[name] = _verdict_of(converted, name, op, shapes.get(name, []),
-                                     inputs.get(name, []), api)
+                                     inputs.get(name, []), api, largest)
     return verdicts
 
 
 def _verdict_of(converted: ConvertedModel, name: str, op: Any, seen: list[ShapeSet],
-                inputs: list[tuple[np.ndarray, ...]], api: TensorRTApi) -> TensorRTVerdict:
+                inputs: list[tuple[np.ndarray, ...]], api: TensorRTApi, largest: int = 1
+                ) -> TensorRTVerdict:
     settings = converted.engine_settings(name)
     precision = settings.precision_mode
     batches = list(op.calibration_data) or inputs
     request = _request(op, settings.use_dynamic_shape, settings.dynamic_shape_profile_strategy,
                        seen)
-    if request is None:
-        return refused_verdict(
-            name, "no input shapes to build for: call build(input_fn) or give input sets",
-            precision, api)
     try:
         model = converted.onnx_model(name, keep=False)
     except Exception as error:  # the exporter cannot express the segment
         return refused_verdict(name, f"not exported to ONNX: {first_line(error)}", precision,
                                api)
+    if request is None:  # nothing built, no input set reached it
+        request = unreached_request(model, settings.use_dynamic_shape, largest)
+    if request is None:
+        return refused_verdict(
+            name, "no input shapes to build for: call build(input_fn) or give input sets",
+            precision, api)
     return tensorrt_verdict(model, precision, request, name=name, batches=batches,
                             shape_values=shape_values(model, batches),
                             workspace_bytes=settings.max_workspace_size_bytes, api=api,
@@ -264,6 +268,29 @@ def _request(op: Any, dynamic: bool, strategy: str | None, seen: list[ShapeSet]
     largest = max(candidates, key=lambda s: s[0][0] if s and s[0] else 1)
     batch = largest[0][0] if largest and largest[0] else 1
     return BuildRequest(profiles=(implicit_batch_profile(batch, largest),))
+
+
+def unreached_request(model: onnx.ModelProto, dynamic: bool, largest: int
+                      ) -> BuildRequest | None:
+    """A build for an engine the input sets never reached (a loop body they run zero times, a
+    cond branch they do not take: TF-TRT would build it when first called): its static input
+    shapes, each unknown dim from 1 to `largest` (the largest batch of the sets), in
+    dynamic-shape mode; the shapes at `largest` in implicit batch mode. None when an input
+    has an unknown rank."""
+    from workbench.engines.onnx.precision import graph_inputs
+
+    low, high = [], []
+    for value in graph_inputs(model):
+        if not value.type.tensor_type.HasField("shape"):
+            return None
+        dims = [d.dim_value if d.HasField("dim_value") else None
+                for d in value.type.tensor_type.shape.dim]
+        low.append(tuple(1 if d is None else d for d in dims))
+        high.append(tuple(largest if d is None else d for d in dims))
+    if not dynamic:
+        batch = high[0][0] if high and high[0] else 1
+        return BuildRequest(profiles=(implicit_batch_profile(batch, tuple(high)),))
+    return BuildRequest(profiles=(Profile(tuple(low), tuple(high), tuple(high)),))
 
 
 def shape_values(model: onnx.ModelProto, batches: Sequence[tuple[np.ndarray, ...]]

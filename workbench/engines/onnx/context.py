@@ -131,6 +131,14 @@ class ExportContext:
         name = self._unique(f"{op.name}/{label}")
         self.nodes.append(helper.make_node(onnx_op, list(inputs), [output], name=name, **attrs))
 
+    def helper_outputs(self, op: Any, label: str, onnx_op: str, inputs: Sequence[str],
+                       count: int, **attrs: Any) -> list[str]:
+        """A helper node `<op>/<label>` with `count` outputs `<op>/<label>:<i>`."""
+        name = self._unique(f"{op.name}/{label}")
+        outputs = [f"{name}:{i}" for i in range(count)]
+        self.nodes.append(helper.make_node(onnx_op, list(inputs), outputs, name=name, **attrs))
+        return outputs
+
     def constant(self, op: Any, label: str, value: Any, dtype: Any = None) -> str:
         """An initializer `<op>/<label>` (e.g. int64 axes ONNX wants as an input)."""
         name = self._unique(f"{op.name}/{label}")

@@ -43,9 +43,6 @@ NOT_EXPORTED = {
     **dict.fromkeys(("Conv2DBackpropInput", "Conv3DBackpropInputV2"),
                     "transposed convolutions are not exported yet"),
     "FusedConv2DBiasActivation": "this contrib op is not exported",
-    # ONNX's NonMaxSuppression returns selected indices; TF's padded per-class top-k boxes,
-    # scores, classes and counts would take a dozen ops with their own edge cases.
-    "CombinedNonMaxSuppression": "ONNX has no equivalent of its padded per-class outputs",
     **dict.fromkeys(("FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVars",
                      "QuantizeAndDequantizeV2", "QuantizeAndDequantizeV3"),
                     "explicit quantization (INT8 with quantization nodes) is not exported yet"),

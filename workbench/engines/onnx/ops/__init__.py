@@ -7,6 +7,7 @@ from workbench.engines.onnx.ops import (
     conv,
     matmul,
     misc,
+    nms,
     normalization,
     pooling,
     reduction,
@@ -17,7 +18,7 @@ from workbench.engines.onnx.ops import (
 )
 from workbench.errors import merge_registry
 
-_FAMILIES = (binary, conv, matmul, misc, normalization, pooling, reduction, selection, shape,
-             slicing, unary)
+_FAMILIES = (binary, conv, matmul, misc, nms, normalization, pooling, reduction, selection,
+             shape, slicing, unary)
 CONVERTERS: dict[str, Converter] = merge_registry(
     "ONNX converters", (f.CONVERTERS for f in _FAMILIES))
