@@ -1,6 +1,6 @@
 """What an ONNX op converter works with: the export context, its error and the converter type.
 
-The exporter (`onnx_export`) and the per-family converters (`onnx_ops/`) both import it.
+The exporter (`export`) and the per-family converters (`ops/`) both import it.
 """
 
 from __future__ import annotations
