@@ -10,6 +10,7 @@ together on first use, so `convert()` itself stays as fast as the segmentation.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -189,9 +190,10 @@ class ConvertedModel:
 
     def _segment_runtime(self, segment: SegmentGraph) -> SegmentRuntime:
         name = segment.engine.name
+        model = weakref.ref(self)  # the op reaches its model weakly: `del` frees the model
         op = EngineOp(
             name,
-            lambda request: self._build_engine(name, request),
+            lambda request: _model_alive(model)._build_engine(name, request),
             NativeSegment(segment),
             [numpy_dtype_name(s.dtype) for s in segment.output_specs],
             self.engine_settings(name).at_run_time(self.in_process),
@@ -569,6 +571,13 @@ class ConvertedModel:
     def __repr__(self) -> str:
         engines = len(self.graph.segments) if self._graph is not None else "?"
         return f"ConvertedModel({engines} engines, precision {self.settings.precision_mode})"
+
+
+def _model_alive(model: weakref.ref[ConvertedModel]) -> ConvertedModel:
+    alive = model()
+    if alive is None:
+        raise WorkbenchError("its converted model was deleted")
+    return alive
 
 
 @dataclass
