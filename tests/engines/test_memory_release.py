@@ -1,7 +1,7 @@
 """`del converter, func` frees what they held, as a notebook user expects: the converter, its
 converted function, the conversion session (the prepared graph), the TensorFlow functions, the
 engine ops, their ONNX Runtime sessions and the compiled op's sessions are all gone, with no
-`gc.collect()`, and the process's memory comes back."""
+`gc.collect()`, and the process's memory comes back; a `workbench.load()`ed model's too."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import workbench
 from workbench import trt_convert as trt
 from workbench.engines.native_op import MAX_BYTES_ENV, NativeSession
 from workbench.engines.native_op import library as native_library
@@ -104,3 +105,13 @@ def test_del_of_the_converter_and_its_function_frees_what_they_held(
     release_free_memory()
     kept = rss() - before
     assert kept < WEIGHTS / 2, f"{kept / 2**20:.0f} MB kept of {WEIGHTS / 2**20:.0f} MB weights"
+
+    # The same for the saved model reloaded: its engines are called the same two ways.
+    reloaded = workbench.load(tmp_path / "saved")
+    reloaded(np.ones((8, FEATURES), np.float32))
+    held = {"reloaded": weakref.ref(reloaded), **{
+        f"{name} engine": weakref.ref(e) for name, op in reloaded.ops.items()
+        for _, e in op.engines()}}
+    del reloaded
+    alive = [name for name, ref in held.items() if ref() is not None]
+    assert len(held) == 3 and not alive, f"still alive after del: {', '.join(alive)}"
