@@ -74,8 +74,8 @@ screenshots: install
 # signatures Python cannot parse (a parameter named `in`, a required one after defaults): the
 # sed line repairs those. Kept out of site-packages: stubs alone make `import tensorrt` succeed.
 TYPING := $(VENV)/typing
-TENSORRT_MODULES := workbench/engines/tensorrt_api.py workbench/engines/tensorrt_backend.py \
-	workbench/engines/tensorrt_verdict.py workbench/engines/tensorrt_rtx_onnx.py
+TENSORRT_MODULES := workbench/engines/backends/tensorrt_api.py workbench/engines/backends/tensorrt_backend.py \
+	workbench/engines/inspection/tensorrt_verdict.py workbench/engines/backends/tensorrt_rtx_onnx.py
 
 typecheck: install $(TYPING)/.made
 	MYPYPATH=$(TYPING) $(PY) -m mypy $(TENSORRT_MODULES)

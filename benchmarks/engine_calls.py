@@ -35,7 +35,7 @@ import record  # noqa: E402
 
 import sample_models  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
-from workbench.engines.native_op.library import ENGINE_CALLS_ENV  # noqa: E402
+from workbench.environment import ENGINE_CALLS  # noqa: E402
 from workbench.hardware import cpu_device_name  # noqa: E402
 
 ENGINES = 8
@@ -95,18 +95,18 @@ def converted(directory: str, inputs: dict[str, np.ndarray], python: bool = Fals
     the compiled op) and the native signature."""
     import tensorflow as tf
 
-    previous = os.environ.pop(ENGINE_CALLS_ENV, None)
+    previous = os.environ.pop(ENGINE_CALLS.name, None)
     if python:
-        os.environ[ENGINE_CALLS_ENV] = "python"
+        os.environ[ENGINE_CALLS.name] = "python"
     try:
         converter = trt.TrtGraphConverterV2(input_saved_model_dir=directory, **params)
         model = converter.convert()
         converter.build(lambda: iter([inputs]))
         assert model.function is not None  # the call graph, made with the setting above
     finally:
-        os.environ.pop(ENGINE_CALLS_ENV, None)
+        os.environ.pop(ENGINE_CALLS.name, None)
         if previous is not None:
-            os.environ[ENGINE_CALLS_ENV] = previous
+            os.environ[ENGINE_CALLS.name] = previous
     native = tf.saved_model.load(directory).signatures["serving_default"]
     return model, native
 

@@ -15,7 +15,7 @@ from sample_models.zoo import zoo
 from workbench.checks.onnx_model import check_against_tensorflow, export_whole_model
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
-from workbench.engines import tensorrt_rtx_onnx
+from workbench.engines.backends import tensorrt_rtx_onnx
 from workbench.errors import WorkbenchError
 
 DEFAULT = ["lstm", "gru", "map_fn", "strings", "cond", "xla_function", "MobileNetV3Small",

@@ -59,7 +59,7 @@ import tensorflow  # noqa: E402, F401
 import workbench  # noqa: E402
 from sample_models.zoo import zoo  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
-from workbench.engines.saving import MANIFEST  # noqa: E402
+from workbench.engines.runtime.saving import MANIFEST  # noqa: E402
 from workbench.hardware import release_free_memory  # noqa: E402
 
 GB = 2**30

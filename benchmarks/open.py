@@ -93,7 +93,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, **memory(imported_mb)}
 # The compiled engine op is built once per machine and version, into the cache directory.
 COMPILE_OP = """
 import json, time
-from workbench.engines.native_op import library
+from workbench.engines.runtime.native_op import library
 start = time.perf_counter()
 ok = library.load() is not None
 print(json.dumps({"seconds": time.perf_counter() - start, "ok": ok}))

@@ -28,11 +28,14 @@ def figure(measure: str, value: str, target: str = "", met: bool | None = None) 
 
 
 def write(name: str, figures: list[dict[str, Any]], details: dict[str, Any] | None = None,
-          keep_other_models: bool = False) -> Path:
+          keep_other_models: bool = False, machine: str | None = None,
+          data: dict[str, Any] | None = None) -> Path:
     """Writes this run's figures (and an optional detail table: title, columns, rows).
 
     `keep_other_models`: a script run once per model (measures named "<model>: ...") keeps the
-    rows of the other models from the previous file.
+    rows of the other models from the previous file. `machine` names where the figures were
+    measured when that is not this machine (a lent GPU); `data`, raw measurements other
+    scripts read (not drawn in the table).
     """
     from workbench.hardware import cpu_device_name
 
@@ -46,7 +49,7 @@ def write(name: str, figures: list[dict[str, Any]], details: dict[str, Any] | No
         "benchmark": name,
         "command": "python " + " ".join(shlex.quote(a) for a in [f"benchmarks/{name}.py",
                                                                   *sys.argv[1:]]),
-        "machine": cpu_device_name(),
+        "machine": machine or cpu_device_name(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         # Our machines are shared: the 1-minute load average at the end says how busy it was.
         "load": round(os.getloadavg()[0], 1),
@@ -54,6 +57,8 @@ def write(name: str, figures: list[dict[str, Any]], details: dict[str, Any] | No
     }
     if details:
         document["details"] = details
+    if data:
+        document["data"] = data
     RESULTS.mkdir(exist_ok=True)
     path.write_text(json.dumps(document, indent=1) + "\n")
     print(f"\nfigures written to {path} (benchmarks/summarize.py puts them in the table)")

@@ -23,7 +23,7 @@ import record  # noqa: E402
 
 import sample_models  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
-from workbench.engines.tensorrt_verdict import (  # noqa: E402
+from workbench.engines.inspection.tensorrt_verdict import (  # noqa: E402
     TensorRTMissingError,
     require_tensorrt,
 )

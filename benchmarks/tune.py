@@ -35,11 +35,11 @@ import record  # noqa: E402
 import sample_models  # noqa: E402
 from workbench.conversion.session import ConversionSession  # noqa: E402
 from workbench.hardware import cpu_device_name  # noqa: E402
-from workbench.tune import expand_grid, tune  # noqa: E402
-from workbench.tune.cluster import local_worker_config  # noqa: E402
-from workbench.tune.driver import model_fingerprint  # noqa: E402
-from workbench.tune.record import trial_id  # noqa: E402
-from workbench.tune.trial import TrialSpec, run_trial  # noqa: E402
+from workbench.tuning import expand_grid, tune  # noqa: E402
+from workbench.tuning.cluster import local_worker_config  # noqa: E402
+from workbench.tuning.driver import model_fingerprint  # noqa: E402
+from workbench.tuning.record import trial_id  # noqa: E402
+from workbench.tuning.trial import TrialSpec, run_trial  # noqa: E402
 
 TARGET_OVERHEAD = 0.05
 FULL_GRID = {"minimum_segment_size": [3, 5, 8, 12], "precision_mode": ["FP32", "FP16"]}

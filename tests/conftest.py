@@ -77,8 +77,8 @@ def tensorrt_error():
     TensorRT's error (`tensorrt_verdict`, uncached; the builder runs without a GPU)."""
     pytest.importorskip(
         "tensorrt_rtx", reason="tensorrt_rtx is not installed (pip install tensorrt-rtx)")
+    from workbench.engines.inspection.tensorrt_verdict import tensorrt_verdict
     from workbench.engines.settings import BuildRequest
-    from workbench.engines.tensorrt_verdict import tensorrt_verdict
 
     def build(model, precision: str, profile) -> str:
         verdict = tensorrt_verdict(model, precision, BuildRequest(profiles=(profile,)),

@@ -18,7 +18,7 @@ PACKAGE_DIR = ROOT / "workbench"
 
 # Low to high. A module may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "files", "hardware", "quiet", "tf_compat"),
+    ("environment", "errors", "files", "hardware", "quiet", "tf_compat"),
     ("graph",),
     ("conversion",),
     ("engines",),
@@ -26,12 +26,17 @@ LAYERS: list[tuple[str, ...]] = [
     ("checks",),
     ("trt_convert",),
     ("viz",),
-    ("tune",),
+    ("tuning",),
     ("diagnosis",),
     ("ui",),
     ("cli",),
     ("",),  # workbench/__init__.py: the package's lazy re-exports sit on top
 ]
+
+
+# The rooms of engines/, low to high: what an engine is (engines/ itself), its ONNX form, the
+# backends that build and run it, the converted model at run time, TensorRT's account of it.
+ENGINE_ROOMS: list[str] = ["", "onnx", "backends", "runtime", "inspection"]
 
 
 def module_files(package_dir: Path) -> dict[str, Path]:
@@ -98,6 +103,22 @@ def upward_imports(graph: dict[str, set[str]], layers: list[tuple[str, ...]]) ->
                   if layer_of(target, layers) > layer_of(module, layers))
 
 
+def room_of(module: str) -> int | None:
+    """The rank of an engines/ module's room; None outside engines/."""
+    parts = module.split(".")
+    if parts[1:2] != ["engines"]:
+        return None
+    room = parts[2] if len(parts) > 3 or (len(parts) == 3 and parts[2] in ENGINE_ROOMS) else ""
+    return ENGINE_ROOMS.index(room) if room in ENGINE_ROOMS else 0
+
+
+def upward_room_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{module} imports {target} (a higher room of engines/)"
+                  for module, targets in graph.items() if room_of(module) is not None
+                  for target in targets
+                  if room_of(target) is not None and room_of(target) > room_of(module))
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}
@@ -159,6 +180,14 @@ def test_every_module_has_a_layer():
 def test_no_upward_imports():
     problems = upward_imports(import_graph(PACKAGE_DIR), LAYERS)
     assert not problems, "upward imports:\n" + "\n".join(problems)
+
+
+def test_engine_rooms_import_down_only():
+    graph = import_graph(PACKAGE_DIR)
+    assert {m.split(".")[2] for m in graph if room_of(m) and m.count(".") >= 2} == set(
+        ENGINE_ROOMS[1:]), "a room of engines/ is missing from ENGINE_ROOMS, or one is gone"
+    problems = upward_room_imports(graph)
+    assert not problems, "upward imports between engines/ rooms:\n" + "\n".join(problems)
 
 
 def test_no_import_cycles():
@@ -225,3 +254,12 @@ def test_a_module_outside_every_layer_is_named(tmp_path):
     with pytest.raises(AssertionError, match="pkg.stray is in no layer"):
         layer_of("pkg.stray", [("",)])
     assert set(import_graph(package)) == {"pkg", "pkg.stray"}
+
+
+def test_room_checker_finds_an_upward_import():
+    graph = {"workbench.engines.onnx.export": {"workbench.engines.runtime.hybrid"},
+             "workbench.engines.runtime.hybrid": {"workbench.engines.segment"},
+             "workbench.engines.segment": set()}
+    assert upward_room_imports(graph) == [
+        "workbench.engines.onnx.export imports workbench.engines.runtime.hybrid"
+        " (a higher room of engines/)"]

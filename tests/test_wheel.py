@@ -62,7 +62,7 @@ def test_wheel_installs_and_runs(tmp_path: Path, tiny_saved_model: Path) -> None
         cwd=tmp_path)
     (wheel,) = (tmp_path / "dist").glob("tftrt_workbench-*.whl")
     with zipfile.ZipFile(wheel) as files:  # the engine op's source, compiled on first use
-        assert "workbench/engines/native_op/ort_engine_op.cc" in files.namelist()
+        assert "workbench/engines/runtime/native_op/ort_engine_op.cc" in files.namelist()
         assert "workbench/checks/templates/tftrt_script.py.tmpl" in files.namelist()
     venv = tmp_path / "venv"
     try:

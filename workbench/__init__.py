@@ -17,25 +17,25 @@ from workbench import quiet
 
 quiet.install()
 # With oneDNN on (x86 CPUs), TensorFlow's CPU tensors come from a pool that never gives memory
-# back: the checkpoint read and Grappler's constants of a conversion stayed resident (VGG16:
-# 1 GB after convert(), 2x its weights). The system allocator returns it, at the same speed.
+# back: the checkpoint read and Grappler's constants of a conversion stayed resident (figures
+# in docs/memory.md). The system allocator returns it, at the same speed.
 # TensorFlow reads this at its first tensor, so it applies when workbench is imported first.
 os.environ.setdefault("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1")
 
 
 def __getattr__(name: str) -> Any:
     if name == "load":
-        from workbench.engines.saving import load_converted
+        from workbench.engines.runtime.saving import load_converted
 
         return load_converted
     if name == "inspect_tftrt":
-        from workbench.engines.tftrt_graph import inspect_tftrt
+        from workbench.engines.backends.tftrt_graph import inspect_tftrt
 
         return inspect_tftrt
-    if name == "tune":  # the package, callable as tune() itself
-        import importlib
+    if name == "tune":
+        from workbench.tuning import tune
 
-        return importlib.import_module("workbench.tune")
+        return tune
     if name == "export":
         from workbench.checks.export import export
 

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from workbench import environment
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
@@ -67,6 +68,12 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--tensorrt", action="store_true",
                          help="add TensorRT's verdict on every engine (TensorRT-RTX's parser "
                               "and builder; no GPU needed)")
+    convert.add_argument("--target-gpu", default=None, metavar="NAME",
+                         help="add the latency estimated for this GPU (T4, A100, 'NVIDIA A100 "
+                              "80GB PCIe', ...): converted vs native TF, per engine; labelled "
+                              "estimated, with the model's measured error")
+    convert.add_argument("--target-batch-size", type=int, default=1, metavar="N",
+                         help="with --target-gpu: the batch size estimated (default: 1)")
     convert.set_defaults(run=_run_convert)
     report = commands.add_parser(
         "report", help="write the workbench's view of a conversion as one offline HTML page"
@@ -88,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
                              "stored for this model")
     report.set_defaults(run=_run_report)
     _add_profile_command(commands)
+    _add_estimate_command(commands)
     _add_validate_command(commands)
     _add_check_command(commands)
     _add_inspect_command(commands)
@@ -218,6 +226,34 @@ def _add_profile_command(commands: argparse._SubParsersAction) -> None:
     profile.set_defaults(run=_run_profile)
 
 
+def _add_estimate_command(commands: argparse._SubParsersAction) -> None:
+    estimate = commands.add_parser(
+        "estimate", help="estimate an engine's per-layer GPU latency on a named GPU from its "
+                         "trtexec --exportLayerInfo file (no GPU needed)")
+    estimate.add_argument("--trtexec-graph", required=True, metavar="FILE",
+                          help="trtexec --exportLayerInfo JSON written with "
+                               "--profilingVerbosity=detailed (batch as in its shapes)")
+    estimate.add_argument("--gpu", required=True, metavar="NAME",
+                          help="the GPU: a short name (T4, A100, RTX 3090) or as trtexec "
+                               "prints it ('NVIDIA A100 80GB PCIe')")
+    estimate.add_argument("--json", action="store_true",
+                          help="print exactly one JSON document on stdout")
+    estimate.add_argument("--debug", action="store_true", help="show tracebacks")
+    estimate.set_defaults(run=_run_estimate)
+
+
+def _run_estimate(args: argparse.Namespace) -> int:
+    import json
+
+    from workbench.graph.gpu_facts import gpu_facts
+    from workbench.profiling.estimate import estimate_engine, estimate_text, read_layer_info
+
+    gpu = gpu_facts(args.gpu)  # an unknown name fails before the file is read
+    document = estimate_engine(read_layer_info(args.trtexec_graph), gpu)
+    print(json.dumps(document) if args.json else estimate_text(document))
+    return 0
+
+
 def _add_validate_command(commands: argparse._SubParsersAction) -> None:
     validate = commands.add_parser(
         "validate", help="run the converted model against native TensorFlow and compare "
@@ -304,6 +340,8 @@ def _open_session(args: argparse.Namespace) -> ConversionSession:
 
 
 def _run_convert(args: argparse.Namespace) -> int:
+    import json
+
     from workbench.conversion.advice import advice_lines, advise
     from workbench.conversion.report import (
         ConversionReport,
@@ -315,24 +353,37 @@ def _run_convert(args: argparse.Namespace) -> int:
 
     params = _conversion_params(args)
     if args.tensorrt:  # before any work: without the builder, say how to install it
-        from workbench.engines.tensorrt_verdict import require_tensorrt
+        from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
 
         require_tensorrt()
+    if args.target_gpu:  # an unknown GPU fails before the slow model load
+        from workbench.graph.gpu_facts import gpu_facts
+
+        gpu_facts(args.target_gpu)
     session = _open_session(args)
     result = session.convert(params)
     advice = advise(session, params)
     tensorrt = _tensorrt_verdicts(session, result, params) if args.tensorrt else None
+    estimate = _gpu_estimate(session, result, params, args) if args.target_gpu else None
     if args.json:
-        print(ConversionReport(result, advice, tensorrt=tensorrt).to_json())
+        report = ConversionReport(result, advice, tensorrt=tensorrt)
+        print(report.to_json() if estimate is None
+              else json.dumps(_with_estimate(report.to_dict(), estimate), indent=2))
         return 0
     for line in summary_lines(result):
         print(line)
+    if estimate is not None:
+        print(f"GPU latency at batch {estimate['batch_size']}: converted "
+              f"{estimate['converted_ms']:.3f} ms (engines {estimate['engines_ms']:.3f}, native "
+              f"ops {estimate['native_ops_ms']:.3f}) vs native TF {estimate['native_ms']:.3f} ms"
+              f" ({estimate['label']})")
     for name, verdict in (tensorrt or {}).items():
         outcome = (f"built, {verdict['plan_bytes']} bytes, {verdict['layers']} layers, "
                    f"{verdict['build_s']} s") if verdict["built"] else verdict["error"]
         print(f"{verdict['builder']} {name}: {outcome}")
     if result.nonconversion:
-        detailed, csv_path = detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))
+        setting = environment.SHOW_DETAILED_REPORT.read() or None
+        detailed, csv_path = detailed_report_setting(setting)
         print(nonconversion_report(result.nonconversion, detailed or args.detailed))
         if csv_path:
             error = write_nonconversion_csv(result.nonconversion, csv_path)
@@ -342,10 +393,31 @@ def _run_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpu_estimate(session: ConversionSession, result: Any, params: ConversionParams,
+                  args: argparse.Namespace) -> dict:
+    from workbench.profiling.estimate_graph import graph_estimate
+
+    if args.target_batch_size < 1:
+        raise WorkbenchError(f"--target-batch-size must be 1 or more, not {args.target_batch_size}")
+    graph = session.prepared(params.precision_mode).graph
+    return graph_estimate(graph, result.engines, args.target_gpu, params.precision_mode,
+                          args.target_batch_size)
+
+
+def _with_estimate(document: dict, estimate: dict) -> dict:
+    """The convert document with each engine's estimated time (inside its TensorRT verdict
+    when there is one) and the model's estimate at the top."""
+    for engine in document["engines"]:
+        estimated = estimate["engines"].get(engine["name"])
+        (engine["tensorrt"] if "tensorrt" in engine else engine)["estimated_ms"] = estimated
+    document["estimate"] = {key: value for key, value in estimate.items() if key != "engines"}
+    return document
+
+
 def _tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
                        ) -> dict[str, dict]:
     """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
-    from workbench.engines.runtime import converted_model
+    from workbench.engines.runtime.converted_model import converted_model
     from workbench.trt_convert import conversion_verdicts
 
     converted = converted_model(session, result, params)
@@ -359,7 +431,7 @@ def _run_report(args: argparse.Namespace) -> int:
         parse_batch_sizes,
         print_progress,
     )
-    from workbench.ui.html_report import check_report_path, write_html_report
+    from workbench.viz.html_report import check_report_path, write_html_report
 
     # Bad parameters or output paths fail before the slow model load.
     params = _conversion_params(args)
@@ -367,7 +439,7 @@ def _run_report(args: argparse.Namespace) -> int:
     sizes = parse_batch_sizes(args.batch_sizes)
     tuning = _stored_tuning(args) if args.tune_store else None
     if args.tensorrt:
-        from workbench.engines.tensorrt_verdict import require_tensorrt
+        from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
 
         require_tensorrt()
     session = _open_session(args)
@@ -389,9 +461,9 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def _stored_tuning(args: argparse.Namespace) -> Any:
     """The `TuneResult` of the trials stored for the model under `--tune-store`."""
-    from workbench.tune.driver import model_fingerprint
-    from workbench.tune.result import TuneResult
-    from workbench.tune.store import TrialStore
+    from workbench.tuning.driver import model_fingerprint
+    from workbench.tuning.result import TuneResult
+    from workbench.tuning.store import TrialStore
 
     tags = _split(args.tags)
     store = TrialStore(args.tune_store, model_fingerprint(args.model, args.signature_key, tags))
@@ -461,7 +533,7 @@ def _run_validate(args: argparse.Namespace) -> int:
 def _run_inspect(args: argparse.Namespace) -> int:
     import json
 
-    from workbench.engines.tftrt_graph import inspect_tftrt
+    from workbench.engines.backends.tftrt_graph import inspect_tftrt
 
     model = inspect_tftrt(args.model, args.signature_key)
     exported = None
@@ -532,7 +604,7 @@ def _run_tune(args: argparse.Namespace) -> int:
     import json
 
     from workbench.checks.conversion_check import parse_batch_sizes
-    from workbench.tune import tune
+    from workbench.tuning import tune
 
     result = tune(args.model, _tune_grid(args), batch_sizes=parse_batch_sizes(args.batch_sizes),
                   workers=args.workers, scheduler=args.scheduler, store=args.store,

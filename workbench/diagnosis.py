@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from workbench.engines import tensorrt_backend, tftrt_backend
-from workbench.engines.backend import backend_status, get_backend
-from workbench.engines.native_op import library as native_library
+from workbench.engines.backends import tensorrt_backend, tftrt_backend
+from workbench.engines.backends.base import backend_status, get_backend
+from workbench.engines.runtime.native_op import library as native_library
 from workbench.engines.settings import EngineSettings
 from workbench.errors import WorkbenchError, first_line
 from workbench.hardware import cpu_device_name
@@ -168,7 +168,7 @@ def _tensorrt() -> Finding:
 def _tensorrt_rtx(smoke: bool) -> Finding:
     """TensorRT for RTX: its builder (TensorRT's verdict on every engine) runs everywhere it
     installs; running engines needs a supported GPU."""
-    from workbench.engines.tensorrt_api import TENSORRT_RTX
+    from workbench.engines.backends.tensorrt_api import TENSORRT_RTX
 
     version = TENSORRT_RTX.version()
     if version is None:
@@ -188,9 +188,9 @@ def _tiny_plan() -> str:
     """A one-MatMul ONNX model built by TensorRT-RTX: proof the builder works here."""
     from onnx import TensorProto, helper
 
+    from workbench.engines.inspection.tensorrt_verdict import tensorrt_verdict
     from workbench.engines.profiles import Profile
     from workbench.engines.settings import BuildRequest
-    from workbench.engines.tensorrt_verdict import tensorrt_verdict
 
     weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.5] * 16)
     graph = helper.make_graph(

@@ -4,16 +4,16 @@ Code from the TF-TRT user guide runs after changing its import to
 `from workbench import trt_convert as trt`. `convert()` and `summary()` need no GPU: the
 segmentation is the workbench's reimplementation of TF-TRT's. `convert()` returns a
 `ConvertedModel` (engines on the active backend, native TensorFlow between them); `build()` and
-`save()` behave like TF-TRT's (`workbench/engines/runtime.py`, `saving.py`).
+`save()` behave like TF-TRT's (`workbench/engines/runtime/converted_model.py`, `saving.py`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from workbench import environment
 from workbench.conversion.advice import Advice, advise
 from workbench.conversion.converted import converted_top_level, tftrt_dot
 from workbench.conversion.params import (
@@ -22,7 +22,7 @@ from workbench.conversion.params import (
     ConversionParams,
     check_minimum_segment_size,
     check_precision_mode,
-    params_from_environment,
+    with_environment,
 )
 from workbench.conversion.report import (
     ConversionReport,
@@ -33,7 +33,7 @@ from workbench.conversion.report import (
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
-from workbench.engines.runtime import converted_model
+from workbench.engines.runtime.converted_model import converted_model
 from workbench.graph.gpu import preparation_target
 
 logger = logging.getLogger("workbench.trt_convert")
@@ -115,15 +115,9 @@ class TrtGraphConverterV2:
         self._signature_key = input_saved_model_signature_key or "serving_default"
         self._output_node_names = output_node_names
         self._target = preparation_target(prepare_for)  # a bad name fails here, not later
-        self._params = ConversionParams(
-            precision_mode=conversion_params.precision_mode,
-            minimum_segment_size=conversion_params.minimum_segment_size,
-            use_dynamic_shape=bool(use_dynamic_shape),
+        self._params = ConversionParams(  # TF-TRT's fields keep their names here
+            **conversion_params._asdict(), use_dynamic_shape=bool(use_dynamic_shape),
             dynamic_shape_profile_strategy=dynamic_shape_profile_strategy,
-            maximum_cached_engines=conversion_params.maximum_cached_engines,
-            max_workspace_size_bytes=conversion_params.max_workspace_size_bytes,
-            use_calibration=conversion_params.use_calibration,
-            allow_build_at_runtime=conversion_params.allow_build_at_runtime,
         ).validated()
         if dynamic_shape_profile_strategy is not None and not use_dynamic_shape:
             logger.warning("dynamic_shape_profile_strategy is ignored without use_dynamic_shape")
@@ -161,9 +155,7 @@ class TrtGraphConverterV2:
                              "is not needed")
         self._calibration_input_fn = calibration_input_fn
         # TF-TRT read its environment variables at every conversion.
-        fields = self._params.as_dict()
-        del fields["denylist"], fields["max_engines"]
-        self._params = params_from_environment(**fields)
+        self._params = with_environment(self._params)
         self._session = ConversionSession.open(
             self._model, self._signature_key, self._tags, self._output_node_names,
             disable_non_trt_optimizers=self._test_only_disable_non_trt_optimizers,
@@ -213,7 +205,7 @@ class TrtGraphConverterV2:
             raise RuntimeError("A model that requires INT8 calibration has to be built before "
                                "saving it. Call build() to build and calibrate the TensorRT "
                                "engines.")
-        from workbench.engines.saving import save_converted
+        from workbench.engines.runtime.saving import save_converted
 
         save_converted(self._converted_func, output_saved_model_dir, overwrite=overwrite,
                        save_engines=save_gpu_specific_engines)
@@ -251,7 +243,7 @@ class TrtGraphConverterV2:
             raise RuntimeError("Need to call convert() before tensorrt_verdicts()")
         sets = None
         if input_fn is not None:
-            from workbench.engines.runtime import collect_inputs
+            from workbench.engines.runtime.converted_model import collect_inputs
 
             sets = collect_inputs(input_fn, self._converted_func.input_names, "input_fn").sets
         self._tensorrt = conversion_verdicts(self.session, self._converted_func, sets, progress)
@@ -297,7 +289,7 @@ def conversion_verdicts(session: ConversionSession, converted: Any,
                         ) -> dict[str, Any]:
     """engine -> TensorRTVerdict for every engine of `converted` (see `tensorrt_verdicts`);
     TensorRTMissingError (saying how to install it) without TensorRT-RTX."""
-    from workbench.engines.tensorrt_verdict import engine_verdicts, require_tensorrt
+    from workbench.engines.inspection.tensorrt_verdict import engine_verdicts, require_tensorrt
 
     require_tensorrt()
     if input_sets is None:
@@ -309,7 +301,7 @@ def _log_nonconversion_report(result: ConversionResult) -> None:
     """TF-TRT logged its report as a warning on every conversion, and wrote the CSV if asked."""
     if not result.nonconversion:
         return
-    detailed, csv_path = detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))
+    detailed, csv_path = detailed_report_setting(environment.SHOW_DETAILED_REPORT.read() or None)
     logger.warning(nonconversion_report(result.nonconversion, detailed))
     if csv_path:
         error = write_nonconversion_csv(result.nonconversion, csv_path)
@@ -325,7 +317,7 @@ def _log_function_conversions(result: ConversionResult) -> None:
         if conversion.nonconversion:
             logger.warning(nonconversion_report(
                 conversion.nonconversion,
-                detailed_report_setting(os.environ.get("TF_TRT_SHOW_DETAILED_REPORT"))[0]))
+                detailed_report_setting(environment.SHOW_DETAILED_REPORT.read() or None)[0]))
         if conversion.engines:
             logger.warning(
                 "%d engine(s) inside function %s (_tftrt_convert_function): %s; summary() "
@@ -337,8 +329,8 @@ def _log_function_conversions(result: ConversionResult) -> None:
 def _export_graphviz(session: ConversionSession, result: ConversionResult) -> None:
     """TF_TRT_EXPORT_GRAPH_VIZ_PATH: TF-TRT wrote the converted graph as .dot, logging (not
     raising) any failure, and printed how to render it."""
-    path = os.environ.get("TF_TRT_EXPORT_GRAPH_VIZ_PATH")
-    if path is None:
+    path = environment.EXPORT_GRAPH_VIZ_PATH.read()
+    if not path:
         return
     graph = session.prepared(str(result.params.precision_mode)).graph
     try:

@@ -8,10 +8,10 @@ import pytest
 from conftest import run_cli
 
 import sample_models
+from workbench import environment
 from workbench.checks.conversion_check import CONVERTED, NATIVE, WHOLE, check_conversion
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
-from workbench.engines.runtime import ABORT_BUILD_ENV
 from workbench.errors import WorkbenchError
 
 FAST = {"warmup": 1, "iterations": 3}
@@ -47,7 +47,7 @@ def test_int8_check_calibrates_then_runs_its_engines(session: ConversionSession)
 
 def test_native_fallback_is_said_not_passed_off_as_engines(
         session: ConversionSession, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ABORT_BUILD_ENV, "1")
+    monkeypatch.setenv(environment.ABORT_ENGINE_BUILD.name, "1")
     check = check_conversion(session, ConversionParams(), **FAST)
     converted = check.latency.set_index("model").loc[CONVERTED]
     assert converted["backend"].startswith("tensorflow (segments TRTEngineOp_000_")

@@ -29,7 +29,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.engines.profiles import Profile
 from workbench.errors import WorkbenchError
-from workbench.tune.record import TrialRecord
+from workbench.tuning.record import TrialRecord
 
 pytestmark = pytest.mark.slow
 

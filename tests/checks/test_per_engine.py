@@ -135,7 +135,7 @@ def test_cli_check_per_engine_json(overflow_model: Path, tmp_path: Path) -> None
 def test_app_report_chart_and_graph_show_the_ranking(overflow_model: Path,
                                                     tmp_path: Path) -> None:
     from workbench.ui import Workbench
-    from workbench.ui.html_report import html_report
+    from workbench.viz.html_report import html_report
     from workbench.viz.style import ERROR_COLORS
 
     app = Workbench(overflow_model, ConversionParams(precision_mode="FP16"),

@@ -8,7 +8,7 @@ import sample_models
 from workbench.checks.onnx_model import check_against_tensorflow, export_whole_model
 from workbench.checks.tensorrt_view import REJECTED, TAKEN, UNSUPPORTED_SUBGRAPH, side_by_side
 from workbench.conversion.session import ConversionSession
-from workbench.engines import tensorrt_rtx_onnx
+from workbench.engines.backends import tensorrt_rtx_onnx
 from workbench.viz.graphs import TENSORRT_OUTLINES, side_by_side_graph, to_svg
 
 TENSORRT, DETAIL = tensorrt_rtx_onnx.available()

@@ -210,8 +210,8 @@ def test_cli_json_advice_is_empty_when_nothing_helps(tiny_saved_model: Path) -> 
 
 
 def test_summary_tab_and_html_report_open_with_the_advice() -> None:
-    from workbench.ui.html_report import html_report
     from workbench.ui.tabs import SummaryTab
+    from workbench.viz.html_report import html_report
     from workbench.viz.view import build_view
 
     session = session_for("detector")

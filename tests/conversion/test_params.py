@@ -9,6 +9,7 @@ from conftest import NOISY_TENSORFLOW, run_cli
 
 from workbench import trt_convert as trt
 from workbench.conversion.params import ConversionParams, params_from_environment
+from workbench.environment import EnvironmentVariableError
 from workbench.errors import ConversionParamsError
 
 BAD_PARAMS = [
@@ -71,7 +72,8 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     assert params.denylist == ("Conv2D", "Relu") and params.max_engines == 7
     assert params_from_environment(max_engines=3, denylist=()).max_engines == 3
     monkeypatch.setenv("TF_TRT_MAX_ALLOWED_ENGINES", "lots")
-    with pytest.raises(ConversionParamsError, match="MAX_ALLOWED_ENGINES must be an integer"):
+    with pytest.raises(EnvironmentVariableError,
+                       match="TF_TRT_MAX_ALLOWED_ENGINES='lots': must be an integer"):
         params_from_environment()
 
 

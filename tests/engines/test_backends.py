@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.engines.backend import (
+from workbench.engines.backends.base import (
     BackendUnavailableError,
     CalibrationDataError,
     EngineBuildError,
@@ -16,7 +16,7 @@ from workbench.engines.backend import (
     backend_status,
     get_backend,
 )
-from workbench.engines.onnxruntime_backend import OnnxRuntimeBackend
+from workbench.engines.backends.onnxruntime_backend import OnnxRuntimeBackend
 from workbench.engines.profiles import Profile
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
@@ -111,7 +111,7 @@ def test_registry_picks_onnxruntime_without_tensorrt():
 
 def test_engine_settings_check_precision_and_requests_the_batch_size():
     assert EngineSettings("fp16").precision_mode == "FP16"
-    with pytest.raises(WorkbenchError, match="unknown precision 'FP8'"):
+    with pytest.raises(WorkbenchError, match="precision mode 'FP8' is not supported"):
         EngineSettings("FP8")
     with pytest.raises(WorkbenchError, match="max_batch_size"):
         BuildRequest(max_batch_size=0)
@@ -346,9 +346,9 @@ def test_engine_activates_deactivates_and_infers_by_name(backend):
 
 
 def test_every_backend_engine_implements_the_whole_protocol():
-    from workbench.engines.backend import Engine, EngineBase
-    from workbench.engines.onnxruntime_backend import OrtEngine
-    from workbench.engines.tensorrt_backend import TensorRTEngine
+    from workbench.engines.backends.base import Engine, EngineBase
+    from workbench.engines.backends.onnxruntime_backend import OrtEngine
+    from workbench.engines.backends.tensorrt_backend import TensorRTEngine
 
     members = {name for name in dir(Engine) if not name.startswith("_")} - {"name", "device",
                                                                           "precision"}
@@ -362,7 +362,7 @@ def test_every_backend_engine_implements_the_whole_protocol():
 # --- TensorRT and TF-TRT, which cannot run here ---
 
 def test_tensorrt_helpers():
-    from workbench.engines import tensorrt_backend as trt_backend
+    from workbench.engines.backends import tensorrt_backend as trt_backend
 
     assert trt_backend.precision_flags("FP32") == ()
     assert trt_backend.precision_flags("fp16") == ("FP16",)
@@ -388,7 +388,7 @@ def test_tensorrt_helpers():
 def test_tftrt_not_available_on_this_tensorflow():
     import tensorflow as tf
 
-    from workbench.engines import tftrt_backend
+    from workbench.engines.backends import tftrt_backend
 
     ok, reason = tftrt_backend.status()
     assert not ok and not tftrt_backend.available()
@@ -401,7 +401,7 @@ def test_tftrt_not_available_on_this_tensorflow():
 
 def test_tftrt_delegation_refuses_with_the_reason(tmp_path):
     from workbench.conversion.params import ConversionParams
-    from workbench.engines import tftrt_backend
+    from workbench.engines.backends import tftrt_backend
 
     with pytest.raises(tftrt_backend.TftrtUnavailableError,
                        match="TF-TRT is not available here: TensorFlow .* (has no TF-TRT|"
@@ -415,7 +415,7 @@ def test_tftrt_delegation_parameter_mapping():
 
     from workbench import trt_convert
     from workbench.conversion.params import ConversionParams
-    from workbench.engines import tftrt_backend
+    from workbench.engines.backends import tftrt_backend
 
     params = ConversionParams(precision_mode="fp16", minimum_segment_size=5,
                               use_dynamic_shape=True, denylist=("Relu", "Conv2D"),
@@ -442,7 +442,7 @@ def test_tftrt_delegation_parameter_mapping():
 @pytest.fixture(scope="module")
 def digits_engines():
     """The digits_cnn segments as ONNX, with the calibration and test split."""
-    export = pytest.importorskip("workbench.engines.onnx_export")
+    export = pytest.importorskip("workbench.engines.onnx.export")
     import sample_models
     from workbench.conversion.params import ConversionParams
     from workbench.conversion.session import ConversionSession
@@ -506,7 +506,7 @@ def test_digits_fp32_segment_equals_plain_run_and_maps_to_tf_nodes(backend, digi
 
 
 def test_ort_created_node_names_point_back_to_source_nodes():
-    from workbench.engines.onnxruntime_backend import _named_node
+    from workbench.engines.backends.onnxruntime_backend import _named_node
 
     conv = helper.make_node("Conv", ["x", "w"], ["net/conv:nchw"], name="net/conv")
     mul = helper.make_node("Mul", ["net/conv:nchw", "s"], ["net/bn/mul_1"], name="net/bn/mul_1")

@@ -16,8 +16,9 @@ import pytest
 
 import sample_models
 import workbench
+from workbench import environment
 from workbench import trt_convert as trt
-from workbench.engines.native_op import library as native_library
+from workbench.engines.runtime.native_op import library as native_library
 
 pytestmark = pytest.mark.slow
 
@@ -35,9 +36,9 @@ def converted(name: str, build_batch: np.ndarray, python: bool, monkeypatch: pyt
     """The sample converted and built for `build_batch`, its engine calls on the Python path
     (`python`) or the compiled op (the setting is read when the call graph is made)."""
     if python:
-        monkeypatch.setenv(native_library.ENGINE_CALLS_ENV, "python")
+        monkeypatch.setenv(environment.ENGINE_CALLS.name, "python")
     else:
-        monkeypatch.delenv(native_library.ENGINE_CALLS_ENV, raising=False)
+        monkeypatch.delenv(environment.ENGINE_CALLS.name, raising=False)
     converter = trt.TrtGraphConverterV2(input_saved_model_dir=str(sample_models.build(name)),
                                         **params)
     calibration = None
@@ -144,7 +145,7 @@ import json, logging, sys
 import numpy as np
 import sample_models
 from workbench import trt_convert as trt
-from workbench.engines.native_op import library
+from workbench.engines.runtime.native_op import library
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 x = sample_models.data("quickstart_mlp")["x_test"][:8]
 converter = trt.TrtGraphConverterV2(
@@ -162,8 +163,8 @@ print(json.dumps({"compiled_calls": op.stats.compiled_calls, "engine_calls":
 
 def run_script(cache_dir: str, compiler: str) -> tuple[dict[str, Any], str]:
     env = {**os.environ, "WORKBENCH_CACHE_DIR": cache_dir,
-           native_library.COMPILER_ENV: compiler, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.pop(native_library.ENGINE_CALLS_ENV, None)
+           environment.CXX.name: compiler, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop(environment.ENGINE_CALLS.name, None)
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=600, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
@@ -182,7 +183,7 @@ def test_a_missing_compiler_leaves_engine_calls_on_the_python_path(tmp_path: Pat
 def test_the_compiled_library_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
     # This process compiled (or found) the library in the tests' cache directory; another
     # process whose compiler does not exist still runs compiled: it did not compile.
-    monkeypatch.delenv(native_library.ENGINE_CALLS_ENV, raising=False)
+    monkeypatch.delenv(environment.ENGINE_CALLS.name, raising=False)
     assert native_library.load() is not None
     cached = native_library.library_file()
     assert cached.exists() and cached.parent == Path(os.environ["WORKBENCH_CACHE_DIR"])

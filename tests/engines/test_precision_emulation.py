@@ -6,8 +6,8 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from workbench.engines.onnxruntime_backend import OnnxRuntimeBackend
-from workbench.engines.precision import fold_for_precision, readable_bytes, to_float16
+from workbench.engines.backends.onnxruntime_backend import OnnxRuntimeBackend
+from workbench.engines.onnx.precision import fold_for_precision, readable_bytes, to_float16
 from workbench.engines.settings import BuildRequest, EngineSettings
 
 # Squares of a few thousand pass float16's 65504; their root is representable again.

@@ -14,13 +14,13 @@ import tensorflow as tf
 import sample_models
 import workbench
 from workbench import trt_convert as trt
-from workbench.engines.engine_op import (
+from workbench.engines.profiles import optimization_profiles
+from workbench.engines.runtime.engine_op import (
     EngineOp,
     NativeExecutionDisallowedError,
     compatible_key,
 )
-from workbench.engines.profiles import optimization_profiles
-from workbench.engines.saving import FORMAT, MANIFEST, DamagedModelError
+from workbench.engines.runtime.saving import FORMAT, MANIFEST, DamagedModelError
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.engines.weights import SMALL_CONST
 from workbench.errors import WorkbenchError
@@ -709,7 +709,7 @@ def test_converted_graph_drops_control_edges_from_consts_like_tftrt() -> None:
     from tensorflow.core.framework import graph_pb2
 
     from workbench.conversion.result import EngineInfo
-    from workbench.engines.hybrid import converted_graph_def
+    from workbench.engines.runtime.hybrid import converted_graph_def
 
     graph = graph_pb2.GraphDef()
     for name, op, inputs in [("x", "Placeholder", []), ("a", "Relu", ["x"]),
@@ -737,7 +737,7 @@ def test_a_weight_whose_only_input_was_an_engine_consts_control_edge_is_lifted()
     from tensorflow.core.framework import graph_pb2
 
     from workbench.conversion.result import EngineInfo
-    from workbench.engines.hybrid import converted_graph_def
+    from workbench.engines.runtime.hybrid import converted_graph_def
 
     value = tf.make_tensor_proto(np.arange(4096, dtype=np.float32).reshape(64, 64))
     graph = graph_pb2.GraphDef()

@@ -15,17 +15,17 @@ from onnx import TensorProto, helper
 import sample_models
 from tests.conftest import run_cli
 from workbench import trt_convert as trt
-from workbench.engines import tensorrt_backend
-from workbench.engines import tensorrt_verdict as verdict_module
-from workbench.engines.backend import BackendUnavailableError, backend_status, get_backend
-from workbench.engines.profiles import Profile
-from workbench.engines.settings import BuildRequest, EngineSettings
-from workbench.engines.tensorrt_verdict import (
+from workbench.engines.backends import tensorrt_backend
+from workbench.engines.backends.base import BackendUnavailableError, backend_status, get_backend
+from workbench.engines.inspection import tensorrt_verdict as verdict_module
+from workbench.engines.inspection.tensorrt_verdict import (
     JSON_KEYS,
     engine_verdicts,
     shape_values,
     tensorrt_verdict,
 )
+from workbench.engines.profiles import Profile
+from workbench.engines.settings import BuildRequest, EngineSettings
 
 pytest.importorskip("tensorrt_rtx", reason='needs TensorRT-RTX: pip install "tftrt-workbench'
                                            '[tensorrt]"')
@@ -162,7 +162,7 @@ def test_tiny_bert_dynamic_shape_verdicts_carry_tensorrts_reasons():
 
 
 def test_an_engine_inside_map_fns_loop_gets_a_verdict():
-    from workbench.engines.hybrid import engines_in_loops
+    from workbench.engines.runtime.hybrid import engines_in_loops
 
     converter = converter_for("map_fn_cnn")
     converted = converter._converted_func
@@ -212,9 +212,9 @@ def test_cli_without_tensorrt_rtx_exits_2_saying_how_to_install_it(tmp_path):
 # --- tuning trials and the doctor ----------------------------------------------------------------
 
 def test_a_tuning_trial_carries_tensorrts_verdict():
-    from workbench.tune.record import TrialRecord
-    from workbench.tune.result import _table
-    from workbench.tune.trial import TrialSpec, run_trial
+    from workbench.tuning.record import TrialRecord
+    from workbench.tuning.result import _table
+    from workbench.tuning.trial import TrialSpec, run_trial
 
     spec = TrialSpec("t", str(sample_models.build("digits_cnn")), {"precision_mode": "FP16"},
                      validate=False, time_latency=False, tensorrt=True)
@@ -241,7 +241,7 @@ def test_doctor_names_the_builder_and_why_it_cannot_run_engines_here():
 def test_the_apps_summary_tab_shows_verdicts_for_the_settings_they_were_made_for(tmp_path):
     from workbench.conversion.session import ConversionSession
     from workbench.ui import Workbench
-    from workbench.ui.html_report import html_report
+    from workbench.viz.html_report import html_report
 
     app = Workbench(sample_models.build("detector"), store=tmp_path / "runs", background=False)
     assert "tensorrt_built" not in app.summary_tab.html.value

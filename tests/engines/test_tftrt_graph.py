@@ -1,4 +1,4 @@
-"""Reading TF-TRT converted SavedModels (workbench/engines/tftrt_graph.py).
+"""Reading TF-TRT converted SavedModels (workbench/engines/backends/tftrt_graph.py).
 
 TF-TRT cannot run here, so the tests make its format: our converter's saved model, with each
 engine's `PartitionedCall` rewritten into a TRTEngineOp carrying TF-TRT's attributes
@@ -17,7 +17,7 @@ import pytest
 from conftest import run_cli
 
 from workbench.conversion.params import RecordedParams
-from workbench.engines.tftrt_graph import TftrtModelError, inspect_tftrt
+from workbench.engines.backends.tftrt_graph import TftrtModelError, inspect_tftrt
 
 NATIVE_SUFFIX = "_native_segment"
 
@@ -151,7 +151,7 @@ def converted(request, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("workbench.engines.weights.stored_weight",
                       lambda node, inputs=None: None)
-        patch.setattr("workbench.engines.saved_weights.is_stored", lambda tensor: False)
+        patch.setattr("workbench.engines.runtime.saved_weights.is_stored", lambda tensor: False)
         converter.save(str(path))
     engines = converter.result.engines
     input_shapes = {e.name: [[4 if d < 0 else d for d in s] for s in e.input_shapes]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench import environment
 from workbench.conversion.session import ConversionSession
 from workbench.graph import cache, wire
 
@@ -30,7 +31,7 @@ print(json.dumps({"from_cache": session.optimized.from_cache, "timings": session
 
 
 def _open_in_fresh_process(model: Path, cache_dir: Path) -> dict:
-    env = {**os.environ, cache.CACHE_DIR_ENV: str(cache_dir)}
+    env = {**os.environ, environment.CACHE_DIR.name: str(cache_dir)}
     done = subprocess.run([sys.executable, "-c", OPEN_SCRIPT, str(model)], env=env,
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -55,8 +56,8 @@ def _save_tiny(path: Path, seed: int) -> Path:
 
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(cache.CACHE_DIR_ENV, str(tmp_path / "cache"))
-    monkeypatch.delenv(cache.CACHE_MAX_ENV, raising=False)
+    monkeypatch.setenv(environment.CACHE_DIR.name, str(tmp_path / "cache"))
+    monkeypatch.delenv(environment.CACHE_MAX_BYTES.name, raising=False)
     return tmp_path / "cache"
 
 
@@ -152,7 +153,8 @@ def test_least_recently_used_entries_are_evicted(tmp_path: Path, cache_dir: Path
     ConversionSession.open(models[0]).optimized  # noqa: B018
     (entry,) = _entries(cache_dir)
     size = sum(f.stat().st_size for f in entry.iterdir())
-    monkeypatch.setenv(cache.CACHE_MAX_ENV, str(int(size * 2.5)))  # room for two entries
+    room_for_two = str(int(size * 2.5))
+    monkeypatch.setenv(environment.CACHE_MAX_BYTES.name, room_for_two)
     ConversionSession.open(models[1]).optimized  # noqa: B018
     assert ConversionSession.open(models[0]).optimized.from_cache  # m0 now most recent
     ConversionSession.open(models[2]).optimized  # noqa: B018 - evicts m1
@@ -166,7 +168,7 @@ def test_opting_out(tiny_saved_model: Path, cache_dir: Path,
                     monkeypatch: pytest.MonkeyPatch) -> None:
     ConversionSession.open(tiny_saved_model, cache=False).optimized  # noqa: B018
     assert not cache_dir.exists()
-    monkeypatch.setenv(cache.CACHE_DIR_ENV, "off")
+    monkeypatch.setenv(environment.CACHE_DIR.name, "off")
     assert cache.cache_dir() is None
     assert not ConversionSession.open(tiny_saved_model).optimized.from_cache
     assert not cache_dir.exists()
@@ -184,7 +186,7 @@ def test_keras_objects_are_not_cached_but_pb_files_are(tiny_frozen_pb: Path, cac
 
 
 def test_default_directory_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(cache.CACHE_DIR_ENV)
+    monkeypatch.delenv(environment.CACHE_DIR.name)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert cache.cache_dir() == tmp_path / "tftrt-workbench"
 

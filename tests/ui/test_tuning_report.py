@@ -10,8 +10,8 @@ from conftest import run_cli
 
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
-from workbench.tune import TrialRecord, TuneResult
-from workbench.ui.html_report import tuning_html, write_html_report
+from workbench.tuning import TrialRecord, TuneResult
+from workbench.viz.html_report import tuning_html, write_html_report
 
 
 def record(trial_id: str, precision: str, mss: int, latency: float | None,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-from test_recommend import engine, result, tftrt_sweep
+from sweeps import engine, result, tftrt_sweep
 
 import sample_models
 from workbench.conversion.params import ConversionParams

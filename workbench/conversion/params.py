@@ -6,11 +6,11 @@ workspace, zero cached engines, a non-integer engine limit) get messages in the 
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from workbench import environment
 from workbench.errors import ConversionParamsError
 
 PRECISION_MODES = ("FP32", "FP16", "INT8")
@@ -108,23 +108,18 @@ def _params_json(params: ConversionParams | RecordedParams) -> dict[str, Any]:
 def params_from_environment(**overrides: Any) -> ConversionParams:
     """Parameters with TF-TRT's environment variables applied, then `overrides` (non-None)."""
     values: dict[str, Any] = {
-        "denylist": tuple(op for op in os.environ.get("TF_TRT_OP_DENYLIST", "").split(",") if op),
-        "max_engines": max_engines_from_environment(),
+        "denylist": environment.OP_DENYLIST.read(),
+        "max_engines": environment.MAX_ALLOWED_ENGINES.read(),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return ConversionParams(**values).validated()
 
 
-def max_engines_from_environment() -> int:
-    raw = os.environ.get("TF_TRT_MAX_ALLOWED_ENGINES", "").strip()
-    if not raw:
-        return DEFAULT_MAX_ENGINES
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConversionParamsError(
-            f"TF_TRT_MAX_ALLOWED_ENGINES must be an integer, got {raw!r}"
-        ) from None
+def with_environment(params: ConversionParams) -> ConversionParams:
+    """`params` with the knobs TF-TRT read from its environment at every conversion."""
+    return replace(params, denylist=environment.OP_DENYLIST.read(),
+                   max_engines=environment.MAX_ALLOWED_ENGINES.read()).validated()
+
 
 
 def check_precision_mode(value: Any) -> str:

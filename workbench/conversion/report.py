@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from workbench import environment
 from workbench.conversion.result import ConversionResult, EngineInfo, Shape
 from workbench.errors import ConversionParamsError
 
@@ -28,7 +29,6 @@ CSV_HEADER = ("OP Name", "Reason", "Count")
 CSV_ERROR_PREFIX = (
     "Problem encountered while generating the TF-TRT Non-Conversion Report in CSV Format:\n"
 )
-DETAILED_REPORT_ENV = "TF_TRT_SHOW_DETAILED_REPORT"
 
 # segment.cc treats a value made only of these characters as a number (std::stoi).
 _NUMERIC_CHARS = frozenset("-0123456789")
@@ -105,7 +105,8 @@ def _stoi(value: str) -> int:
     number = int(match.group()) if match else None
     if number is None or not _INT32_MIN <= number <= _INT32_MAX:
         raise ConversionParamsError(
-            f"{DETAILED_REPORT_ENV}={value!r} is not a valid integer (TF-TRT would abort): "
+            f"{environment.SHOW_DETAILED_REPORT.name}={value!r} is not a valid integer "
+            "(TF-TRT would abort): "
             "use 1 for the detailed report, 0 for the short one, or a CSV file path."
         )
     return number

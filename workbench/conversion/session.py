@@ -7,12 +7,12 @@ engine limit is then read off the one clustering (that is what makes the widgets
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from workbench import environment
 from workbench.conversion.candidates import SegmenterOptions
 from workbench.conversion.functions import (
     FunctionConversion,
@@ -142,8 +142,8 @@ class ConversionSession:
             use_implicit_batch=params.use_implicit_batch,
             use_calibration=False if explicit else params.needs_calibration,
             use_explicit_precision=explicit,
-            fake_ops=_env_set("TF_TRT_OP_FAKELIST") | assume_supported,
-            experimental_features=_env_set("TF_TRT_EXPERIMENTAL_FEATURES"),
+            fake_ops=frozenset(environment.OP_FAKELIST.read()) | assume_supported,
+            experimental_features=frozenset(environment.EXPERIMENTAL_FEATURES.read()),
         )
 
     def segmentation(
@@ -224,6 +224,3 @@ class ConversionSession:
             prepared_for=self.target.label,
         )
 
-
-def _env_set(name: str) -> frozenset[str]:
-    return frozenset(part.strip() for part in os.environ.get(name, "").split(",") if part.strip())

@@ -9,11 +9,11 @@ batch size or the optimization profiles, and the INT8 calibration batches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from workbench.conversion.params import PRECISION_MODES, ConversionParams
+from workbench.conversion.params import ConversionParams, check_precision_mode
 from workbench.engines.profiles import Profile
 from workbench.errors import WorkbenchError
 
@@ -31,25 +31,13 @@ class EngineSettings:
     use_calibration: bool = True
 
     def __post_init__(self) -> None:
-        precision = str(self.precision_mode).upper()
-        if precision not in PRECISION_MODES:
-            raise WorkbenchError(f"unknown precision {self.precision_mode!r}: expected one of "
-                                 f"{', '.join(PRECISION_MODES)}")
-        object.__setattr__(self, "precision_mode", precision)
+        object.__setattr__(self, "precision_mode", check_precision_mode(self.precision_mode))
 
     @classmethod
     def from_params(cls, params: ConversionParams) -> EngineSettings:
         """The engine settings of a conversion's parameters (validated first)."""
         params = params.validated()
-        return cls(
-            precision_mode=params.precision_mode,
-            use_dynamic_shape=params.use_dynamic_shape,
-            dynamic_shape_profile_strategy=params.dynamic_shape_profile_strategy,
-            maximum_cached_engines=params.maximum_cached_engines,
-            allow_build_at_runtime=params.allow_build_at_runtime,
-            max_workspace_size_bytes=params.max_workspace_size_bytes,
-            use_calibration=params.use_calibration,
-        )
+        return cls(**{f.name: getattr(params, f.name) for f in fields(cls)})
 
     @property
     def use_implicit_batch(self) -> bool:

@@ -34,6 +34,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from workbench import environment
 from workbench.files import atomic_write
 from workbench.graph.gpu import CPU, PreparationTarget, preparation_target, tf32_enabled
 from workbench.graph.loading import LoadedModel
@@ -42,28 +43,22 @@ from workbench.graph.prepare import PREPARATION_VERSION, OptimizedGraph, fp32_sh
 from workbench.graph.wire import write_graph_def
 from workbench.tf_compat import tensorflow_version
 
-CACHE_DIR_ENV = "WORKBENCH_CACHE_DIR"
-CACHE_MAX_ENV = "WORKBENCH_CACHE_MAX_BYTES"
-DEFAULT_MAX_BYTES = 2 << 30
-DISABLED = ("off", "0", "false", "none", "")
+DISABLED = ("off", "0", "false", "none")
 GRAPH_FILE, ENTRY_FILE, SHAPES_FILE = "graph.pb", "entry.json", "shapes.json"
 CHUNK = 8 << 20  # hashing reads this much at a time
 
 
 def cache_dir() -> Path | None:
     """The cache directory, or None when the cache is switched off."""
-    configured = os.environ.get(CACHE_DIR_ENV)
-    if configured is not None:
-        return None if configured.strip().lower() in DISABLED else Path(configured)
+    configured = environment.CACHE_DIR.read()
+    if configured:
+        return None if configured.lower() in DISABLED else Path(configured)
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "tftrt-workbench"
 
 
 def max_bytes() -> int:
-    try:
-        return int(os.environ.get(CACHE_MAX_ENV, DEFAULT_MAX_BYTES))
-    except ValueError:
-        return DEFAULT_MAX_BYTES
+    return environment.CACHE_MAX_BYTES.read()
 
 
 def cached_optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,

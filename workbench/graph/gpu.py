@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.graph.gpu_facts import find_gpu
 
 GPU_DEVICE = "/job:localhost/replica:0/task:0/device:GPU:0"
 CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -75,6 +76,9 @@ def preparation_target(setting: str | PreparationTarget | None = None) -> Prepar
     name = by_name.get(_squash(text.removeprefix("NVIDIA ").removeprefix("Tesla ")))
     if name is not None:
         return PreparationTarget(f"NVIDIA {name}", KNOWN_GPUS[name])
+    facts = find_gpu(text)  # the latency estimate's GPUs, by trtexec's names too
+    if facts is not None:
+        return PreparationTarget(facts.name, facts.compute_capability)
     match = re.fullmatch(r"(?:sm_?(\d)(\d)|(\d+)\.(\d))", text.lower())
     if match:
         major, minor = (g for g in match.groups() if g is not None)

@@ -426,17 +426,6 @@ def split_casts_to_fp32(graph_def: Any) -> int:
     return split
 
 
-def graph_from_function(function: Any, precision_mode: str = "FP32",
-                        target: PreparationTarget | str | None = None) -> PreparedGraph:
-    """Prepares a `tf.function`'s concrete function (handy in tests and notebooks)."""
-    loaded = LoadedModel(
-        source=getattr(function, "name", "function"),
-        kind="function",
-        function=function,
-    )
-    return prepare(loaded, precision_mode, target=target)
-
-
 def _meta_graph(graph_def: Any, fetches: list[str]) -> Any:
     from tensorflow.core.protobuf import meta_graph_pb2
 

@@ -10,14 +10,17 @@ input), else DEFAULT_SIDE square.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import Graph, Node
+
+logger = logging.getLogger("workbench.profiling")
 
 # Decode op -> the format generated for it (DecodeImage sniffs the format: PNG it is).
 IMAGE_FORMATS = {"DecodePng": "PNG", "DecodeJpeg": "JPEG", "DecodeImage": "PNG",
@@ -151,7 +154,9 @@ def _decode_in_body(graph: Graph, library: Any, call: Node, index: int, depth: i
     try:
         body, fetches, args = function_graph_def(function, library, specs)
         body_graph = graph_from_graph_def(body, infer_shapes(body, fetches))
-    except Exception:  # a body TensorFlow cannot import: read its NodeDefs instead
+    except Exception as error:  # a body TensorFlow cannot import: no decode found through it
+        logger.debug("function %s not searched for a decode: %s", call.attr("f"),
+                     first_line(error))
         return None
     inner = _first_decode(body_graph, library, args[index], depth + 1)
     if inner is None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from workbench import environment
 from workbench.engines.layer_table import layer_table, precision_of_format
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import Graph
@@ -137,7 +138,7 @@ def fixtures_dir() -> Path | None:
     """The real trtexec exports beside the repository (`../shared/fixtures/trtexec`), or
     `$WORKBENCH_TRTEXEC_FIXTURES`; None when absent (they are Apache-2.0, not copied here)."""
     default = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "trtexec"
-    path = Path(os.environ.get("WORKBENCH_TRTEXEC_FIXTURES") or default)
+    path = Path(environment.TRTEXEC_FIXTURES.read() or default)
     return path if path.is_dir() else None
 
 

@@ -308,8 +308,11 @@ class Workbench:
         session, params = self.session, self.params.validated()
 
         def body() -> Generator[Progress, None, Any]:
-            from workbench.engines.runtime import converted_model
-            from workbench.engines.tensorrt_verdict import engine_verdict_steps, require_tensorrt
+            from workbench.engines.inspection.tensorrt_verdict import (
+                engine_verdict_steps,
+                require_tensorrt,
+            )
+            from workbench.engines.runtime.converted_model import converted_model
             from workbench.trt_convert import generated_input_sets
 
             builder = require_tensorrt()

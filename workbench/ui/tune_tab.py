@@ -18,7 +18,7 @@ import ipywidgets as widgets
 from workbench.checks.conversion_check import parse_batch_sizes
 from workbench.conversion.params import PRECISION_MODES, PROFILE_STRATEGIES
 from workbench.errors import WorkbenchError
-from workbench.tune import TrialRecord, TuneResult, expand_grid, tune
+from workbench.tuning import TrialRecord, TuneResult, expand_grid, tune
 from workbench.ui.tables import note_html, table_html
 from workbench.ui.tabs import show_figure
 from workbench.ui.tasks import Progress, TaskRunner

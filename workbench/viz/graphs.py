@@ -18,7 +18,7 @@ from html import escape
 
 import graphviz
 
-from workbench.conversion.converted import ENGINE_OP, converted_top_level, tftrt_dot
+from workbench.conversion.converted import ENGINE_OP, converted_top_level
 from workbench.conversion.result import ConversionResult, EngineInfo, UnconvertedNode
 from workbench.errors import WorkbenchError
 from workbench.graph.control_flow import (
@@ -239,13 +239,6 @@ def dot_version() -> str:
     if run.returncode != 0 or "version" not in words[:-1]:
         raise WorkbenchError(f"`dot -V` failed (exit {run.returncode}): {' '.join(words)}")
     return words[words.index("version") + 1]
-
-
-def tftrt_graphviz(graph: Graph, result: ConversionResult) -> str:
-    """The `.dot` text TF-TRT's convert() wrote to TF_TRT_EXPORT_GRAPH_VIZ_PATH (same layout:
-    boxes coloured by compute dtype from `set312`, engines as `<name> [<node count>]`, a dtype
-    legend cluster, invisible edges from the legend to the input-less nodes)."""
-    return tftrt_dot(converted_top_level(graph, result))
 
 
 # --- unconverted nodes, one by one or as regions ---------------------------------------------

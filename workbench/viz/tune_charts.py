@@ -102,7 +102,7 @@ def pareto_chart(table: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def latency_chart(table: pd.DataFrame) -> go.Figure:
+def configuration_latency_chart(table: pd.DataFrame) -> go.Figure:
     """Mean latency per configuration, whiskers from p50 to p99, one colour per backend and
     device that measured it (named in the legend and hover: every timing says what produced it)."""
     rows, left_out = _plottable(table, ("latency_ms",))
@@ -179,7 +179,7 @@ def conversion_chart(table: pd.DataFrame) -> go.Figure:
 
 def tune_figures(table: pd.DataFrame) -> dict[str, go.Figure]:
     """The three charts by name, as `TuneResult.figures()` and the report show them."""
-    return {"pareto": pareto_chart(table), "latency": latency_chart(table),
+    return {"pareto": pareto_chart(table), "latency": configuration_latency_chart(table),
             "conversion": conversion_chart(table)}
 
 

@@ -1,0 +1,173 @@
+"""The GPU latency estimate: the datasheet table, per-kernel work, the fitted model against the
+real trtexec profiles, and `workbench estimate`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import fixture_path, run_cli
+
+from workbench.graph.gpu import preparation_target
+from workbench.graph.gpu_facts import GPU_FACTS, UnknownGpuError, gpu_facts
+from workbench.profiling.estimate import (
+    estimate_engine,
+    kernel_work,
+    load_coefficients,
+    read_layer_info,
+)
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("NVIDIA A100 80GB PCIe", "NVIDIA A100 80GB PCIe"), ("A100", "NVIDIA A100 80GB PCIe"),
+    ("a100-sxm4-80gb", "NVIDIA A100-SXM4-80GB"), ("T4", "Tesla T4"), ("NVIDIA T4", "Tesla T4"),
+    ("NVIDIA GeForce RTX 3060 Laptop GPU", "NVIDIA GeForce RTX 3060 Laptop GPU"),
+    ("RTX 3090", "NVIDIA GeForce RTX 3090"), ("TITAN RTX", "TITAN RTX"),
+    ("H100", "NVIDIA H100 80GB HBM3"), ("H100 PCIe", "NVIDIA H100 PCIe"),
+    ("Jetson AGX Orin", "Orin"), ("L4", "NVIDIA L4"), ("A10", "NVIDIA A10"),
+])
+def test_gpu_names_as_trtexec_prints_them_and_short_ones_resolve(name, expected):
+    assert gpu_facts(name).name == expected
+
+
+def test_an_unknown_gpu_lists_the_known_ones():
+    with pytest.raises(UnknownGpuError) as error:
+        gpu_facts("V100")
+    assert "T4" in str(error.value) and "Jetson AGX Orin" in str(error.value)
+
+
+def test_every_gpu_has_its_facts_and_source_and_prepares_graphs_for_its_capability():
+    for gpu in GPU_FACTS:
+        assert gpu.sms > 0 and gpu.memory_gb_s > 0 and gpu.source
+        assert gpu.fp16_tflops > gpu.fp32_tflops and gpu.int8_tops >= gpu.fp16_tflops
+        assert preparation_target(gpu.name).compute_capability == gpu.compute_capability
+    assert gpu_facts("T4").peak_tflops("tf32") == gpu_facts("T4").fp32_tflops  # Turing: no TF32
+
+
+def _layers(name: str) -> list[dict]:
+    folder = fixture_path(name)
+    path = folder / "engine.graph.json"
+    return read_layer_info(path if path.is_file() else folder / "layerinfo.json")
+
+
+def test_a_convolutions_work_comes_from_its_shapes_and_weights():
+    first = next(layer for layer in _layers("keras-resnet50-rtx3090-fp16")
+                 if layer["LayerType"] == "CaskConvolution")
+    work = kernel_work(first)
+    # ResNet-50's 7x7/2 stem: 118 M multiply-adds per image, batch 32.
+    assert work.kind == "gemm" and work.precision == "fp16"
+    assert work.flops == pytest.approx(2 * 32 * 112 * 112 * 64 * 7 * 7 * 3)
+    assert work.bytes == pytest.approx(2 * (32 * 3 * 224 * 224 + 32 * 64 * 112 * 112 + 9408))
+
+
+@pytest.mark.parametrize("name", ["keras-resnet50-rtx3090-fp16", "keras-resnet50-rtx3090-fp32",
+                                  "keras-resnet50-rtx3090-qat", "torch-resnet18-a100-fp16",
+                                  "torch-resnet18-a100-fp32"])
+def test_the_estimate_of_each_fixture_lands_near_trtexecs_gpu_compute_time(name):
+    folder = fixture_path(name)
+    metadata = json.loads((folder / "engine.profile.metadata.json").read_text())
+    measured = metadata["performance_summary"]["GPU Compute Time"][3]
+    gpu = metadata["device_information"]["Selected Device"]
+    estimate = estimate_engine(_layers(name), gpu)
+    # In-sample (the fit saw these sets); leave-one-out errors are benchmarks/estimate.py's.
+    assert estimate["total_ms"] == pytest.approx(measured, rel=0.4)
+    assert estimate["gpu"] == gpu and "estimated for" in estimate["error_note"]
+
+
+def test_resnet50_on_a_t4_is_estimated_faster_in_fp16_than_fp32_and_int8_faster_still():
+    totals = {precision: estimate_engine(_layers(f"keras-resnet50-rtx3090-{precision}"),
+                                         "T4")["total_ms"] for precision in ("fp32", "fp16", "qat")}
+    assert totals["qat"] < totals["fp16"] < totals["fp32"] / 2
+
+
+def test_a_faster_gpu_is_estimated_faster():
+    layers = _layers("torch-resnet18-a100-fp16")
+    order = ["Orin", "T4", "A10", "A100", "H100"]
+    totals = [estimate_engine(layers, gpu)["total_ms"] for gpu in order]
+    assert totals == sorted(totals, reverse=True)
+
+
+def test_the_error_note_quotes_the_measured_leave_one_out_error():
+    errors = load_coefficients()["errors"]
+    note = estimate_engine(_layers("torch-resnet18-a100-fp32"), "T4")["error_note"]
+    assert note.startswith("estimated for Tesla T4")
+    assert f"median {100 * errors['median_abs_model_error']:.0f}%" in note
+
+
+def test_cli_estimate_json_follows_the_contract():
+    graph = fixture_path("torch-resnet18-a100-fp16") / "engine.graph.json"
+    done = run_cli("estimate", "--trtexec-graph", str(graph), "--gpu", "A100", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert set(document) == {"gpu", "total_ms", "layers", "error_note"}
+    assert document["gpu"] == "NVIDIA A100 80GB PCIe"
+    assert len(document["layers"]) == len(json.loads(graph.read_text())["Layers"])
+    assert set(document["layers"][0]) == {"name", "type", "estimated_ms"}
+    assert document["total_ms"] == pytest.approx(
+        sum(layer["estimated_ms"] for layer in document["layers"]), rel=0.05)
+
+
+def test_cli_estimate_table_and_one_line_errors():
+    graph = str(fixture_path("controlnet-a10-fp16") / "layerinfo.json")
+    done = run_cli("estimate", "--trtexec-graph", graph, "--gpu",
+                   "NVIDIA GeForce RTX 3060 Laptop GPU")
+    assert done.returncode == 0, done.stderr
+    assert "CaskConvolution" in done.stdout
+    assert "estimated for NVIDIA GeForce RTX 3060" in done.stdout
+    unknown = run_cli("estimate", "--trtexec-graph", graph, "--gpu", "Voodoo 5")
+    assert unknown.returncode == 2 and "TITAN RTX" in unknown.stderr
+    assert len(unknown.stderr.strip().splitlines()) == 1
+    missing = run_cli("estimate", "--trtexec-graph", "no/such.json", "--gpu", "T4")
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+
+# --- convert --target-gpu: the estimate from the TF nodes of a converted model -------------
+
+@pytest.fixture(scope="module")
+def resnet50_session():
+    import sample_models
+    from workbench.conversion.session import ConversionSession
+
+    return ConversionSession.open(sample_models.build("resnet50"))
+
+
+def test_resnet50_on_a_t4_fp16_beats_fp32_and_both_beat_native_tf(resnet50_session):
+    from workbench.conversion.params import ConversionParams
+    from workbench.profiling.estimate_graph import graph_estimate
+
+    estimates = {}
+    for precision in ("FP32", "FP16"):
+        result = resnet50_session.convert(ConversionParams(precision_mode=precision))
+        graph = resnet50_session.prepared(precision).graph
+        estimates[precision] = graph_estimate(graph, result.engines, "T4", precision, 8)
+    fp32, fp16 = estimates["FP32"], estimates["FP16"]
+    assert fp16["converted_ms"] < fp32["converted_ms"] < fp32["native_ms"]
+    assert fp32["native_ms"] == pytest.approx(fp16["native_ms"])  # native TF runs FP32
+    assert fp16["converted_ms"] == pytest.approx(fp16["engines_ms"] + fp16["native_ops_ms"])
+    assert fp16["label"].startswith("estimated for Tesla T4") and "TF nodes" in fp16["label"]
+    # The TF nodes' estimate of the whole-model engine agrees with the one from TensorRT's own
+    # kernels of the same network (the fixture's ResNet-50, batch 32) within a factor of 1.5.
+    from_nodes = graph_estimate(resnet50_session.prepared("FP16").graph,
+                                resnet50_session.convert(ConversionParams(
+                                    precision_mode="FP16")).engines, "T4", "FP16", 32)
+    from_kernels = estimate_engine(_layers("keras-resnet50-rtx3090-fp16"), "T4")["total_ms"]
+    assert from_nodes["engines_ms"] == pytest.approx(from_kernels, rel=0.5)
+
+
+def test_cli_convert_target_gpu_adds_the_estimate():
+    import sample_models
+
+    model = str(sample_models.build("digits_cnn"))
+    done = run_cli("convert", model, "--json", "--target-gpu", "A100", "--target-batch-size",
+                   "4")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    estimate = document["estimate"]
+    assert {"gpu", "batch_size", "converted_ms", "native_ms", "engines_ms",
+            "native_ops_ms"} <= set(estimate)
+    assert estimate["gpu"] == "NVIDIA A100 80GB PCIe" and estimate["batch_size"] == 4
+    assert document["engines"] and all(e["estimated_ms"] > 0 for e in document["engines"])
+    assert estimate["engines_ms"] == pytest.approx(sum(e["estimated_ms"]
+                                                       for e in document["engines"]))
+    unknown = run_cli("convert", model, "--target-gpu", "GTX 480")
+    assert unknown.returncode == 2 and "Unknown GPU 'GTX 480'" in unknown.stderr

@@ -1,0 +1,1 @@
+"""Engine backends: each builds (loader) and runs (runner) an engine for one segment."""

@@ -1,0 +1,1 @@
+"""TensorRT's own account of a converted model's engines: verdicts, kernels after fusion."""

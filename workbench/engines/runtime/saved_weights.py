@@ -1,0 +1,59 @@
+"""A saved model's large weights as variables, out of its graph protos.
+
+TensorFlow's SavedModel writing copies every function library several times, and the native
+segment functions held every weight as Consts (ResNet-50: 1.2 GB over the first call for
+100 MB of weights). Here the weights become top-level Placeholders fed from variables, which
+the checkpoint stores once; plain `tf.saved_model.load` restores them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from workbench.engines.weights import LiftedGraph, is_stored, stand_in
+
+if TYPE_CHECKING:
+    from tensorflow.core.framework.node_def_pb2 import NodeDef
+    from tensorflow.core.framework.tensor_pb2 import TensorProto
+
+    from workbench.engines.segment import SegmentGraph
+
+
+def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph]) -> LiftedGraph:
+    """The converted GraphDef, `lifted` (`RuntimeGraph.lifted_converted`), with its native
+    segment functions (`with_native_functions`), every large
+    weight, top-level or in a segment, a top-level Placeholder named after its Const (one per
+    Const of the prepared graph, so a weight two segments read is fed once). A segment's
+    weights become trailing arguments of its function and inputs of its call node. Engines in
+    a loop frame keep theirs (a node may not read two frames), as do segments called from
+    inside library functions."""
+    from workbench.engines.runtime.hybrid import engines_in_loops, with_native_functions
+
+    in_loops = engines_in_loops(lifted.graph_def)
+    calls = {n.name: n for n in lifted.graph_def.node if n.op == "PartitionedCall"}
+    top_level = {n.name for n in lifted.graph_def.node}
+    per_engine: dict[str, list[str]] = {}
+    for segment in segments:
+        name = segment.engine.name
+        if name not in calls or name in in_loops:
+            continue
+        found = {n: t for n, t in segment.lifted().weights.items() if is_stored(t)}
+        per_engine[name] = list(found)
+        for weight, tensor in found.items():
+            if weight not in top_level:
+                lifted.graph_def.node.append(stand_in(weight, tensor))
+                top_level.add(weight)
+            lifted.weights.setdefault(weight, tensor)
+        _feed_weights(calls[name], per_engine[name], lifted.weights)
+    lifted.graph_def = with_native_functions(lifted.graph_def, segments, per_engine)
+    return lifted
+
+
+def _feed_weights(call: NodeDef, names: list[str], weights: dict[str, TensorProto]) -> None:
+    """The call node's extra data inputs (before its control inputs) and their dtypes."""
+    inputs = list(call.input)
+    data = [t for t in inputs if not t.startswith("^")]
+    del call.input[:]
+    call.input.extend([*data, *names, *(t for t in inputs if t.startswith("^"))])
+    call.attr["Tin"].list.type.extend(weights[n].dtype for n in names)

@@ -1,0 +1,399 @@
+"""Saving and loading converted models, the way TF-TRT's `save()` laid them out.
+
+The directory is a real SavedModel: its signature runs the converted graph with every engine
+node calling its `<engine>_native_segment` function, so plain `tf.saved_model.load` runs it
+anywhere (natively). `assets/` carries what only the workbench reads: the serialized engines
+(`trt-serialized-engine.<engine>.<n>`, TF-TRT's file name plus a cache index), one ONNX model
+per segment for use elsewhere (`trtexec --onnx=...`), the segment and converted GraphDefs, and a
+JSON manifest. Everything is written into a temporary sibling directory and renamed into place,
+so a failed save leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from workbench.conversion.result import EngineInfo
+from workbench.engines.profiles import Profile
+from workbench.engines.runtime.converted_model import ConvertedModel, RuntimeGraph
+from workbench.engines.settings import EngineSettings
+from workbench.engines.weights import LiftedGraph, StoredBytes
+from workbench.errors import WorkbenchError, first_line
+from workbench.graph.nodes import TensorSpec, element_count
+from workbench.graph.wire import read_graph_def, write_graph_def
+from workbench.hardware import release_free_memory
+
+MANIFEST = "workbench_converted.json"
+FORMAT = "tftrt-workbench-converted/2"
+CONVERTED_GRAPH = "converted_graph.pb"
+ENGINE_PREFIX = "trt-serialized-engine."
+
+
+class DamagedModelError(WorkbenchError):
+    """A saved converted model whose manifest, graph or engine files are missing or corrupt."""
+
+
+def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool = False,
+                   save_engines: bool = True) -> Path:
+    """Writes `model` to `directory` (refusing a non-empty one unless `overwrite`)."""
+    target = Path(directory)
+    if target.exists() and not overwrite and (not target.is_dir() or any(target.iterdir())):
+        raise WorkbenchError(f"{target} already exists and is not empty; choose a new directory "
+                             "or pass overwrite=True")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.saving-", dir=target.parent))
+    try:
+        _write(model, staging, save_engines)
+        _move_into_place(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        for segment in model.graph.segments:  # each held its weights again
+            segment.release()
+    return target
+
+
+def _write(model: ConvertedModel, out: Path, save_engines: bool) -> None:
+    graph = model.graph
+    assets = out / "assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    stored: dict[str, StoredBytes] = {}  # where the GraphDefs written put each weight
+    with _sessions_closed(model):  # nothing below runs an engine
+        # From the lifted form, its Consts written around the prepared graph's protos: the
+        # converted GraphDef with every native weight is not made.
+        _write_lifted(graph.lifted_converted(), assets / CONVERTED_GRAPH, stored)
+        engines = [_segment_entry(model, s, assets, save_engines, stored)
+                   for s in graph.segments]
+        # Last: the variables are filled from the files just written, a slice at a time.
+        _write_saved_model(graph, out, model.captured_weights, stored)
+    manifest = {
+        "format": FORMAT,
+        "signature_key": graph.signature_key,
+        "input_names": graph.input_names, "output_names": graph.output_names,
+        "input_tensors": graph.input_tensors, "output_tensors": graph.output_tensors,
+        "input_dtypes": graph.input_dtypes,
+        "input_shapes": [None if s is None else list(s) for s in graph.input_shapes],
+        "settings": asdict(model.settings),
+        "engine_settings": graph.engine_settings,
+        "engines": engines,
+    }
+    (assets / MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+def _segment_entry(model: ConvertedModel, segment: Any, assets: Path, save_engines: bool,
+                   stored: dict[str, StoredBytes]) -> dict[str, Any]:
+    """Writes the segment's GraphDef (its weights' places into `stored`), ONNX model and
+    engines; its manifest entry."""
+    name = segment.engine.name
+    # From `segment.lifted()`: the segment's GraphDef with its weights (and its serialization,
+    # as large again) is never made.
+    _write_lifted(segment.lifted(), assets / f"{name}.segment.pb", stored)
+    entry: dict[str, Any] = {
+        "info": _info_json(segment.engine),
+        "input_names": segment.input_names, "output_names": segment.output_names,
+        "input_specs": [asdict(s) for s in segment.input_specs],
+        "output_specs": [asdict(s) for s in segment.output_specs],
+        "onnx": None, "onnx_error": "", "engines": [],
+    }
+    try:
+        model.write_onnx(name, assets / f"{name}.onnx")
+        entry["onnx"] = f"{name}.onnx"
+    except Exception as exc:  # the segment still runs natively; say why there is no ONNX
+        entry["onnx_error"] = first_line(exc)
+    op = model.ops[name]
+    for index, (key, engine) in enumerate(op.engines() if save_engines else []):
+        file = f"{ENGINE_PREFIX}{name}.{index}"
+        engine.write(assets / file)
+        entry["engines"].append({"file": file, "key": _key_json(key),
+                                 "backend": engine.backend, "device": engine.device,
+                                 "precision": engine.precision})
+    return entry
+
+
+@contextmanager
+def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
+    """The built engines inactive meanwhile: TensorFlow's SavedModel writing copies every native
+    weight many times, and the engines' sessions hold the converted ones again (VGG16: 1.3 GB
+    of a 15 GB peak); writing the segments reads each weight once more. Their serialized
+    models stay, so reactivating does not rebuild them."""
+    active = [engine for op in model.ops.values() for _, engine in op.engines()
+              if engine.is_active]
+    for engine in active:
+        engine.deactivate()
+    release_free_memory()
+    try:
+        yield
+    finally:
+        release_free_memory()  # what writing left, before the sessions are made again
+        # Largest first: making a session holds its weights twice for a while (read, then
+        # packed), the fewer other sessions by then the lower the peak.
+        for engine in sorted(active, key=lambda e: -getattr(e, "model_size", 0)):
+            engine.activate()
+
+
+def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
+                       stored: dict[str, StoredBytes]) -> None:
+    from workbench.engines.runtime.hybrid import forget_functions, native_function_name
+
+    # Native segment functions have fixed names, registered process-wide while the function
+    # saving them lives: collect it once saved, so the next model's save can use the names.
+    forget_functions([native_function_name(e.name) for e in graph.engines])
+    try:
+        _save_signature(graph, out, captured, stored)
+    finally:
+        gc.collect()
+        release_free_memory()  # the variables
+
+
+def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
+                    stored: dict[str, StoredBytes]) -> None:
+    """The SavedModel: its weights variables, sharing the buffers of those the converted
+    function `captured` (no copy), the others read from where they were `stored` (else made
+    from their protos)."""
+    import tensorflow as tf
+
+    from workbench.engines.runtime.hybrid import wrap_converted
+    from workbench.engines.runtime.saved_weights import lift_saved_weights
+    from workbench.engines.weights import as_variable
+
+    lifted = lift_saved_weights(graph.lifted_converted(), graph.segments)
+    protos = lifted.weights
+    names = list(protos)
+
+    def variable(name: str) -> Any:  # each proto let go once it is a variable
+        tensor = protos.pop(name)
+        return tf.Variable(captured[name], trainable=False) if name in captured else \
+            as_variable(tensor, stored.get(name))
+
+    # Largest first: a weight not `stored` has its bytes and its variable held at once, the
+    # fewer other variables by then the lower the peak.
+    made = {n: variable(n) for n in sorted(names, key=lambda n: -element_count(protos[n]))}
+    module = tf.Module()
+    module.weights = [made.pop(n) for n in names]
+    graph.release_converted()
+    for segment in graph.segments:
+        segment.release()
+    weight_specs = [tf.TensorSpec(v.shape, v.dtype) for v in module.weights]
+    native = wrap_converted(lifted.graph_def, [*graph.input_tensors,
+                                               *(f"{n}:0" for n in names)],
+                            [*graph.feed_specs(), *weight_specs], graph.output_tensors)
+    del lifted
+    names = graph.output_names
+
+    @tf.function(input_signature=graph.feed_specs(), autograph=False)
+    def serve(*args: Any) -> dict[str, Any]:
+        weights = [tf.convert_to_tensor(v) for v in module.weights]
+        return dict(zip(names, native(*args, *weights), strict=True))
+
+    module.serve = serve
+    tf.saved_model.save(module, str(out), signatures={graph.signature_key:
+                                                      serve.get_concrete_function()})
+
+
+def _write_lifted(lifted: LiftedGraph, path: Path, stored: dict[str, StoredBytes]) -> None:
+    """The GraphDef into `path` a node at a time, each weight's Const written around its proto's
+    bytes (`write_graph_def`); where each weight's bytes went into `stored`."""
+    placed: dict[str, int] = {}
+    with path.open("wb") as out:
+        write_graph_def(lifted.graph_def, out, lifted.weights, placed)
+    stored.update({name: StoredBytes(path, offset) for name, offset in placed.items()})
+
+
+def _move_into_place(staging: Path, target: Path) -> None:
+    if not target.exists():
+        staging.rename(target)
+        return
+    old = target.with_name(f".{target.name}.replaced-{staging.name.rsplit('-', 1)[-1]}")
+    target.rename(old)
+    staging.rename(target)
+    if old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        old.unlink(missing_ok=True)
+
+
+# --- loading --------------------------------------------------------------------------------
+
+
+def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel:
+    """A saved converted model with its engines (deserialized, not rebuilt)."""
+    path = Path(directory)
+    assets = path / "assets"
+    manifest = _read_manifest(path)
+    if not (path / "saved_model.pb").is_file():
+        raise DamagedModelError(f"{path} has no saved_model.pb; it is not a complete saved "
+                                "converted model (save it again)")
+    release_free_memory()  # what a model the user dropped freed goes back before this one
+    try:
+        segments = [_segment(assets, e) for e in manifest["engines"]]
+        graph = RuntimeGraph(
+            converted_source=_converted_graph(assets / CONVERTED_GRAPH),
+            lifted_source=lambda: _lifted_converted(assets / CONVERTED_GRAPH),
+            segments=segments,
+            input_names=manifest["input_names"], output_names=manifest["output_names"],
+            input_tensors=manifest["input_tensors"], output_tensors=manifest["output_tensors"],
+            input_dtypes=manifest["input_dtypes"],
+            input_shapes=[None if s is None else tuple(s) for s in manifest["input_shapes"]],
+            signature_key=manifest["signature_key"],
+            engine_settings=manifest.get("engine_settings", {}),
+        )
+        settings = EngineSettings(**manifest["settings"])
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, DamagedModelError):
+            raise
+        raise DamagedModelError(f"{path}: the manifest assets/{MANIFEST} is incomplete "
+                                f"({first_line(exc)}); save the model again") from None
+    model = ConvertedModel(graph, settings, backend=backend, in_process=False)
+    for entry in manifest["engines"]:
+        _load_engines(model, assets, entry)
+    return model
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    file = path / "assets" / MANIFEST
+    if not path.is_dir():
+        raise WorkbenchError(f"No such directory: {path}")
+    if not file.is_file():
+        raise DamagedModelError(f"{path} has no assets/{MANIFEST}: it is not a converted model "
+                                "saved by the workbench, or its assets were lost")
+    try:
+        manifest = json.loads(file.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DamagedModelError(f"{file} is corrupt ({first_line(exc)}); save the model again"
+                                ) from None
+    if not isinstance(manifest, dict) or not str(manifest.get("format")).startswith(
+            FORMAT.rpartition("/")[0]):
+        raise DamagedModelError(f"{file} is not a {FORMAT} manifest")
+    if manifest["format"] != FORMAT:
+        raise DamagedModelError(f"{path} was saved in format {manifest['format']}, this "
+                                f"workbench reads {FORMAT}: convert and save the model again")
+    return manifest
+
+
+def _converted_graph(file: Path) -> Callable[[], Any]:
+    """Reads the converted GraphDef on use (it holds every native weight, which the converted
+    function captures as tensors, see `RuntimeGraph.release_converted`)."""
+    if not file.is_file():
+        raise DamagedModelError(f"{file} is missing; save the model again")
+    return lambda: _graph_def(file)
+
+
+def _lifted_converted(file: Path) -> LiftedGraph:
+    """The converted GraphDef read lifted (`weights.lift_weights`' form), a node at a time:
+    each stored weight's parsed Const kept apart, a Placeholder in its place. The GraphDef with
+    every weight is not made, nor its bytes read whole (ConvNeXtXLarge's reload: 1x each)."""
+    from workbench.engines.weights import stand_in, stored_weight
+
+    weights: dict[str, Any] = {}
+
+    def lift(node: Any) -> Any:
+        tensor = stored_weight(node)
+        if tensor is None:
+            return None
+        weights[node.name] = tensor
+        return stand_in(node.name, tensor, node.device)
+
+    return LiftedGraph(_graph_def(file, lift), weights)
+
+
+def _graph_def(file: Path, replace: Callable[[Any], Any] | None = None) -> Any:
+    from google.protobuf.message import DecodeError
+
+    if not file.is_file():
+        raise DamagedModelError(f"{file} is missing; save the model again")
+    try:
+        with file.open("rb") as opened:
+            return read_graph_def(opened, replace)
+    except (DecodeError, ValueError) as exc:
+        raise DamagedModelError(f"{file} is corrupt ({first_line(exc)})") from None
+
+
+def _segment(assets: Path, entry: dict[str, Any]) -> Any:
+    from workbench.engines.segment import SegmentGraph
+
+    info = _info_from_json(entry["info"])
+    file = assets / f"{info.name}.segment.pb"
+    if not file.is_file():
+        raise DamagedModelError(f"{file} is missing; save the model again")
+    return SegmentGraph(
+        engine=info,
+        source=lambda: _graph_def(file),
+        input_names=entry["input_names"], output_names=entry["output_names"],
+        input_specs=[_spec(s) for s in entry["input_specs"]],
+        output_specs=[_spec(s) for s in entry["output_specs"]],
+    )
+
+
+def _load_engines(model: ConvertedModel, assets: Path, entry: dict[str, Any]) -> None:
+    name = entry["info"]["name"]
+    op = model.ops[name]
+    for saved in entry["engines"]:
+        file = assets / saved["file"]
+        if not file.is_file():
+            raise DamagedModelError(f"engine file {file} is missing; save the model again")
+        try:
+            backend = model.backend if model.backend.name == saved["backend"] else None
+            if backend is None:
+                from workbench.engines.backends.base import get_backend
+
+                backend = get_backend(saved["backend"])
+            from_file = getattr(backend, "deserialize_file", None)  # streams the model
+            engine = from_file(file, name) if from_file else \
+                backend.deserialize(file.read_bytes(), name)
+        except Exception as exc:
+            raise DamagedModelError(f"engine file {file} cannot be loaded: {first_line(exc)}"
+                                    ) from None
+        key = _key_from_json(saved["key"])
+        if not op.settings.use_implicit_batch:
+            op.profiles = key
+        op.add_engine(key, engine)
+
+
+# --- JSON forms -----------------------------------------------------------------------------
+
+
+def _info_json(info: EngineInfo) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(info)))
+
+
+def _info_from_json(data: dict[str, Any]) -> EngineInfo:
+    def shapes(items: list) -> tuple:
+        return tuple(None if s is None else tuple(s) for s in items)
+
+    return EngineInfo(
+        name=data["name"], nodes=tuple(data["nodes"]), native_ops=dict(data["native_ops"]),
+        native_node_count=data["native_node_count"], effective_size=data["effective_size"],
+        input_dtypes=tuple(data["input_dtypes"]), output_dtypes=tuple(data["output_dtypes"]),
+        input_shapes=shapes(data["input_shapes"]), output_shapes=shapes(data["output_shapes"]),
+        inputs=tuple(data["inputs"]), outputs=tuple(data["outputs"]), device=data["device"],
+    )
+
+
+def _spec(data: dict[str, Any]) -> TensorSpec:
+    shape = data["shape"]
+    return TensorSpec(data["dtype"], None if shape is None else tuple(shape))
+
+
+def _key_json(key: Any) -> dict[str, Any]:
+    if key and isinstance(key[0], Profile):
+        return {"profiles": [{"min": p.min, "opt": p.opt, "max": p.max} for p in key]}
+    return {"shapes": [list(s) for s in key]}
+
+
+def _key_from_json(data: dict[str, Any]) -> Any:
+    def shape_set(items: list) -> tuple:
+        return tuple(tuple(int(d) for d in s) for s in items)
+
+    if "profiles" in data:
+        return tuple(Profile(shape_set(p["min"]), shape_set(p["opt"]), shape_set(p["max"]))
+                     for p in data["profiles"])
+    return shape_set(data["shapes"])

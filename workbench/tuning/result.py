@@ -1,0 +1,152 @@
+"""A search's results: the trials, one table, the Pareto set and a recommendation.
+
+The Pareto set is over three objectives, for trials that ran: latency (mean at the first
+batch size, lower is better), max abs error against native TensorFlow (lower) and % of nodes
+converted (higher); an objective no trial measured is left out. The recommendation is the
+fastest Pareto trial whose outputs stay close to native TensorFlow (max error <= ACCURACY_ATOL
+and top-1 agreement >= TOP1_MIN where the model classifies), else the most accurate one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import pandas as pd
+
+from workbench.tuning.record import TrialRecord
+
+ACCURACY_ATOL = 1e-2
+TOP1_MIN = 0.99
+PARAM_COLUMNS = ("precision_mode", "minimum_segment_size", "use_dynamic_shape",
+                 "dynamic_shape_profile_strategy", "denylist", "max_engines")
+COLUMNS = ("trial_id", *PARAM_COLUMNS, "status", "reason", "percent_converted", "engines",
+           "latency_ms", "latency_p50_ms", "latency_p99_ms", "speedup", "max_abs_error",
+           "top1_agreement", "backend", "device", "tensorrt_built", "worker", "pareto",
+           "recommended", "seconds")
+# column -> True when higher is better
+OBJECTIVES = {"latency_ms": False, "max_abs_error": False, "percent_converted": True}
+
+
+class TuneResult:
+    """What `tune()` returns; `table`, `pareto` and `recommended` are computed once."""
+
+    def __init__(self, trials: list[TrialRecord], model: str | None = None,
+                 store: str | os.PathLike | None = None, problems: list[str] | None = None):
+        self.trials = list(trials)
+        self.model, self.store = model, store
+        self.problems = list(problems or [])  # stored trials that were ignored, and why
+        self.table = _table(self.trials)
+        self.table["pareto"] = pareto_mask(self.table)
+        self.recommended = recommend(self.table, self.trials)
+        chosen = self.recommended["trial_id"] if self.recommended else None
+        self.table["recommended"] = self.table["trial_id"] == chosen
+
+    @property
+    def pareto(self) -> pd.DataFrame:
+        return self.table[self.table["pareto"]]
+
+    def figures(self) -> dict[str, Any]:
+        """The plotly charts of the table (`workbench.viz.tune_charts`): the Pareto scatter,
+        latency per configuration, conversion against minimum_segment_size per precision."""
+        from workbench.viz.tune_charts import tune_figures
+
+        return tune_figures(self.table)
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"trials": [...], "pareto": [...], "recommended": {...}}`: the trials as records,
+        the Pareto set as the same records, the recommendation (or None)."""
+        on_front = set(self.pareto["trial_id"])
+        return {"trials": [t.to_dict() for t in self.trials],
+                "pareto": [t.to_dict() for t in self.trials if t.trial_id in on_front],
+                "recommended": self.recommended}
+
+    def __repr__(self) -> str:
+        counts = self.table["status"].value_counts().to_dict()
+        return (f"TuneResult({len(self.trials)} trials: "
+                f"{', '.join(f'{n} {s}' for s, n in counts.items())}; "
+                f"recommended: {self.recommended['trial_id'] if self.recommended else None})")
+
+
+def _table(trials: list[TrialRecord]) -> pd.DataFrame:
+    rows = []
+    for t in trials:
+        first = t.first_latency
+        rows.append({"trial_id": t.trial_id, **{k: t.params.get(k) for k in PARAM_COLUMNS},
+                     "denylist": ",".join(t.params.get("denylist") or ()),
+                     "status": t.status, "reason": t.reason,
+                     "percent_converted": t.percent_converted, "engines": t.engines,
+                     "latency_ms": first.get("mean"), "latency_p50_ms": first.get("p50"),
+                     "latency_p99_ms": first.get("p99"), "speedup": t.speedup,
+                     "max_abs_error": t.max_abs_error, "top1_agreement": t.top1_agreement,
+                     "backend": t.backend, "device": t.device,
+                     "tensorrt_built": t.tensorrt_built, "worker": t.worker,
+                     "pareto": False, "recommended": False, "seconds": t.seconds})
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    for column in ("percent_converted", "latency_ms", "latency_p50_ms", "latency_p99_ms",
+                   "speedup", "max_abs_error", "top1_agreement", "seconds"):
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
+    for column in ("minimum_segment_size", "max_engines", "engines"):  # NaN for skipped ones
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype("Int64")
+    return table
+
+
+def pareto_mask(table: pd.DataFrame) -> pd.Series:
+    """True for the ok trials no other ok trial beats on every measured objective."""
+    ok = table[table["status"] == "ok"]
+    objectives = [c for c in OBJECTIVES if ok[c].notna().any()]
+    # Lower is better for every column of `costs`; a missing figure counts as the worst.
+    costs = pd.DataFrame({c: (-ok[c] if OBJECTIVES[c] else ok[c]).fillna(math.inf)
+                          for c in objectives}, index=ok.index)
+    mask = pd.Series(False, index=table.index)
+    for index, row in costs.iterrows():
+        others = costs.drop(index)
+        dominated = ((others <= row).all(axis=1) & (others < row).any(axis=1)).any()
+        mask[index] = bool(objectives) and not dominated
+    return mask
+
+
+def recommend(table: pd.DataFrame, trials: list[TrialRecord]) -> dict[str, Any] | None:
+    """The trial to convert with, and why (None when no trial ran)."""
+    front = table[table["pareto"]]
+    if front.empty:
+        return None
+    accurate = front[front["max_abs_error"].isna() | (front["max_abs_error"] <= ACCURACY_ATOL)]
+    accurate = accurate[accurate["top1_agreement"].isna()
+                        | (accurate["top1_agreement"] >= TOP1_MIN)]
+    measured = front["max_abs_error"].notna().any()
+    if accurate.empty:
+        row = front.sort_values(["max_abs_error", "latency_ms"]).iloc[0]
+        why = (f"no trial stays within {ACCURACY_ATOL:g} of native TensorFlow; this one is "
+               f"the most accurate")
+    elif accurate["latency_ms"].notna().any():
+        row = accurate.sort_values(["latency_ms", "percent_converted"],
+                                   ascending=[True, False]).iloc[0]
+        why = ("the fastest trial whose outputs stay within "
+               f"{ACCURACY_ATOL:g} of native TensorFlow" if measured else
+               "the fastest trial (outputs not compared)")
+    else:
+        row = accurate.sort_values(["percent_converted", "engines"],
+                                   ascending=[False, True]).iloc[0]
+        why = "the most converted trial, in the fewest engines (latency not measured)"
+    record = next(t for t in trials if t.trial_id == row["trial_id"])
+    return {"trial_id": record.trial_id, "params": record.params,
+            "reason": f"{why}: {_figures(record)}"}
+
+
+def _figures(t: TrialRecord) -> str:
+    parts = []
+    if t.first_latency:
+        batch = min(t.latency_ms)
+        parts.append(f"{t.first_latency['mean']:.2f} ms at batch {batch}")
+    if t.speedup is not None:
+        parts.append(f"{t.speedup:.2f}x native TF")
+    if t.max_abs_error is not None:
+        parts.append(f"max error {t.max_abs_error:.2g}")
+    if t.top1_agreement is not None:
+        parts.append(f"top-1 agreement {t.top1_agreement:.1%}")
+    parts.append(f"{t.percent_converted:.1f}% converted in {t.engines} engine(s)")
+    if not t.engines:
+        parts.append("no engines: TF-TRT would leave the model as it is")
+    return ", ".join(parts)
