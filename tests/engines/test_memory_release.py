@@ -15,8 +15,8 @@ import tensorflow as tf
 
 import workbench
 from workbench import trt_convert as trt
-from workbench.engines.native_op import MAX_BYTES_ENV, NativeSession
-from workbench.engines.native_op import library as native_library
+from workbench.engines.runtime.native_op import MAX_BYTES_ENV, NativeSession
+from workbench.engines.runtime.native_op import library as native_library
 from workbench.hardware import release_free_memory
 
 pytestmark = pytest.mark.slow
