@@ -14,8 +14,9 @@ import pytest
 import tensorflow as tf
 
 import workbench
+from workbench import environment
 from workbench import trt_convert as trt
-from workbench.engines.runtime.native_op import MAX_BYTES_ENV, NativeSession
+from workbench.engines.runtime.native_op import NativeSession
 from workbench.engines.runtime.native_op import library as native_library
 from workbench.hardware import release_free_memory
 
@@ -89,7 +90,7 @@ def test_del_of_the_converter_and_its_function_frees_what_they_held(
     if lib is None:
         pytest.skip(f"no compiled engine op: {native_library.unavailable_reason()}")
     # The 16 MB engine is called by the compiled op, the 32 MB one through a numpy_function.
-    monkeypatch.setenv(MAX_BYTES_ENV, str(24 << 20))
+    monkeypatch.setenv(environment.NATIVE_CALL_MAX_BYTES.name, str(24 << 20))
     convert_call_save(two_engines, tmp_path / "warm-up")  # TensorFlow's and ORT's first use
     release_free_memory()
     before = rss()
