@@ -2,6 +2,7 @@
 as multiples of its weights, next to the floor and each copy of the weights held.
 
     nice .venv/bin/python benchmarks/memory_phases.py VGG16 [ConvNeXtXLarge ...] [--saved-model]
+    nice .venv/bin/python benchmarks/memory_phases.py VGG16 --one-process
 
 For each phase (convert(), the first call with engines built, save(), workbench.load() and
 the reload's first call) it prints the phase's peak resident memory above the process's size
@@ -22,6 +23,13 @@ engine's model again. The last line per model is the issue's verdict: every phas
 model (no `--saved-model`) the user's model is in the process before the workbench is called
 and for its whole life: its variables (1x) are printed in each phase's peak and then taken out
 for the verdict (`workbench` in the phase line).
+
+`--one-process` is a notebook user's sequence in one process, from a SavedModel: convert(),
+the first call, save(), `del converter, function`, `workbench.load()` of what was saved and its
+first call. Every phase's peak is above the size after the imports, so what the dropped
+converter still holds counts in the reload's phases; the line after `del` is the RSS left.
+The benchmark calls no `gc.collect()` there, as a user calls none. Its figures are not
+written to benchmarks/results/ (whose one command names the per-phase runs).
 """
 
 from __future__ import annotations
@@ -197,13 +205,15 @@ class PeakWhere:
 
 
 class Run:
-    def __init__(self, weights: int, base: int, where: bool = False):
+    def __init__(self, weights: int, base: int, where: bool = False, collect: bool = True):
         self.weights, self.base, self.where = weights, base, where
+        self.collect = collect  # False: no gc.collect() between phases (a user calls none)
         self.phases: list[Phase] = []
 
     def phase(self, name: str, step: Callable[[], Any], held: Callable[[], Holdings],
               quiet: bool = False) -> Any:
-        gc.collect()
+        if self.collect:
+            gc.collect()
         reset_peak()
         sampler = PeakWhere() if self.where else None
         start = time.perf_counter()
@@ -215,7 +225,8 @@ class Run:
         # held() reads every weight's bytes out of the protos: the heap it leaves behind is the
         # benchmark's, not the next phase's.
         release_free_memory()
-        gc.collect()
+        if self.collect:
+            gc.collect()
         self.phases.append(phase)
         if not quiet:
             self.show(phase)
@@ -322,6 +333,40 @@ def measure(name: str, limit: float, where: bool, from_saved_model: bool) -> boo
 FIGURES: list[dict[str, Any]] = []  # every measured phase, for benchmarks/results/
 
 
+def one_process(name: str, limit: float, where: bool) -> bool:
+    """`--one-process` (see the module docstring): a notebook user's whole sequence."""
+    entry = zoo()[name]
+    gc.collect()
+    base = rss()
+    exported = tempfile.TemporaryDirectory(prefix="memory-phases-model-")  # removed at exit
+    model, weights = saved_model(name, exported.name)
+    print(f"\n{name}, one process: weights {weights / GB:.2f} GB, SavedModel exported by "
+          "another process", flush=True)
+    run = Run(weights, base, where, collect=False)
+    user = {"converter": trt.TrtGraphConverterV2(input_saved_model_dir=model)}
+    user["function"] = run.phase("convert()", user["converter"].convert,
+                                 lambda: holdings(None, user["converter"]._converted_func,
+                                                  user["converter"]))
+    inputs = entry.inputs(np.random.default_rng(0), model)
+    run.phase("first call", lambda: user["function"](*inputs),
+              lambda: holdings(None, user["function"], user["converter"]))
+    with tempfile.TemporaryDirectory(prefix="memory-phases-") as directory:
+        run.phase("save()", lambda: user["converter"].save(directory, overwrite=True),
+                  lambda: holdings(None, user["function"], user["converter"]))
+        user.clear()  # the user's `del converter, function` (and no gc.collect())
+        run.phases.append(Phase("del (RSS left)", rss() - base, 0.0, Holdings()))
+        run.show(run.phases[-1])
+        user["reloaded"] = run.phase("workbench.load()", lambda: workbench.load(directory),
+                                     lambda: holdings(None, None, None))
+        run.phase("reload's first call", lambda: user["reloaded"](*inputs),
+                  lambda: holdings(None, user["reloaded"], None))
+    worst = max(p.peak for p in run.phases)
+    ok = worst <= limit * weights
+    print(f"{name}, one process: worst phase {run.x(worst)} the weights "
+          f"({'within' if ok else 'ABOVE'} {limit:g}x)", flush=True)
+    return ok
+
+
 def reload_phases(directory: str, weights: int, name: str, where: bool) -> None:
     """`workbench.load()` and the first call of a saved model, each a JSON line (the inputs
     are the zoo entry's, made before the baseline is read)."""
@@ -354,6 +399,9 @@ def main() -> None:
     parser.add_argument("--saved-model", action="store_true",
                         help="convert the model from a SavedModel directory (exported by "
                              "another process) rather than an in-memory Keras model")
+    parser.add_argument("--one-process", action="store_true",
+                        help="convert, call, save, del, workbench.load() and call in this one "
+                             "process, from a SavedModel (a notebook user's sequence)")
     parser.add_argument("--where", action="store_true",
                         help="name the code running at each phase's peak (RSS sampled)")
     parser.add_argument("--reload", help=argparse.SUPPRESS)  # the fresh process's phases
@@ -362,6 +410,9 @@ def main() -> None:
     if args.reload:
         reload_phases(args.reload, args.weights, args.models[0], args.where)
         return
+    if args.one_process:  # its figures are in docs/memory.md, not benchmarks/results/
+        sys.exit(0 if all([one_process(name, args.limit, args.where) for name in args.models])
+                 else 1)
     results = [measure(name, args.limit, args.where, args.saved_model) for name in args.models]
     record.write("memory_phases", FIGURES, keep_other_models=True)
     sys.exit(0 if all(results) else 1)

@@ -229,9 +229,10 @@ class ConvertedModel:
 
     def _segment_runtime(self, segment: SegmentGraph) -> SegmentRuntime:
         name = segment.engine.name
+        model = weakref.ref(self)  # the op reaches its model weakly: `del` frees the model
         op = EngineOp(
             name,
-            lambda request: self._build_engine(name, request),
+            lambda request: _model_alive(model)._build_engine(name, request),
             NativeSegment(segment),
             [numpy_dtype_name(s.dtype) for s in segment.output_specs],
             self.engine_settings(name).at_run_time(self.in_process),
@@ -620,6 +621,13 @@ class ConvertedModel:
     def __repr__(self) -> str:
         engines = len(self.graph.segments) if self._graph is not None else "?"
         return f"ConvertedModel({engines} engines, precision {self.settings.precision_mode})"
+
+
+def _model_alive(model: weakref.ref[ConvertedModel]) -> ConvertedModel:
+    alive = model()
+    if alive is None:
+        raise WorkbenchError("its converted model was deleted")
+    return alive
 
 
 @dataclass

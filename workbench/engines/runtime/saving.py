@@ -260,6 +260,7 @@ def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel
     if not (path / "saved_model.pb").is_file():
         raise DamagedModelError(f"{path} has no saved_model.pb; it is not a complete saved "
                                 "converted model (save it again)")
+    release_free_memory()  # what a model the user dropped freed goes back before this one
     try:
         segments = [_segment(assets, e) for e in manifest["engines"]]
         graph = RuntimeGraph(
