@@ -23,6 +23,7 @@ from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.engines.backend import Backend, Engine
 from workbench.engines.engine_op import ENGINE_MISS, EngineOp
 from workbench.engines.hybrid import engine_function, engines_in_loops, wrap_converted
+from workbench.engines.output_check import OutputSpec, check_outputs, producer_of
 from workbench.engines.segment import GraphMadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.engines.weights import LiftedGraph, as_tensor
@@ -70,6 +71,10 @@ class RuntimeGraph:
     # engine inside a function -> its function's EngineSettings fields (`_tftrt_*` attributes).
     engine_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     lifted_source: Callable[[], LiftedGraph] | None = None  # see lifted_converted()
+    # The signature's outputs every call is checked against (engines/output_check.py), and
+    # the device the graph was prepared for (named when a check fails).
+    output_specs: list[OutputSpec] = field(default_factory=list)
+    prepared_for: str = ""
 
     def __post_init__(self) -> None:
         self._converted = GraphMadeOnUse(self.converted_source, self.lifted_source)
@@ -337,7 +342,19 @@ class ConvertedModel:
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Runs the converted model: inputs by position (signature order) or by name."""
         tensors = self.input_tensors(args, kwargs)
-        return dict(zip(self.output_names, self._call(tensors), strict=True))
+        outputs = self._call(tensors)
+        self.check_outputs(outputs)
+        return dict(zip(self.output_names, outputs, strict=True))
+
+    def check_outputs(self, outputs: Sequence[Any]) -> None:
+        """Raises `WrongOutputError` when an output's dtype or shape is not the signature's."""
+        graph = self.graph
+
+        def producer(index: int) -> str:
+            return producer_of(graph.converted_graph_def, graph.output_tensors[index],
+                               list(self.segments))
+
+        check_outputs(outputs, graph.output_specs, graph.prepared_for, producer)
 
     def _call(self, tensors: list[Any]) -> list[Any]:
         """One call; when an engine called without fallback found no engine to run, the
@@ -499,6 +516,7 @@ class ConvertedModel:
         finally:
             for op in native:
                 op.stop_collecting()
+        self.check_outputs(outputs)
         return dict(zip(self.output_names, outputs, strict=True))
 
     def _run_collecting(self, sets: InputSets, shapes: bool
@@ -653,6 +671,7 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
 
     graph = prepared.graph
     specs = [graph.output_spec(TensorRef.parse(t)) for t in inputs]
+    out_specs = [graph.output_spec(TensorRef.parse(t)) for t in outputs]
     return RuntimeGraph(
         converted_source=converted,
         lifted_source=lifted,
@@ -667,6 +686,9 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
         prepared_graph_def=prepared.graph_def,
         functions=functions,
         engine_settings=engine_settings,
+        output_specs=[OutputSpec.of(name, spec)
+                      for name, spec in zip(loaded.output_names, out_specs, strict=True)],
+        prepared_for=result.prepared_for,
     )
 
 
