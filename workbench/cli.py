@@ -113,6 +113,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_tolerance_arguments(parser: argparse.ArgumentParser) -> None:
+    for name in ("atol", "rtol"):
+        parser.add_argument(f"--{name}", type=float, default=None,
+                            help="default per precision: FP32 1e-5, FP16 1e-2, INT8 1e-1")
+
+
 def _add_check_command(commands: argparse._SubParsersAction) -> None:
     check = commands.add_parser(
         "check", help="build the engines, compare with native TF on generated inputs and time "
@@ -123,8 +129,7 @@ def _add_check_command(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--batch-sizes", default="1", help="comma-separated (default: 1)")
     check.add_argument("--batches", type=int, default=2, help="generated batches to compare")
     check.add_argument("--iterations", type=int, default=20, help="timed calls per figure")
-    check.add_argument("--atol", type=float, default=1e-5)
-    check.add_argument("--rtol", type=float, default=1e-5)
+    _add_tolerance_arguments(check)
     check.add_argument("--whole-model", action="store_true",
                        help="also time the whole model as one engine on the backend")
     check.add_argument("--per-engine", action="store_true",
@@ -275,10 +280,10 @@ def _add_validate_command(commands: argparse._SubParsersAction) -> None:
                                "(default: random inputs)")
     validate.add_argument("--batch-size", type=int, default=32)
     validate.add_argument("--batches", type=int, default=4, help="random batches")
-    validate.add_argument("--atol", type=float, default=1e-5)
-    validate.add_argument("--rtol", type=float, default=1e-5)
-    validate.add_argument("--check-error-stat", default="elemwise",
-                          help="elemwise, max, mean, median or quantile")
+    _add_tolerance_arguments(validate)
+    validate.add_argument("--check-error-stat", default=None,
+                          help="elemwise, max, mean, median or quantile (default: elemwise; "
+                               "mean for INT8)")
     validate.add_argument("--error-quantile", type=float, default=0.99)
     validate.add_argument("--json", action="store_true",
                           help="print exactly one JSON document on stdout")
@@ -525,6 +530,7 @@ def _run_validate(args: argparse.Namespace) -> int:
         print(json.dumps({"passed": report.passed, "backend": report.backend,
                           "device": report.device, "precision": report.precision,
                           "batches": report.batches, "native_runs": report.native_runs,
+                          "tolerances": report.tolerances,
                           "outputs": json.loads(table.to_json(orient="records"))}))
     else:
         print(report)
@@ -606,6 +612,7 @@ def _run_check(args: argparse.Namespace) -> int:
                                          batch_size=sizes[-1], atol=args.atol, rtol=args.rtol)
     if args.json:
         document = {"passed": check.validation.passed, "params": check.params.as_dict(),
+                    "tolerances": check.validation.tolerances,
                     "engines": check.engines, "metrics": check.metrics(),
                     "notes": list(check.notes),
                     "latency": json.loads(check.latency.to_json(orient="records"))}

@@ -95,8 +95,11 @@ def test_cli_check_prints_json_and_exits_3_on_a_mismatch() -> None:
     assert document["passed"] and document["engines"] == 2
     assert {row["batch_size"] for row in document["latency"]} == {1, 4}
     assert document["metrics"]["engines_backend"] == "onnxruntime"
-    strict = run_cli("check", model, "--precision", "FP16", "--iterations", "3")
+    assert document["tolerances"].startswith("FP32 defaults (atol 1e-05, rtol 1e-05")
+    strict = run_cli("check", model, "--precision", "FP16", "--iterations", "3",
+                     "--atol", "1e-5", "--rtol", "1e-5")  # FP32's: FP16 misses them
     assert strict.returncode == 3 and "FAILED: FP16" in strict.stdout
+    assert "tolerances: given" in strict.stdout
     assert "top-1 agreement" in strict.stdout  # one line per output says how far off
     bad = run_cli("check", model, "--batch-sizes", "0")
     assert bad.returncode == 2 and "batch sizes must be integers >= 1" in bad.stderr

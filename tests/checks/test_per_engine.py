@@ -93,7 +93,8 @@ def test_the_ranking_names_the_overflowing_engine(overflow: ConversionSession) -
 def test_int8_ranks_engines_and_measures_each_remedy() -> None:
     session = ConversionSession.open(sample_models.build("digits_cnn"))
     params = ConversionParams(precision_mode="INT8")
-    report = per_engine_accuracy(session, params, remedies_for=1)
+    # FP32's tolerances: at INT8's own (mean error 0.1) both engines pass and need no remedy.
+    report = per_engine_accuracy(session, params, remedies_for=1, atol=1e-5, rtol=1e-5)
     errors = [e.output_max_abs_error for e in report.engines]
     assert len(errors) == 2 and errors == sorted(errors, reverse=True) and errors[0] > 1e-3
     assert all(e.local_max_abs_error > 0 for e in report.engines)  # quantized

@@ -134,3 +134,36 @@ def test_cli_bad_model(extra: list[str], message: str, tiny_saved_model: Path,
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_denylist_names_must_be_op_types_the_model_holds_and_tftrt_converts() -> None:
+    from workbench.conversion.params import check_denylist
+
+    model, known = {"Conv2D", "Relu", "Switch"}, {"Conv2D", "Relu", "MatMul"}
+    check_denylist(("Conv2D", "Relu"), model, known)
+    with pytest.raises(ConversionParamsError, match="'Conv2d', which the model does not hold "
+                                                    ".*; did you mean 'Conv2D'\\? op types "
+                                                    "are case-sensitive"):
+        check_denylist(("Conv2d",), model, known)
+    with pytest.raises(ConversionParamsError, match="'MatMul', which the model does not hold;"):
+        check_denylist(("MatMul",), model, known)
+    with pytest.raises(ConversionParamsError, match="nor has TF-TRT a converter for it"):
+        check_denylist(("Frobnicate",), model, known)
+    with pytest.raises(ConversionParamsError, match="'Switch', which TF-TRT has no converter"):
+        check_denylist(("Switch",), model, known)
+
+
+def test_a_misspelt_denylist_fails_in_the_api_the_environment_and_the_cli(
+        tiny_saved_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    params = trt.TrtConversionParams()
+    monkeypatch.setenv("TF_TRT_OP_DENYLIST", "relu")
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=str(tiny_saved_model),
+                                        conversion_params=params)
+    with pytest.raises(ConversionParamsError, match="did you mean 'Relu'"):
+        converter.convert()
+    monkeypatch.delenv("TF_TRT_OP_DENYLIST")
+    done = run_cli("convert", str(tiny_saved_model), "--denylist", "Relu,Softmx")
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "error: the denylist names op type 'Softmx'" in errors[-1]
+    assert "did you mean 'Softmax'" in errors[-1] and len(errors) == 1, done.stderr

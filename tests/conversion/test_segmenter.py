@@ -483,3 +483,37 @@ def test_sweep_matches_result(threshold):
     segmentation = segment_graph(chains_graph([3, 5, 4, 1]), SegmenterOptions(), allow_ops())
     swept = segmentation.sweep([threshold], max_engines=2)[0]
     assert swept == segmentation.result(threshold, max_engines=2)
+
+
+def cond_graph(switch_op: str = "Switch"):
+    """A lowered tf.cond whose branches share a Const without control inputs (the layout
+    optimizer's permutation, deduplicated by Grappler): then = t1 -> t2, else = e1 -> e2."""
+    return graph_of(
+        node("x", "Placeholder"), node("pred", "Placeholder", shape=(), dtype="bool"),
+        node("sw", switch_op, ["x", "pred"]),
+        node("perm", "Const", shape=(4,), dtype="int32"),
+        node("t1", "Transpose", ["sw:1", "perm"]), node("t2", "Relu", ["t1"]),
+        node("e1", "Transpose", ["sw:0", "perm"]), node("e2", "Relu", ["e1"]),
+        node("merge", "Merge", ["t2", "e2"]), node("after", "Relu", ["merge"]),
+        node("after2", "Relu", ["after"]))
+
+
+@pytest.mark.parametrize("switch_op", ["Switch", "_SwitchN"])
+def test_nodes_of_different_cond_branches_never_share_an_engine(switch_op):
+    # One engine over both branches would wait for the branch that did not run (its input is
+    # dead) and take the live branch down with it: the converted model returned nothing.
+    engines = engine_sets(cond_graph(switch_op), {"perm", "t1", "t2", "e1", "e2", "after",
+                                                  "after2"})
+    assert {"after", "after2"} in engines
+    assert not any({"t1", "e1"} <= engine for engine in engines)
+    assert any({"t1", "t2"} <= engine for engine in engines)
+    assert any({"e1", "e2"} <= engine for engine in engines)
+
+
+def test_cond_branches_follow_the_predicate_and_end_at_the_merge():
+    from workbench.graph.control_flow import cond_branches
+
+    branches = cond_branches(cond_graph())
+    assert branches["perm"] is None  # no inputs: usable in any branch
+    assert branches["t2"] == {("pred:0", 1)} and branches["e2"] == {("pred:0", 0)}
+    assert branches["after"] == branches["sw"] == frozenset()

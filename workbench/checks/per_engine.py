@@ -26,7 +26,12 @@ import numpy as np
 import pandas as pd
 
 from workbench.checks.conversion_check import CALIBRATION_SEED, check_conversion
-from workbench.checks.validate import Comparer, as_numpy, generated_inputs
+from workbench.checks.validate import (
+    Comparer,
+    as_numpy,
+    generated_inputs,
+    with_default_tolerances,
+)
 from workbench.conversion.params import ConversionParams
 from workbench.engines.onnx.precision import FP16_MAX
 from workbench.engines.runtime.converted_model import ConvertedModel, converted_model
@@ -142,6 +147,7 @@ def per_engine_accuracy(session: ConversionSession, params: ConversionParams, *,
     started = time.perf_counter()
     tell = progress or (lambda fraction, message: None)
     params = params.validated()
+    tolerances, _ = with_default_tolerances(params.precision_mode, tolerances)
     result = session.convert(params)
     model = converted_model(session, result, params)
     inputs = list(generated_inputs(session, batches, batch_size))

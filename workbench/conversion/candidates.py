@@ -2,7 +2,9 @@
 
 Every node, `_SOURCE` and `_SINK` included, is tested in node-id order; the first failing check
 is its reason. Candidates get a cluster property (batch size, max batch size, device) that
-decides which clusters may merge. Properties are plain tuples so clustering stays cheap.
+decides which clusters may merge, and the tf.cond branch they run in: the one property TF-TRT's
+documented segmenter lacks (docs/differences.md). Properties are plain tuples so clustering
+stays cheap.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from workbench.errors import ConversionParamsError
+from workbench.graph.control_flow import Branch, cond_branches
 from workbench.graph.nodes import SINK, SOURCE, Graph, Node, TensorSpec
 
 Validator = Callable[[Node], "str | None"]  # None = the validator accepts the node
@@ -58,6 +61,8 @@ class Candidates:
     reasons: dict[str, str]  # excluded node name -> first failing reason
     batch: list[BatchSize]  # cluster batch property per node id (NO_BATCH when excluded)
     device: list[Device]  # parsed device per node id (ANY_DEVICE when excluded)
+    # The tf.cond branch each node runs in (graph/control_flow.py), None for any.
+    branch: list[Branch | None] = field(default_factory=list)
     nonconversion: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
@@ -71,7 +76,9 @@ def find_candidates(graph: Graph, options: SegmenterOptions, validate: Validator
         # TF's SegmentGraph refuses this combination with an internal error.
         raise ConversionParamsError("Explicit batch mode should allow dynamic non-batch dimensions")
     n = len(graph.nodes)
-    result = Candidates([False] * n, {}, [NO_BATCH] * n, [ANY_DEVICE] * n)
+    branches = cond_branches(graph)
+    result = Candidates([False] * n, {}, [NO_BATCH] * n, [ANY_DEVICE] * n,
+                        [branches.get(node.name) for node in graph.nodes])
     counts: dict[str, dict[str, int]] = {}
     for node in graph.nodes:
         device = parse_device(node.device)

@@ -6,7 +6,9 @@ workspace, zero cached engines, a non-integer engine limit) get messages in the 
 
 from __future__ import annotations
 
+import difflib
 import sys
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -170,3 +172,28 @@ def _check_at_least(name: str, value: Any, minimum: int) -> int:
     if value < minimum:
         raise ConversionParamsError(f"{name} must be >= {minimum}, got {value}")
     return value
+
+
+def check_denylist(denylist: Sequence[str], model_ops: Collection[str],
+                   known_ops: Collection[str]) -> None:
+    """Raises `ConversionParamsError` for a denylisted op type the model does not hold (op
+    types are case-sensitive: `Conv2d` denies nothing), naming the closest type it holds, and
+    for one TF-TRT has no converter for (it is never converted anyway). TF-TRT itself took any
+    name without a word, so a typo silently did nothing."""
+    for op in denylist:
+        if op in model_ops and op not in known_ops:
+            raise ConversionParamsError(
+                f"the denylist names op type {op!r}, which TF-TRT has no converter for: it "
+                "is never converted anyway; leave it out")
+    missing = [op for op in denylist if op not in model_ops]
+    if not missing:
+        return
+    op = missing[0]
+    close = [name for name in sorted(model_ops) if name.lower() == op.lower()] or \
+        difflib.get_close_matches(op, sorted(model_ops), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    known = "" if op in known_ops else " (nor has TF-TRT a converter for it)"
+    raise ConversionParamsError(
+        f"the denylist names op type {op!r}, which the model does not hold{known}; {hint}"
+        "op types are case-sensitive: give types the model holds (the report's op counts "
+        "list them), or leave it out")

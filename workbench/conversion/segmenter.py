@@ -34,7 +34,7 @@ from workbench.conversion.engine_io import (
 )
 from workbench.conversion.params import DEFAULT_MAX_ENGINES, ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo, LazyList, UnconvertedNode
-from workbench.graph.control_flow import has_loops
+from workbench.graph.control_flow import branches_join, has_loops
 from workbench.graph.nodes import Graph, Node
 
 NOOP_OPS = frozenset({"Identity", "Snapshot", "StopGradient"})  # not counted as effective
@@ -176,13 +176,15 @@ def cluster(
 ) -> tuple[list[int], list[Device]]:
     """Greedy union-find clustering along output edges.
 
-    Returns each node's root id and, per root, the merged device of its cluster. `cyclic`
+    Returns each node's root id and, per root, the merged device of its cluster. Clusters of
+    different tf.cond branches never merge (graph/control_flow.py `cond_branches`). `cyclic`
     (the graph has while loops) turns off the cycle check's DAG-only shortcuts.
     """
     graph = _Contraction(table)
     parent = list(range(len(order)))
     batch = list(candidates.batch)
     device = list(candidates.device)
+    branch = list(candidates.branch) or [None] * len(order)
     position: list[int] | None = None
     if not cyclic:
         position = [0] * len(order)
@@ -193,7 +195,7 @@ def cluster(
         if not is_candidate[n]:
             continue
         while True:
-            expected_batch, expected_device = batch[n], device[n]
+            expected_batch, expected_device, expected_branch = batch[n], device[n], branch[n]
             accepted = []
             for e in graph.out_edges[n]:
                 d = graph.dst[e]
@@ -203,11 +205,12 @@ def cluster(
                 if merged_batch is None:
                     continue
                 merged_device = merge_devices(expected_device, device[d])
-                if merged_device is None:
+                if merged_device is None or not branches_join(expected_branch, branch[d]):
                     continue
                 if not graph.has_other_path(n, d, step, position):
                     accepted.append(e)
                     expected_batch, expected_device = merged_batch, merged_device
+                    expected_branch = expected_branch if branch[d] is None else branch[d]
             if not accepted:
                 break
             for e in sorted(accepted):
@@ -217,6 +220,8 @@ def cluster(
                 parent[d] = n
                 batch[n] = merge_batch(batch[n], batch[d])  # type: ignore[assignment]
                 device[n] = merge_devices(device[n], device[d])  # type: ignore[assignment]
+                if branch[n] is None:
+                    branch[n] = branch[d]
                 graph.contract(n, d)
     return [_find(parent, v) for v in range(len(parent))], device
 

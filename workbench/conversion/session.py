@@ -20,7 +20,8 @@ from workbench.conversion.functions import (
     convert_functions,
     marked_for_conversion,
 )
-from workbench.conversion.params import ConversionParams
+from workbench.conversion.ops import REGISTRY
+from workbench.conversion.params import ConversionParams, check_denylist
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.segmenter import Segmentation, segment_graph
 from workbench.conversion.validator import ValidatorSettings, validate_node
@@ -160,6 +161,9 @@ class ConversionSession:
         prepared = self.prepared(params.precision_mode)
         settings = self.validator_settings(params, assume_supported)
         key = (settings, frozenset(params.denylist))
+        if params.denylist and key not in self._segmentations:
+            check_denylist(params.denylist, model_op_types(prepared.graph_def),
+                           set(REGISTRY) | settings.fake_ops)
         if key not in self._segmentations or not cached:
             start = time.perf_counter()
             graph = prepared.graph
@@ -224,3 +228,9 @@ class ConversionSession:
             prepared_for=self.target.label,
         )
 
+
+def model_op_types(graph_def: Any) -> set[str]:
+    """The op types of a GraphDef's nodes and of its library functions' nodes."""
+    ops = {node.op for node in graph_def.node}
+    ops.update(node.op for function in graph_def.library.function for node in function.node_def)
+    return ops

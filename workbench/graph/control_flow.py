@@ -131,3 +131,76 @@ def check_frames(graph: Graph) -> None:
             f"frames ({shown}; {len(mixed)} such node(s)), so TensorFlow would refuse it. "
             "Freezing left a node outside its while loop, a case the workbench does not "
             "repair yet: report it with this message.")
+
+
+# --- tf.cond branches ----------------------------------------------------------------------
+
+SWITCH_OPS = frozenset({"Switch", "RefSwitch", "_SwitchN"})  # _SwitchN: a lowered tf.switch_case
+# The branches a node runs in: (predicate tensor, Switch output port) pairs it hangs from, not
+# yet closed by a Merge; empty outside every cond. A lowered cond switches each of its inputs
+# apart, all on one predicate: the predicate, not the Switch, names the branch. A loop's own
+# Switch (on its LoopCond) is left out: loop frames are tracked apart.
+Branch = frozenset[tuple[str, int]]
+UNCONDITIONAL: Branch = frozenset()
+
+
+def cond_branches(graph: Graph) -> dict[str, Branch | None]:
+    """The cond branch each node runs in, None for nodes without inputs (a Const can serve any
+    branch). TensorFlow runs a node only when every input is live, so nodes of different
+    branches must never share one engine: it would wait for the branch that did not run, and
+    take the one that did down with it. A Merge (the cond's end) runs in what its data inputs
+    share; back edges (NextIteration -> Merge) are left out, as TF's order leaves them."""
+    nodes = graph.real_nodes
+    ops = {node.name: node.op for node in nodes}
+    pending = {node.name: len(_forward_inputs(node, ops)) for node in nodes}
+    branch: dict[str, Branch | None] = {}
+    queue = deque(node for node in nodes if pending[node.name] == 0)
+    while queue:
+        node = queue.popleft()
+        branch[node.name] = _branch_of(graph, node, ops, branch)
+        for consumer in _forward_consumers(graph, node):
+            pending[consumer.name] -= 1
+            if pending[consumer.name] == 0:
+                queue.append(consumer)
+    return branch
+
+
+def _forward_inputs(node: Node, ops: dict[str, str]) -> list[str]:
+    names = [ref.node for ref in node.inputs] + list(node.control_inputs)
+    if node.op in MERGE_OPS:
+        names = [n for n in names if ops.get(n) not in NEXT_ITERATION_OPS]
+    return [n for n in names if n in ops]
+
+
+def _forward_consumers(graph: Graph, node: Node) -> list[Node]:
+    consumers = [c for c, _ in graph.consumers[node.name]] + graph.control_consumers[node.name]
+    if node.op in NEXT_ITERATION_OPS:
+        consumers = [c for c in consumers if c.op not in MERGE_OPS]
+    return consumers
+
+
+def _branch_of(graph: Graph, node: Node, ops: dict[str, str],
+               branch: dict[str, Branch | None]) -> Branch | None:
+    def through(name: str, port: int | None) -> Branch:
+        own = branch.get(name) or UNCONDITIONAL
+        source = graph.by_name[name]
+        if port is None or source.op not in SWITCH_OPS or _is_loop_switch(graph, source):
+            return own
+        return own | {(str(source.inputs[1]), port)}
+
+    data = [through(ref.node, ref.port) for ref in node.inputs if ref.node in branch]
+    if node.op in MERGE_OPS:
+        return frozenset.intersection(*data) if data else UNCONDITIONAL
+    control = [through(name, None) for name in node.control_inputs if name in branch]
+    if not node.inputs and not node.control_inputs:
+        return None
+    return frozenset().union(*data, *control)
+
+
+def _is_loop_switch(graph: Graph, switch: Node) -> bool:
+    return len(switch.inputs) > 1 and graph.by_name[switch.inputs[1].node].op == "LoopCond"
+
+
+def branches_join(a: Branch | None, b: Branch | None) -> bool:
+    """Whether clusters of branches `a` and `b` may become one (None joins any)."""
+    return a is None or b is None or a == b

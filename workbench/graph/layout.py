@@ -81,14 +81,15 @@ def _to_channels_last(graph_def: Any, node: Any) -> None:
     node.Clear()
     node.name, node.op, node.device = inner.name.removesuffix(SUFFIX), "Transpose", device
     node.input.append(inner.name)
-    node.input.append(_perm_const(graph_def, inner.name + "/to_first", to_first))
+    node.input.append(_perm_const(graph_def, inner.name + "/to_first", to_first, inner.name))
     node.attr["T"].CopyFrom(inner.attr["T"])
     node.attr["Tperm"].type = _int32()
 
 
 def _transpose(graph_def: Any, node: Any, source: str, perm: list[int], label: str) -> str:
     transpose = graph_def.node.add(name=f"{node.name}{SUFFIX}/{label}", op="Transpose")
-    transpose.input.extend([source, _perm_const(graph_def, transpose.name + "/perm", perm)])
+    transpose.input.extend([source,
+                            _perm_const(graph_def, transpose.name + "/perm", perm, source)])
     transpose.attr["T"].CopyFrom(node.attr["T"])
     transpose.attr["Tperm"].type = _int32()
     return transpose.name
@@ -97,18 +98,23 @@ def _transpose(graph_def: Any, node: Any, source: str, perm: list[int], label: s
 def _permuted(graph_def: Any, node: Any, source: str, perm: list[int], label: str) -> str:
     """A vector in data_format's order (the backprop ops' input sizes) reordered by `perm`."""
     gather = graph_def.node.add(name=f"{node.name}{SUFFIX}/{label}", op="GatherV2")
-    axis = _perm_const(graph_def, gather.name + "/axis", 0)
-    gather.input.extend([source, _perm_const(graph_def, gather.name + "/perm", perm), axis])
+    axis = _perm_const(graph_def, gather.name + "/axis", 0, source)
+    gather.input.extend([source, _perm_const(graph_def, gather.name + "/perm", perm, source),
+                         axis])
     gather.attr["Tparams"].type = _int32()
     gather.attr["Tindices"].type = _int32()
     gather.attr["Taxis"].type = _int32()
     return gather.name
 
 
-def _perm_const(graph_def: Any, name: str, values: list[int] | int) -> str:
+def _perm_const(graph_def: Any, name: str, values: list[int] | int, anchor: str) -> str:
+    """A Const hanging on `anchor` (a control input), so it lives in the anchor's loop frame
+    and cond branch: a Const outside a loop may not feed a node inside ("inputs from
+    different frames")."""
     from tensorflow.python.framework import tensor_util
 
     const = graph_def.node.add(name=name, op="Const")
+    const.input.append("^" + anchor.split(":")[0].lstrip("^"))
     const.attr["dtype"].type = _int32()
     const.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(values, "int32"))
     return name

@@ -26,6 +26,7 @@ from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.engines.backends.base import Backend, Engine
 from workbench.engines.runtime.engine_op import DISALLOWED, ENGINE_MISS, EngineOp
 from workbench.engines.runtime.hybrid import engine_function, engines_in_loops, wrap_converted
+from workbench.engines.runtime.output_check import OutputSpec, check_outputs, producer_of
 from workbench.engines.segment import GraphMadeOnUse, NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.engines.weights import LiftedGraph, as_tensor
@@ -70,6 +71,10 @@ class RuntimeGraph:
     # A weak reference to the converted model's `engine -> its TRTEngineOp attributes`
     # (settings, calibration): weak, so the model and its graph make no reference cycle.
     engine_attrs: Callable[[], Callable[[str], dict[str, Any]] | None] | None = None
+    # The signature's outputs every call is checked against (engines/runtime/output_check.py), and
+    # the device the graph was prepared for (named when a check fails).
+    output_specs: list[OutputSpec] = field(default_factory=list)
+    prepared_for: str = ""
 
     def __post_init__(self) -> None:
         self._converted = GraphMadeOnUse(self.converted_source, self.lifted_source)
@@ -388,7 +393,18 @@ class ConvertedModel:
             if not refused:
                 raise
             raise tf.errors.AbortedError(exc.node_def, exc.op, refused[0]) from None
+        self.check_outputs(outputs)
         return dict(zip(self.output_names, outputs, strict=True))
+
+    def check_outputs(self, outputs: Sequence[Any]) -> None:
+        """Raises `WrongOutputError` when an output's dtype or shape is not the signature's."""
+        graph = self.graph
+
+        def producer(index: int) -> str:
+            return producer_of(graph.converted_graph_def, graph.output_tensors[index],
+                               list(self.segments))
+
+        check_outputs(outputs, graph.output_specs, graph.prepared_for, producer)
 
     def _call(self, tensors: list[Any]) -> list[Any]:
         """One call; when an engine called without fallback found no engine to run, the
@@ -551,6 +567,7 @@ class ConvertedModel:
         finally:
             for op in native:
                 op.stop_collecting()
+        self.check_outputs(outputs)
         return dict(zip(self.output_names, outputs, strict=True))
 
     def _run_collecting(self, sets: InputSets, shapes: bool
@@ -712,6 +729,7 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
 
     graph = prepared.graph
     specs = [graph.output_spec(TensorRef.parse(t)) for t in inputs]
+    out_specs = [graph.output_spec(TensorRef.parse(t)) for t in outputs]
     return RuntimeGraph(
         converted_source=converted,
         lifted_source=lifted,
@@ -726,6 +744,9 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
         prepared_graph_def=prepared.graph_def,
         functions=functions,
         engine_settings=engine_settings,
+        output_specs=[OutputSpec.of(name, spec)
+                      for name, spec in zip(loaded.output_names, out_specs, strict=True)],
+        prepared_for=result.prepared_for,
     )
 
 

@@ -429,6 +429,10 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
         for function in (engine_functions or {}).values():
             function.add_to_graph()
         input_map = dict(zip(feeds, args, strict=True))
+        # Control inputs on a fed Placeholder (a lowered while loop's Enters hang on it) follow
+        # it too: unmapped, they kept the imported Placeholder, which nothing feeds.
+        input_map.update({f"^{name.split(':')[0]}": arg
+                          for name, arg in zip(feeds, args, strict=True)})
         graph = tf.compat.v1.get_default_graph()
         input_map.update({f"{name}:0": graph.capture(tensor)
                           for name, tensor in (captured or {}).items()})

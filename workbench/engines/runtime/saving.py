@@ -26,6 +26,7 @@ from typing import Any
 from workbench.conversion.result import EngineInfo
 from workbench.engines.profiles import Profile
 from workbench.engines.runtime.converted_model import ConvertedModel, RuntimeGraph
+from workbench.engines.runtime.output_check import OutputSpec
 from workbench.engines.settings import EngineSettings
 from workbench.engines.weights import LiftedGraph, StoredBytes
 from workbench.errors import WorkbenchError, first_line
@@ -88,6 +89,9 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool,
         "input_tensors": graph.input_tensors, "output_tensors": graph.output_tensors,
         "input_dtypes": graph.input_dtypes,
         "input_shapes": [None if s is None else list(s) for s in graph.input_shapes],
+        "output_specs": [{"dtype": s.dtype, "shape": None if s.shape is None else list(s.shape)}
+                         for s in graph.output_specs],
+        "prepared_for": graph.prepared_for,
         "settings": asdict(model.settings),
         "engine_settings": graph.engine_settings,
         "engines": engines,
@@ -273,6 +277,11 @@ def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel
             input_shapes=[None if s is None else tuple(s) for s in manifest["input_shapes"]],
             signature_key=manifest["signature_key"],
             engine_settings=manifest.get("engine_settings", {}),
+            output_specs=[  # absent from models saved before the output check
+                OutputSpec(name, s["dtype"], None if s["shape"] is None else tuple(s["shape"]))
+                for name, s in zip(manifest["output_names"], manifest.get("output_specs", ()),
+                                   strict=False)],
+            prepared_for=manifest.get("prepared_for", ""),
         )
         settings = EngineSettings(**manifest["settings"])
     except (KeyError, TypeError, ValueError) as exc:
