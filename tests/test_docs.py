@@ -101,6 +101,19 @@ def test_readme_is_short_and_shows_the_app():
     assert "](docs/images/workbench.png)" in text
 
 
+def test_readme_commands_use_the_models_make_run_builds():
+    """A newcomer runs `make run`, then the README's commands: every sample model they name is
+    one `make run` builds (its SAMPLES line)."""
+    samples = re.search(r"^SAMPLES := (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert samples, "the Makefile lost its SAMPLES line"
+    built = set(samples.group(1).split())
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"sample_models/build/(\w+)", readme))
+    named |= set(re.findall(r"sample_models\.build\(\"(\w+)\"\)", readme))
+    assert named and named <= built, f"the README uses {sorted(named - built)}, not built"
+    assert "build $(SAMPLES)" in (ROOT / "Makefile").read_text()
+
+
 def test_benchmark_table_is_current():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "summarize.py"),
                            "--check"], capture_output=True, text=True)
