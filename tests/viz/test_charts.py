@@ -72,11 +72,11 @@ def test_sweep_chart_plots_both_series_and_marks_the_recommendations() -> None:
 
 
 def test_sweep_chart_shares_labels_and_hides_values_beyond_the_sweep() -> None:
-    sweep = tftrt_sweep([30], range(1, 11))
+    sweep = tftrt_sweep([20, 30], range(1, 11))
     rec = recommend_minimum_segment_size(sweep, current=4)
     fig = sweep_chart(sweep, rec)
     markers = recommendation_traces(fig)
-    assert markers["moderate"].visible == "legendonly"  # 30 is beyond thresholds 1..10
+    assert markers["moderate"].visible == "legendonly"  # 25 is beyond thresholds 1..10
     assert "beyond the sweep" in markers["moderate"].name
     assert [a.text for a in fig.layout.annotations] == ["fewest engines = current (4)"]
 
