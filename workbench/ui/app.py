@@ -32,7 +32,7 @@ from workbench.diagnosis import OK, Diagnosis, doctor, footer
 from workbench.errors import WorkbenchError
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
-from workbench.ui.controls import Controls
+from workbench.ui.controls import CONTROLS_WIDTH, Controls
 from workbench.ui.export_tab import ExportTab
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tables import STYLE, note_html
@@ -262,7 +262,9 @@ class Workbench:
                             layout=widgets.Layout(flex="1 1 auto", min_width="0"))
         picker = widgets.VBox([widgets.HTML("<b>Model</b>"),
                                widgets.HBox([self.picker, self.open_button])])
-        self.widget = widgets.HBox([widgets.VBox([picker, self.controls.box()]), main])
+        left = widgets.VBox([picker, self.controls.box()],
+                            layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}"))
+        self.widget = widgets.HBox([left, main])
         self.widget.add_class("wb-app")
 
     # --- background steps -----------------------------------------------------------------
