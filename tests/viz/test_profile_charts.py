@@ -176,4 +176,4 @@ def test_precision_chart_ticks_name_runs_and_the_subtitle_what_measured_them(tri
     fig = precision_chart(trio)
     ticks = {x for trace in fig.data for x in trace.x}
     assert ticks == {"<b>FP32</b>", "<b>FP16</b>", "<b>INT8</b>"}  # one line each: no overprint
-    assert f"FP16 (trtexec on {RTX})" in fig.layout.title.text
+    assert f"FP32, FP16, INT8: trtexec on {RTX}" in fig.layout.title.text

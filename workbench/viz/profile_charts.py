@@ -80,7 +80,12 @@ def precision_chart(table: pd.DataFrame) -> go.Figure:
     # Two charts side by side leave each run a narrow slot: the ticks name the runs, the
     # subtitle what measured each (two-line ticks printed over each other).
     labels = [f"<b>{r}</b>" for r in runs]
-    measured = "; ".join(_run_label(frame[frame["run"] == r]) for r in runs)
+    producers: dict[str, list[str]] = {}
+    for r in runs:
+        first = frame[frame["run"] == r].iloc[0]
+        producers.setdefault(f"{first['source']} on {first['device']}", []).append(r)
+    measured = "; ".join(f"{', '.join(names)}: {producer}"
+                         for producer, names in producers.items())
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("layers per precision (count)",
                                         "latency per precision (ms)"))
@@ -95,7 +100,8 @@ def precision_chart(table: pd.DataFrame) -> go.Figure:
                     showlegend=False, row=1, col=2,
                     hovertemplate=f"{precision}: %{{y:.3f}} ms<extra>%{{x}}</extra>")
     _layout(fig, "Precision per layer (from each layer's output format)"
-            f"<br><sup>{measured}</sup>", 460, "precision", barmode="stack")
+            f"<br><sup>{measured}</sup>", 480, "precision", barmode="stack")
+    fig.update_layout(margin={"t": 110})  # the subtitle above the subplots' titles
     fig.update_xaxes(tickangle=0)
     return fig
 
