@@ -381,8 +381,12 @@ class Workbench:
         params, verdicts = value
         self.tensorrt[params] = verdicts
         built = sum(v["built"] for v in verdicts.values())
+        # The verdict box below shows them while these settings are shown; the note says
+        # when they belong to settings changed in the meantime.
+        current = params == self.params.validated()
         self.summary_tab.tensorrt_progress(
-            f"TensorRT built {built} of {len(verdicts)} engines (tensorrt_* columns)")
+            "" if current else f"TensorRT built {built} of {len(verdicts)} engines of settings "
+            "changed since (set them back to see them)")
         self.refresh()
 
     def _verdicts_failed(self, exc: BaseException) -> None:

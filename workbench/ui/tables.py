@@ -28,6 +28,10 @@ STYLE = """
 .wb-app .lm-TabBar-content { flex-wrap: wrap; }
 .wb-app .lm-TabBar-tab { flex: 0 0 auto !important; min-width: 0; max-width: none !important; }
 .wb-knob-notes { margin: 0 0 6px 0; padding-left: 18px; }
+.wb-verdict { font-size: 14px; padding: 6px 10px; margin: 6px 0; border-left: 4px solid #2ca02c;
+              background: #f1f8f1; }
+.wb-verdict-fails { border-left-color: #d62728; background: #fdf1f1; }
+.wb-verdict ul { margin: 4px 0 0 0; font-size: 12px; }
 .wb-headline { font-size: 15px; padding: 4px 0; }
 .wb-headline b { font-size: 18px; }
 .wb-note { color: #5f6b7a; font-size: 12px; }
