@@ -58,7 +58,8 @@ def test_layer_type_chart_stacks_each_runs_total(trio):
     fig = layer_type_chart(trio)
     totals = [sum(t.y[i] for t in fig.data) for i in range(3)]
     assert totals == pytest.approx([12.399744, 4.272736, 2.380608])
-    assert all(RTX in label for label in fig.data[0].x)
+    assert list(fig.data[0].x) == ["<b>FP32</b>", "<b>FP16</b>", "<b>INT8</b>"]
+    assert f"FP32, FP16, INT8: trtexec on {RTX}" in fig.layout.title.text  # what measured them
     # One colour per type, the same in the per-layer chart.
     per_layer = by_name(layer_latency_chart(trio, "FP32"))
     assert by_name(fig)["Reformat"].marker.color == per_layer["Reformat"].marker.color

@@ -58,7 +58,7 @@ def layer_type_chart(table: pd.DataFrame) -> go.Figure:
     frame = table.assign(layer_type=_types(table).map(
         lambda t: t if t in colors else OTHER_TYPES))
     runs = list(dict.fromkeys(frame["run"]))
-    labels = [_run_tick(frame[frame["run"] == r]) for r in runs]
+    labels, measured = _run_ticks(frame, runs)
     totals = frame.groupby(["run", "layer_type"], sort=False)[["avg_ms", "pct"]].sum()
     fig = go.Figure()
     for layer_type in _by_total(frame, "layer_type"):
@@ -68,7 +68,8 @@ def layer_type_chart(table: pd.DataFrame) -> go.Figure:
                     customdata=pct,
                     hovertemplate=f"{layer_type}<br>%{{y:.3f}} ms (%{{customdata:.1f}}%)"
                                   "<extra>%{x}</extra>")
-    _layout(fig, "Latency per layer type", 480, "layer type", barmode="stack")
+    _layout(fig, f"Latency per layer type<br><sup>{measured}</sup>", 480, "layer type",
+            barmode="stack")
     fig.update_yaxes(title_text="sum of layer latencies (ms)")
     return fig
 
@@ -77,15 +78,7 @@ def precision_chart(table: pd.DataFrame) -> go.Figure:
     """Layers and latency per precision, per run (what FP16/INT8 building changed)."""
     frame = table.assign(precision=table["precision"].fillna("unknown"))
     runs = list(dict.fromkeys(frame["run"]))
-    # Two charts side by side leave each run a narrow slot: the ticks name the runs, the
-    # subtitle what measured each (two-line ticks printed over each other).
-    labels = [f"<b>{r}</b>" for r in runs]
-    producers: dict[str, list[str]] = {}
-    for r in runs:
-        first = frame[frame["run"] == r].iloc[0]
-        producers.setdefault(f"{first['source']} on {first['device']}", []).append(r)
-    measured = "; ".join(f"{', '.join(names)}: {producer}"
-                         for producer, names in producers.items())
+    labels, measured = _run_ticks(frame, runs)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("layers per precision (count)",
                                         "latency per precision (ms)"))
@@ -253,10 +246,16 @@ def _run_label(rows: pd.DataFrame) -> str:
     return f"{first['run']} ({first['source']} on {first['device']})"
 
 
-def _run_tick(rows: pd.DataFrame) -> str:
-    """A category-axis label: the run, and on a second line what measured it."""
-    first = rows.iloc[0]
-    return f"<b>{first['run']}</b><br>{first['source']} on {first['device']}"
+def _run_ticks(frame: pd.DataFrame, runs: list[str]) -> tuple[list[str], str]:
+    """Category ticks naming the runs, and a subtitle saying what measured which: long
+    `source on device` ticks slant and eat the plot (and print over each other side by side)."""
+    producers: dict[str, list[str]] = {}
+    for run in runs:
+        first = frame[frame["run"] == run].iloc[0]
+        producers.setdefault(f"{first['source']} on {first['device']}", []).append(run)
+    measured = "; ".join(f"{', '.join(names)}: {producer}"
+                         for producer, names in producers.items())
+    return [f"<b>{run}</b>" for run in runs], measured
 
 
 def _types(rows: pd.DataFrame) -> pd.Series:
