@@ -63,6 +63,9 @@ def test_three_segments_follow_torch_tensorrt_rules() -> None:
     assert "(7.00)" in rec.notes["moderate"] and "1 engine," in rec.notes["moderate"]
     assert "2 engines, 35.00% of nodes converted [14/40]" in rec.notes["current"]
     assert "any value from 3 to 5 gives the same engines" in rec.notes["current"]
+    lines = str(rec).splitlines()  # what a notebook's print shows: sentences, not a repr
+    assert [line.split(":")[0] for line in lines] == ["fewest engines", "moderate", "current"]
+    assert lines[1].startswith("moderate: 7. minimum_segment_size=7 is the mean")
 
 
 def test_fewest_engines_plateau_takes_the_current_value_when_it_is_on_it() -> None:

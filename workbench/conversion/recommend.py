@@ -29,6 +29,11 @@ class Recommendation:
     current: int  # the user's current value
     notes: dict[str, str]
 
+    def __str__(self) -> str:
+        """The three values with their sentences, one a line (what `print` shows)."""
+        return "\n".join(f"{key.replace('_', ' ')}: {getattr(self, key)}. {note}"
+                         for key, note in self.notes.items())
+
 
 @dataclass(frozen=True)
 class _Outcome:
