@@ -36,6 +36,15 @@ assert [sweep[i].total_nodes for i in (0, 2, 5)] == [256, 254, 251]  # the text'
 assert (recommendation.fewest_engines, recommendation.moderate) == (6, 8)
 assert dynamic.result.percent_converted > converter.result.percent_converted
 """,
+    "03_precision": """
+split = dict(zip(table.precision, table["split casts"]))
+assert split["FP16"] >= 1 and split["FP32"] == 0  # FP16 splits the float Casts
+assert "calibration_input_fn" in message  # INT8 without one: TF-TRT's ValueError
+assert not check.validation.passed  # FP16 overflows inside the middle engine
+assert check.validation.outputs[0].nan + check.validation.outputs[0].inf > 0
+worst = ranking.engines[0]
+assert "Square" in worst.ops and worst.inf > 0
+""",
 }
 
 
