@@ -33,10 +33,17 @@ system-deps:
 	@command -v dot >/dev/null && command -v chromium >/dev/null || { \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq graphviz chromium >/dev/null; }
 
-# The main job: JupyterLab on the workbench notebook (open the URL it prints).
+# The sample models the README's and the app's examples use (about a minute on 2 cores, then reused).
+SAMPLES := tiny_bert detector digits_cnn resnet50
+
+# The main job: JupyterLab on the workbench notebook. Its log stays at warnings, so the URL to
+# open is what it prints (JupyterLab prints that banner at every log level). Notebooks are saved
+# without outputs (tools/jupyter_server_config.py), so the tracked ones stay clean.
 run: install
-	$(PY) -m sample_models build resnet50
-	cd notebooks && ../$(VENV)/bin/jupyter lab 00_workbench.ipynb --ip=127.0.0.1 $(LAB_ROOT)
+	$(PY) -m sample_models build $(SAMPLES)
+	@echo "Starting JupyterLab: open the http://127.0.0.1:... URL below (Ctrl-C to stop)."
+	cd notebooks && ../$(VENV)/bin/jupyter lab 00_workbench.ipynb --ip=127.0.0.1 $(LAB_ROOT) \
+		--ServerApp.log_level=WARN --config=../tools/jupyter_server_config.py
 
 # The same view without Jupyter: a static HTML report.
 report: install

@@ -101,6 +101,19 @@ def test_readme_is_short_and_shows_the_app():
     assert "](docs/images/workbench.png)" in text
 
 
+def test_readme_commands_use_the_models_make_run_builds():
+    """A newcomer runs `make run`, then the README's commands: every sample model they name is
+    one `make run` builds (its SAMPLES line)."""
+    samples = re.search(r"^SAMPLES := (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert samples, "the Makefile lost its SAMPLES line"
+    built = set(samples.group(1).split())
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"sample_models/build/(\w+)", readme))
+    named |= set(re.findall(r"sample_models\.build\(\"(\w+)\"\)", readme))
+    assert named and named <= built, f"the README uses {sorted(named - built)}, not built"
+    assert "build $(SAMPLES)" in (ROOT / "Makefile").read_text()
+
+
 def test_benchmark_table_is_current():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "summarize.py"),
                            "--check"], capture_output=True, text=True)
@@ -132,3 +145,38 @@ def test_every_benchmark_writes_its_figures():
                      - {ROOT / "benchmarks" / "record.py", ROOT / "benchmarks" / "summarize.py"})
     silent = [s.name for s in scripts if "record.write(" not in s.read_text()]
     assert not silent, f"benchmarks that do not write their figures (record.write): {silent}"
+
+
+@pytest.mark.slow
+def test_site_searches_when_opened_from_disk(tmp_path: Path):
+    """The README says to open site/index.html: search must work on file://, with nothing
+    fetched from the network (this machine reaches none)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from jupyter_lab import CHROMIUM, CHROMIUM_ARGS
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is absent: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    site = tmp_path / "site"
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--quiet", "-d", str(site)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=PAGE_TIMEOUT_S,
+                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert "unpkg.com" not in (site / "index.html").read_text()  # nothing from a CDN
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM),
+                                             args=list(CHROMIUM_ARGS))
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto((site / "index.html").as_uri())
+            search = page.locator("input.md-search__input")
+            search.click()
+            search.type("minimum_segment_size", delay=20)
+            page.locator(".md-search-result__item").first.wait_for(timeout=20_000)
+            meta = page.locator(".md-search-result__meta").inner_text()
+        finally:
+            browser.close()
+    assert re.match(r"\d+ matching documents", meta), meta

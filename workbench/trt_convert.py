@@ -25,6 +25,7 @@ from workbench.conversion.params import (
     check_precision_mode,
     with_environment,
 )
+from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
 from workbench.conversion.report import (
     ConversionReport,
     detailed_report_setting,
@@ -289,6 +290,14 @@ class TrtGraphConverterV2:
     def sweep(self, thresholds: Sequence[int] = range(1, 65)) -> list[ConversionResult]:
         """The conversion for every `minimum_segment_size` in `thresholds`, at once."""
         return self.session.sweep(self._params, thresholds)
+
+    def recommend_minimum_segment_size(self, thresholds: Sequence[int] = range(1, 65)
+                                       ) -> Recommendation:
+        """Recommended `minimum_segment_size` values read off `sweep(thresholds)`: the fewest
+        engines, a moderate one (Torch-TensorRT's dry run) and the current one, each with a
+        sentence (`print` shows them)."""
+        return recommend_minimum_segment_size(self.sweep(thresholds),
+                                              self._params.minimum_segment_size)
 
 
 def __getattr__(name: str) -> Any:

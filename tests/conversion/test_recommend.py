@@ -23,15 +23,31 @@ def test_three_segments_follow_torch_tensorrt_rules() -> None:
     assert "(7.00)" in rec.notes["moderate"] and "1 engine," in rec.notes["moderate"]
     assert "2 engines, 35.00% of nodes converted [14/40]" in rec.notes["current"]
     assert "any value from 3 to 5 gives the same engines" in rec.notes["current"]
+    lines = str(rec).splitlines()  # what a notebook's print shows: sentences, not a repr
+    assert [line.split(":")[0] for line in lines] == ["fewest engines", "moderate", "current"]
+    assert lines[1].startswith("moderate: 7. minimum_segment_size=7 is the mean")
 
 
 def test_fewest_engines_plateau_takes_the_current_value_when_it_is_on_it() -> None:
     sweep = tftrt_sweep([30], range(1, 11))
     rec = recommend_minimum_segment_size(sweep, current=4)
     assert rec.fewest_engines == 4
-    # The mean engine size (30) is outside the sweep: the outcome is predicted from the engines.
-    assert rec.moderate == 30
-    assert "1 engine holding 30 nodes" in rec.notes["moderate"]
+    # The mean engine size (30) is the engine's own size, the cliff edge (31 drops it): the
+    # moderate value moves down the plateau 1..30 to the current value.
+    assert rec.moderate == 4
+    assert "every value from 1 to 30 gives the same engines" in rec.notes["moderate"]
+
+
+def test_moderate_is_never_the_cliff_edge() -> None:
+    # ResNet-50: one engine of 503 effective nodes; 504 leaves nothing converted.
+    sweep = tftrt_sweep([503], range(1, 505))
+    rec = recommend_minimum_segment_size(sweep, current=3)
+    assert (rec.fewest_engines, rec.moderate, rec.current) == (3, 3, 3)
+    assert "which 504 would drop" in rec.notes["moderate"]
+    assert "1 engine, " in rec.notes["moderate"]
+    # Several engines: the mean (10) is the largest engine's size; 6..10 keep it alone.
+    rec = recommend_minimum_segment_size(tftrt_sweep([5, 10, 15], range(1, 17)), current=2)
+    assert rec.moderate == 6  # (5 + 10 + 15) / 3 = 10, an engine's size: 6..10 keep it
 
 
 def test_fewest_engines_prefers_more_converted_nodes_then_the_smaller_value() -> None:
@@ -53,7 +69,8 @@ def test_engine_limit_is_respected_in_the_sweep() -> None:
     sweep = tftrt_sweep([1, 3, 1, 3, 2], range(1, 5), max_engines=2)
     rec = recommend_minimum_segment_size(sweep, current=1)
     assert [len(r.engines) for r in sweep] == [2, 2, 2, 0]
-    assert rec.fewest_engines == 1 and rec.moderate == 3
+    # The two engines are 3 nodes each (mean 3, the cliff edge): 1 to 3 give them.
+    assert rec.fewest_engines == 1 and rec.moderate == 1
 
 
 def test_without_engines_everything_stays_at_the_current_value() -> None:

@@ -290,12 +290,17 @@ def test_the_apps_summary_tab_shows_verdicts_for_the_settings_they_were_made_for
     app = Workbench(sample_models.build("detector"), store=tmp_path / "runs", background=False)
     assert "tensorrt_built" not in app.summary_tab.html.value
     app.check_tensorrt()
-    assert "TensorRT built 3 of 3 engines" in app.summary_tab.tensorrt_note.value
+    # At the top of the tab, above the advice: the engine table's columns are far right.
+    assert "TensorRT-RTX 1.7.1.116 builds 3 of 3 engines" in app.summary_tab.verdict.value
+    assert app.summary_tab.widget.children.index(app.summary_tab.verdict) == 1
     assert "tensorrt_built" in app.summary_tab.html.value
     assert app.report.engines["tensorrt_built"].all()
     verdicts = next(iter(app.tensorrt.values()))
     app.set_params({"minimum_segment_size": 5})  # other settings: their verdicts are not made
     assert "tensorrt_built" not in app.summary_tab.html.value
+    assert app.summary_tab.verdict.value == ""  # no stale verdict beside other settings
+    app.set_params({"minimum_segment_size": 3})
+    assert "builds 3 of 3 engines" in app.summary_tab.verdict.value
     page = html_report(ConversionSession.open(sample_models.build("detector")),
                        app.params.__class__(), tensorrt=verdicts)
     assert "TensorRT&#x27;s verdict" in page and "TensorRT-RTX 1.7.1.116" in page
@@ -314,3 +319,15 @@ def test_engines_inside_a_tftrt_convert_function_get_verdicts_at_its_precision(t
     (engine,) = function["engines"]
     assert engine["tensorrt"] == inside.to_json()
     assert converter.report.function_engines["tensorrt_built"].tolist() == [True]
+
+
+def test_the_verdict_box_names_each_engine_tensorrt_refuses():
+    from workbench.ui.tabs import verdict_html
+
+    box = verdict_html({
+        "TRTEngineOp_000_000": {"parsed": True, "built": True, "builder": "TensorRT-RTX 1.7"},
+        "TRTEngineOp_000_001": {"parsed": False, "built": False, "error": "no importer for X\nat"},
+    })
+    assert "TensorRT-RTX 1.7 builds 1 of 2 engines" in box and "wb-verdict-fails" in box
+    assert "<code>TRTEngineOp_000_001</code>: parse failed (no importer for X)" in box
+    assert "TRTEngineOp_000_000</code>" not in box

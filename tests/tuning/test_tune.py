@@ -3,6 +3,7 @@ searches on an embedded Dask LocalCluster (resume, the CLI's JSON)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -155,6 +156,40 @@ def test_inaccurate_trials_only_recommend_the_most_accurate():
     result = TuneResult([_record("a", 1.0, 0.5, 50.0), _record("b", 2.0, 0.2, 50.0)])
     assert result.recommended["trial_id"] == "b"
     assert result.recommended["reason"].startswith("no trial stays within")
+
+
+def test_recommendation_explains_ties_and_larger_speedups_of_slower_trials():
+    chosen, tie, slower = (_record("chosen", 2.00, 1e-5, 80.0), _record("tie", 2.05, 1e-5, 60.0),
+                           _record("slower", 3.00, 1e-5, 40.0))
+    slower = dataclasses.replace(slower, speedup=3.5)  # its native TF run happened to be slow
+    reason = TuneResult([chosen, tie, slower]).recommended["reason"]
+    assert TuneResult([chosen, tie, slower]).recommended["trial_id"] == "chosen"
+    assert "FP32 min 60 timed within 5% of it, which is within timing noise: a tie" in reason
+    assert "FP32 min 40 shows a larger speedup (3.50x) but ran slower (3.00 ms)" in reason
+    alone = TuneResult([chosen, _record("far", 9.0, 1e-5, 50.0)]).recommended["reason"]
+    assert "tie" not in alone and "larger speedup" not in alone
+
+
+@pytest.mark.slow
+def test_trials_on_two_workers_measure_one_at_a_time(local_client):
+    """The measuring lock: two workers' checks never overlap (each would steal the other's
+    cores and slow its timing)."""
+
+    def hold_measuring_turn(seconds: float) -> tuple[float, float]:  # pickled by value
+        import time
+
+        from workbench.tuning.trial import _measuring_turn
+
+        with _measuring_turn():
+            start = time.time()
+            time.sleep(seconds)
+            return start, time.time()
+
+    workers = list(local_client.scheduler_info()["workers"])
+    futures = [local_client.submit(hold_measuring_turn, 1.0, pure=False, workers=[w])
+               for w in workers]
+    (start_a, end_a), (start_b, end_b) = sorted(local_client.gather(futures))
+    assert len(workers) == 2 and end_a <= start_b
 
 
 def test_tune_refuses_what_it_cannot_run(tmp_path):

@@ -183,11 +183,15 @@ def test_loading_shows_the_preparation_steps_then_from_cache(
     assert "from cache" not in second.status.value  # shown once, when loading ends
 
 
-def test_export_tab_writes_the_current_settings_and_shows_the_text(app: Workbench,
-                                                                    tmp_path: Path) -> None:
+def test_export_tab_writes_the_current_settings_and_shows_the_text(
+        app: Workbench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app.controls.precision.value = "FP16"
     tab = app.export_tab
     assert "FP16" in tab.settings.value
+    monkeypatch.chdir(tmp_path)  # the notebook's folder: the default file goes in a subfolder
+    tab.button.click()
+    assert (tmp_path / "workbench_exports" / "convert_tftrt.py").is_file()
+    assert not (tmp_path / "convert_tftrt.py").exists()
     tab.path.value = str(tmp_path / "convert_tftrt.py")
     tab.button.click()
     written = tmp_path / "convert_tftrt.py"
@@ -199,3 +203,33 @@ def test_export_tab_writes_the_current_settings_and_shows_the_text(app: Workbenc
     tab.path.value = str(tmp_path / "missing" / "x.sh")
     tab.button.click()
     assert "does not exist" in app.status.value and not (tmp_path / "missing").exists()
+
+
+def test_picker_opens_samples_by_name_and_paths(tmp_path: Path) -> None:
+    """The model picker: a name of `models` builds (or reuses) that sample; a typed path opens;
+    the previous model's measurements go; the notes say which knobs cannot change anything."""
+    built: list[str] = []
+
+    def detector() -> Path:
+        built.append("detector")
+        return sample_models.build("detector")
+
+    app = Workbench("detector", models={"detector": detector}, store=tmp_path / "runs",
+                    background=False)
+    assert built == ["detector"] and app.error is None and len(app.result.engines) == 3
+    assert app.picker.value == "detector" and list(app.picker.options) == ["detector"]
+    notes = app.knob_notes.value
+    assert "minimum_segment_size: every value from 1 to" in notes
+    # FP16 splits the detector's Casts, dynamic shape converts its NMS: both matter here.
+    assert "precision_mode" not in notes and "use_dynamic_shape" not in notes
+    app.profile()
+    assert app.profile_table is not None
+    app.picker.value = str(sample_models.build("digits_cnn"))
+    app.open_button.click()
+    assert app.error is None and "digits_cnn" in str(app.result.model)
+    assert app.profile_table is None  # the detector's profile does not describe this model
+    assert "precision_mode: FP32, FP16 and INT8 give these same engines" in app.knob_notes.value
+    app.controls.precision.value = "INT8"
+    assert "INT8 needs calibration data" in app.knob_notes.value
+    app.open(tmp_path / "missing")
+    assert app.error and "missing" in app.error

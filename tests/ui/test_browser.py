@@ -314,3 +314,55 @@ def test_lab_server_stops_with_its_kernels(tmp_path: Path) -> None:
     )
     with pytest.raises(OSError):
         lab.api("GET", "api/status")
+
+
+# What overflows sideways: the tabs out of their bar, the app out of its output area, a table
+# out of its tab (a table must scroll inside its own box), the notebook out of the window.
+LAYOUT_JS = """() => {
+  const app = document.querySelector('.wb-app');
+  const right = (e) => e.getBoundingClientRect().right;
+  const panel = app.querySelector('.widget-tab-contents');
+  const out = app.closest('.jp-OutputArea-output');
+  const notebook = app.closest('.jp-WindowedPanel-outer') || app.closest('.jp-Notebook');
+  return {
+    app_width: app.getBoundingClientRect().width,
+    tabs_out: [...app.querySelectorAll('.lm-TabBar-tab')]
+      .filter((t) => right(t) > right(app) + 1).map((t) => t.textContent),
+    app_overflow: out.scrollWidth - out.clientWidth,
+    notebook_overflow: notebook.scrollWidth - notebook.clientWidth,
+    tables_out: [...app.querySelectorAll('.wb-scroll')]
+      .filter((e) => e.offsetParent && right(e) > right(panel) + 1).length,
+  };
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium")
+def test_app_fits_the_window_with_the_sidebar_open(tmp_path: Path) -> None:
+    """At 1280 and 1440 px with JupyterLab's file browser open (its default), no tab, table
+    or chart pushes the app sideways; screenshots `layout_<width>_<tab>.png`."""
+    with (
+        jupyter_lab([NOTEBOOK], tmp_path) as lab,
+        chromium_page(tmp_path / "chromium", width=1280) as page,
+        screenshot_on_failure(page),
+    ):
+        page.goto(lab.url(f"lab/tree/{NOTEBOOK.name}"), wait_until="domcontentloaded")
+        wait_until("JupyterLab opening the notebook", lambda: kernel_ready(page), 60,
+                   lambda: page_text(page))
+        page.evaluate("() => { jupyterapp.shell.activateById('filebrowser');"
+                      " jupyterapp.shell.collapseRight(); }")
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        wait_for_state(page, "the workbench ready", lambda s: is_idle(s) and s["summary"],
+                       LOAD_TIMEOUT_S)
+        problems = {}
+        for width in (1280, 1440):
+            page.set_viewport_size({"width": width, "height": 1000})
+            for tab in ("Summary", "Charts", "Export"):
+                page.get_by_role("tab", name=tab).click()
+                page.wait_for_timeout(500)  # plotly and Lumino settle on the new width
+                layout = page.evaluate(LAYOUT_JS)
+                screenshot(page, f"layout_{width}_{tab.lower()}.png")
+                bad = {k: v for k, v in layout.items() if k != "app_width" and v}
+                if bad:
+                    problems[f"{width} px, {tab}"] = {**bad, "app_width": layout["app_width"]}
+        assert not problems, problems

@@ -17,6 +17,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.conversion.whatif import blocking_op_types
 from workbench.ui.store import ExperimentStore, Run
 from workbench.viz.charts import (
+    LEGEND_GAP_PX,
     blocking_ops_chart,
     engine_sizes_chart,
     latency_chart,
@@ -68,15 +69,22 @@ def test_sweep_chart_plots_both_series_and_marks_the_recommendations() -> None:
         assert rec.notes[key][:40] in trace.hovertemplate.replace("<br>", " ")
     labels = sorted(a.text for a in fig.layout.annotations)
     assert labels == ["current (3)", "fewest engines (6)", "moderate (7)"]
+    # The labels hang from the top, in headroom above 100% and above the most engines.
+    assert all(a.yanchor == "top" and a.y == 1.0 for a in fig.layout.annotations)
+    assert fig.layout.yaxis.range[1] >= 125 and max(fig.layout.yaxis.tickvals) == 100
+    assert fig.layout.yaxis2.range[1] >= 3 * 1.25
+    # The legend sits below the x-axis title: LEGEND_GAP_PX under the plot, whatever the height.
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert -fig.layout.legend.y * plot_px == pytest.approx(LEGEND_GAP_PX)
     assert_renders_offline(fig)
 
 
 def test_sweep_chart_shares_labels_and_hides_values_beyond_the_sweep() -> None:
-    sweep = tftrt_sweep([30], range(1, 11))
+    sweep = tftrt_sweep([20, 30], range(1, 11))
     rec = recommend_minimum_segment_size(sweep, current=4)
     fig = sweep_chart(sweep, rec)
     markers = recommendation_traces(fig)
-    assert markers["moderate"].visible == "legendonly"  # 30 is beyond thresholds 1..10
+    assert markers["moderate"].visible == "legendonly"  # 25 is beyond thresholds 1..10
     assert "beyond the sweep" in markers["moderate"].name
     assert [a.text for a in fig.layout.annotations] == ["fewest engines = current (4)"]
 
@@ -190,6 +198,8 @@ def test_runs_chart_compares_runs_side_by_side(store: ExperimentStore) -> None:
     labels = list(fig.layout.xaxis.categoryarray)
     assert len(set(labels)) == 3 and sum(label.startswith("baseline [") for label in labels) == 2
     assert "fp16" in labels
+    # Every row of bars names its runs (shared axes would label the bottom row only).
+    assert fig.layout.xaxis.showticklabels and fig.layout.xaxis2.showticklabels
     fp16 = next(t for t in percent if t.name == "FP16")
     assert "minimum_segment_size=6" in fp16.customdata[0]
     assert fig.layout.yaxis.title.text == "%" and fig.layout.yaxis2.title.text == "count"

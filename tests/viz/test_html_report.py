@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -196,3 +197,13 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     assert run.returncode == 2
     assert run.stderr.startswith(message)
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+
+
+def test_the_page_says_which_knobs_change_nothing_here(tiny_session) -> None:
+    from workbench.viz.view import build_view
+
+    view = build_view(tiny_session, ConversionParams(precision_mode="INT8"))
+    page = html_report(tiny_session, ConversionParams(precision_mode="INT8"))
+    assert view.knob_notes and "INT8 needs calibration data" in " ".join(view.knob_notes)
+    for note in view.knob_notes:
+        assert f"<li>{html.escape(note)}</li>" in page

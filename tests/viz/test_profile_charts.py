@@ -58,7 +58,8 @@ def test_layer_type_chart_stacks_each_runs_total(trio):
     fig = layer_type_chart(trio)
     totals = [sum(t.y[i] for t in fig.data) for i in range(3)]
     assert totals == pytest.approx([12.399744, 4.272736, 2.380608])
-    assert all(RTX in label for label in fig.data[0].x)
+    assert list(fig.data[0].x) == ["<b>FP32</b>", "<b>FP16</b>", "<b>INT8</b>"]
+    assert f"FP32, FP16, INT8: trtexec on {RTX}" in fig.layout.title.text  # what measured them
     # One colour per type, the same in the per-layer chart.
     per_layer = by_name(layer_latency_chart(trio, "FP32"))
     assert by_name(fig)["Reformat"].marker.color == per_layer["Reformat"].marker.color
@@ -159,3 +160,21 @@ def test_figures_render_offline(trio):
                             "precision per layer", "sunburst", "runs compared"}
     html = figures["sunburst"].to_html(include_plotlyjs=True, full_html=True)
     assert "Plotly.newPlot" in html and not re.search(r"<script[^>]+src=", html)
+
+
+def test_layer_type_colours_are_distinct_and_small_types_grouped(trio):
+    fig = layer_type_chart(trio)
+    names = [t.name for t in fig.data]
+    colors = [t.marker.color for t in fig.data]
+    assert len(names) <= 10 and len(set(colors)) == len(colors)  # no scrolling legend
+    types = trio["layer_type"].fillna("(no layer info)").nunique()
+    assert ("other layer types" in names) == (types > 10)
+    latency = layer_latency_chart(trio, "FP32")
+    assert {t.name for t in latency.data} <= set(names)  # one colour per type in both
+
+
+def test_precision_chart_ticks_name_runs_and_the_subtitle_what_measured_them(trio):
+    fig = precision_chart(trio)
+    ticks = {x for trace in fig.data for x in trace.x}
+    assert ticks == {"<b>FP32</b>", "<b>FP16</b>", "<b>INT8</b>"}  # one line each: no overprint
+    assert f"FP32, FP16, INT8: trtexec on {RTX}" in fig.layout.title.text

@@ -158,6 +158,12 @@ def _precision_trials(session: ConversionSession, params: ConversionParams
             yield _Trial("precision_mode", mode, {"precision_mode": mode}, params.precision_mode)
 
 
+def precision_changes_segments(session: ConversionSession, params: ConversionParams) -> bool:
+    """Whether another precision family segments this graph differently (an op rule differs by
+    precision for one of its nodes); otherwise precision_mode only changes the engines' kernels."""
+    return any(True for _ in _precision_trials(session, params))
+
+
 def _splits_in_fp16(node: Any) -> bool:
     """A Cast to float from anything but half, which FP16 conversion splits in two."""
     return node.op == "Cast" and node.attr("DstT") == "float" and node.attr("SrcT") != "half"

@@ -6,7 +6,9 @@ rounded up (moderate) and the smallest engine's size (what the current setting a
 TF-TRT compares each segment's *effective* size (Identity/Snapshot/StopGradient not counted,
 spec §2.9) against the threshold, so effective sizes play the role of Torch's operator counts.
 The fewest-engines value is read off a sweep instead, so that it is a value the sweep (and its
-chart) actually shows.
+chart) actually shows. A mean that equals an engine's size sits on a cliff edge (one more and that
+engine is gone: ResNet-50's single 503-node engine made "moderate: 503"); the moderate value then
+moves down its plateau, to the value nearest the current one that gives the same engines.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ class Recommendation:
     moderate: int  # ceil(mean effective engine size) at the current value, as Torch-TRT does
     current: int  # the user's current value
     notes: dict[str, str]
+
+    def __str__(self) -> str:
+        """The three values with their sentences, one a line (what `print` shows)."""
+        return "\n".join(f"{key.replace('_', ' ')}: {getattr(self, key)}. {note}"
+                         for key, note in self.notes.items())
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,8 @@ def recommend_minimum_segment_size(
     fewest = _fewest_engines(by_threshold, current)
     base = _base_result(by_threshold, current)
     sizes = [e.effective_size for e in base.engines]
-    moderate = math.ceil(round(sum(sizes) / len(sizes), 2))  # Torch rounds the mean to 2 places
+    mean = math.ceil(round(sum(sizes) / len(sizes), 2))  # Torch rounds the mean to 2 places
+    moderate = _off_the_edge(sizes, mean, current)
     notes = {
         "fewest_engines": (
             f"minimum_segment_size={fewest} gives the fewest engines in the sweep: "
@@ -70,6 +78,12 @@ def recommend_minimum_segment_size(
             f"({sum(sizes) / len(sizes):.2f}) at minimum_segment_size="
             f"{_threshold(base)}, rounded up (Torch-TensorRT's moderate choice): "
             f"{_predicted(by_threshold, base, moderate).describe()}."
+        ) if moderate == mean else (
+            f"minimum_segment_size={moderate}: the mean effective engine size "
+            f"({sum(sizes) / len(sizes):.2f}, Torch-TensorRT's moderate choice) rounds up to "
+            f"{mean}, the size of an engine, which {mean + 1} would drop; every value from "
+            f"{_plateau_start(sizes, mean)} to {mean} "
+            f"gives the same engines: {_predicted(by_threshold, base, moderate).describe()}."
         ),
         "current": _current_note(by_threshold, current),
     }
@@ -104,6 +118,19 @@ def _base_result(by_threshold: dict[int, ConversionResult], current: int) -> Con
     if result is not None and result.engines:
         return result
     return by_threshold[min(t for t, r in by_threshold.items() if r.engines)]
+
+
+def _plateau_start(sizes: list[int], value: int) -> int:
+    """The smallest threshold that keeps the same engines as `value` (from these sizes)."""
+    return max((s for s in sizes if s < value), default=0) + 1
+
+
+def _off_the_edge(sizes: list[int], mean: int, current: int) -> int:
+    """`mean`, unless an engine has exactly that size (the next value drops it): then the
+    value nearest `current` among those that give the same engines."""
+    if mean not in sizes:
+        return mean
+    return max(_plateau_start(sizes, mean), min(current, mean))
 
 
 def _predicted(

@@ -12,7 +12,14 @@ from workbench.tuning.record import TrialRecord
 
 def describe(record: TrialRecord) -> str:
     """One line about a finished trial: `FP16 min 3 dynamic(Range): ok, 2.31 ms, 1.8x`."""
-    p = record.params
+    label = settings_label(record.params)
+    if record.status != "ok":
+        return f"{label}: {record.status} ({record.reason})"
+    return _figures_line(label, record)
+
+
+def settings_label(p: dict[str, Any]) -> str:
+    """A trial's settings in a few words: `FP16 min 3 dynamic(Range) deny Conv2D`."""
     label = f"{p['precision_mode']} min {p['minimum_segment_size']}"
     if p.get("use_dynamic_shape"):
         label += f" dynamic({p.get('dynamic_shape_profile_strategy')})"
@@ -22,8 +29,10 @@ def describe(record: TrialRecord) -> str:
         label += " deny " + ",".join(p["denylist"])
     if p.get("max_engines") not in (None, DEFAULT_MAX_ENGINES):
         label += f" max {p['max_engines']}"
-    if record.status != "ok":
-        return f"{label}: {record.status} ({record.reason})"
+    return label
+
+
+def _figures_line(label: str, record: TrialRecord) -> str:
     parts = [f"{record.percent_converted:.1f}% in {record.engines} engine(s)"]
     if record.first_latency:
         parts.append(f"{record.first_latency['mean']:.2f} ms")

@@ -15,9 +15,12 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.tuning.progress import settings_label
 from workbench.tuning.record import TrialRecord
 
 ACCURACY_ATOL = 1e-2
+# Latencies closer than this (relative) are a tie: timings of one setting vary about as much.
+LATENCY_TIE = 0.05
 TOP1_MIN = 0.99
 PARAM_COLUMNS = ("precision_mode", "minimum_segment_size", "use_dynamic_shape",
                  "dynamic_shape_profile_strategy", "denylist", "max_engines")
@@ -131,8 +134,36 @@ def recommend(table: pd.DataFrame, trials: list[TrialRecord]) -> dict[str, Any] 
                                    ascending=[False, True]).iloc[0]
         why = "the most converted trial, in the fewest engines (latency not measured)"
     record = next(t for t in trials if t.trial_id == row["trial_id"])
+    by_id = {t.trial_id: t for t in trials}
+    others = [by_id[i] for i in table.loc[table["status"] == "ok", "trial_id"]
+              if i != record.trial_id and i in by_id]
     return {"trial_id": record.trial_id, "params": record.params,
-            "reason": f"{why}: {_figures(record)}"}
+            "reason": f"{why}: {_figures(record)}{_next_to(record, others)}"}
+
+
+def _next_to(chosen: TrialRecord, others: list[TrialRecord]) -> str:
+    """What a reader comparing the table would ask: a trial timed within LATENCY_TIE of the
+    chosen one (a tie, not a win), and a trial with a larger speedup although it ran slower
+    (each speedup divides by that trial's own native TensorFlow timing)."""
+    if not chosen.first_latency:
+        return ""
+    mine = chosen.first_latency["mean"]
+    notes = []
+    ties = [t for t in others if t.first_latency
+            and abs(t.first_latency["mean"] - mine) <= LATENCY_TIE * mine]
+    if ties:
+        names = ", ".join(settings_label(t.params) for t in ties[:3])
+        notes.append(f"{names} timed within {LATENCY_TIE:.0%} of it, which is within timing "
+                     "noise: a tie")
+    faster_looking = [t for t in others if t.speedup is not None and chosen.speedup is not None
+                      and t.speedup > chosen.speedup and t.first_latency
+                      and t.first_latency["mean"] > mine]
+    if faster_looking:
+        best = max(faster_looking, key=lambda t: t.speedup or 0.0)
+        notes.append(f"{settings_label(best.params)} shows a larger speedup "
+                     f"({best.speedup:.2f}x) but ran slower ({best.first_latency['mean']:.2f} "
+                     "ms): each speedup divides by its own trial's native TensorFlow timing")
+    return "".join(f"; {note}" for note in notes)
 
 
 def _figures(t: TrialRecord) -> str:

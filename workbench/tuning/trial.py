@@ -1,5 +1,7 @@
 """One trial, as it runs on a worker: convert, then build, validate and time through the
-conversion check (`workbench.checks.conversion_check`), timing each step.
+conversion check (`workbench.checks.conversion_check`), timing each step. Conversions run in
+parallel; the check runs one trial at a time across the cluster (`MEASURING_LOCK`), so that
+timings never compete with each other's work for the cores.
 
 A worker process opens each model once and keeps its `ConversionSession`, so later trials
 reuse the prepared graph and every clustering (the prepared-graph cache on disk makes the first
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +25,7 @@ from workbench.tuning.record import TrialRecord
 # Which step a conversion-check progress message starts (the rest of the check is "convert").
 _STEP_OF_MESSAGE = (("Calibrating", "build"), ("Building", "build"),
                     ("Comparing", "validate"), ("Timing", "time"))
+MEASURING_LOCK = "workbench-tune-measuring"  # one trial measures at a time, cluster-wide
 _sessions: dict[tuple, Any] = {}  # (model, signature key, tags) -> ConversionSession
 _threads_set = False
 
@@ -86,7 +91,29 @@ def _measure(session: Any, spec: TrialSpec, steps: dict[str, float],
     if spec.tensorrt:
         figures["tensorrt_built"] = _tensorrt_built(session, params, result)
     if spec.validate or spec.time_latency:
-        figures.update(_checked(session, params, spec, steps))
+        with _measuring_turn():
+            figures.update(_checked(session, params, spec, steps))
+
+
+@contextmanager
+def _measuring_turn() -> Iterator[None]:
+    """On a Dask worker, holds the cluster-wide lock MEASURING_LOCK while the trial builds,
+    validates and times: trials convert in parallel but measure one at a time, so no trial's
+    timing shares the cores with another's work (two trials of one conversion once measured
+    152 and 190 ms, timing each other)."""
+    try:
+        from distributed import Lock, get_worker
+
+        get_worker()
+    except (ImportError, ValueError):  # not on a worker: nothing to share the machine with
+        yield
+        return
+    lock = Lock(MEASURING_LOCK)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _tensorrt_built(session: Any, params: Any, result: Any) -> str:

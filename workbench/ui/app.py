@@ -9,8 +9,11 @@ a threshold change costs milliseconds). Everything shown is also reachable from 
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from functools import partial
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ from workbench.diagnosis import OK, Diagnosis, doctor, footer
 from workbench.errors import WorkbenchError
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
-from workbench.ui.controls import Controls
+from workbench.ui.controls import CONTROLS_WIDTH, Controls
 from workbench.ui.export_tab import ExportTab
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tables import STYLE, note_html
@@ -50,7 +53,12 @@ from workbench.viz.view import ConversionView, build_view, largest_segment, swee
 
 
 class Workbench:
-    """The TF-TRT workbench for one model (SavedModel dir, Keras model, `.keras` or `.pb`)."""
+    """The TF-TRT workbench for one model (SavedModel dir, Keras model, `.keras` or `.pb`).
+
+    `models` fills the model picker above the controls: name -> a model path, or a function
+    that returns one (called when picked, e.g. `functools.partial(sample_models.build, name)`).
+    `model` may be one of those names. The picker also opens any path typed into it.
+    """
 
     def __init__(
         self,
@@ -61,7 +69,9 @@ class Workbench:
         tags: Sequence[str] | None = None,
         output_node_names: Sequence[str] | None = None,
         background: bool = True,
+        models: Mapping[str, Any] | None = None,
     ):
+        self.models = dict(models or {})
         self.model = model
         self.store = store if isinstance(store, ExperimentStore) else ExperimentStore(store)
         self.session: ConversionSession | None = None
@@ -95,6 +105,7 @@ class Workbench:
             self.export_tab,
         ]
         self._build_widgets()
+        self.picker.value = model if isinstance(model, str) else ""
         self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,
                                   self._on_cancelled)
         # The verdicts have a runner of their own that leaves the controls live.
@@ -172,6 +183,19 @@ class Workbench:
         if self.view is not None:
             tab.update(self.view)
 
+    def open(self, model: Any) -> None:
+        """Opens another model (a path, a Keras model, or a name of `models`) in this app: the
+        measurements of the previous one are dropped, the controls kept."""
+        if self._runner.busy:
+            self._set_status("busy: cancel the running step before opening another model",
+                             error=True)
+            return
+        self.model, self.session, self.view, self.error = model, None, None, None
+        self.check = self.profile_table = self.blocking = self.per_engine_report = None
+        self.tensorrt = {}
+        self.summary_tab.tensorrt_progress("")
+        self._start(self._load, self._loaded, "Loading")
+
     def refresh(self) -> None:
         """Reconverts with the controls' values and updates every tab."""
         if not self._runner.busy:
@@ -191,6 +215,7 @@ class Workbench:
             return
         built = time.perf_counter()
         self.headline.value = headline_html(self.view.headline)
+        self.knob_notes.value = knob_notes_html(self.view.knob_notes)
         tab_ms = {}
         for tab in self.tab_list:  # the graph last: Graphviz is the slow one
             if tab is not self.graph_tab:
@@ -218,14 +243,28 @@ class Workbench:
                                             layout=widgets.Layout(width="90px"))
         self.cancel_button.on_click(lambda _b: self._runner.cancel())
         self.headline = widgets.HTML()
+        self.knob_notes = widgets.HTML()
+        self.picker = widgets.Combobox(
+            options=list(self.models), ensure_option=False,
+            placeholder="a sample model's name or your model's path",
+            layout=widgets.Layout(width="236px"))
+        self.open_button = widgets.Button(description="Open", icon="folder-open",
+                                          layout=widgets.Layout(width="80px"))
+        self.open_button.on_click(lambda _b: self._open_picked())
+        self.picker.on_submit(lambda _w: self._open_picked())
         self.tabs = widgets.Tab(children=[tab.widget for tab in self.tab_list],
                                 titles=[tab.title for tab in self.tab_list])
         bar = widgets.HBox([self.status, self.progress, self.cancel_button],
                            layout=widgets.Layout(align_items="center"))
         self.footer = widgets.HTML()
-        main = widgets.VBox([widgets.HTML(STYLE), bar, self.headline, self.tabs, self.footer],
+        main = widgets.VBox([widgets.HTML(STYLE), bar, self.headline, self.knob_notes, self.tabs,
+                             self.footer],
                             layout=widgets.Layout(flex="1 1 auto", min_width="0"))
-        self.widget = widgets.HBox([self.controls.box(), main])
+        picker = widgets.VBox([widgets.HTML("<b>Model</b>"),
+                               widgets.HBox([self.picker, self.open_button])])
+        left = widgets.VBox([picker, self.controls.box()],
+                            layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}"))
+        self.widget = widgets.HBox([left, main])
         self.widget.add_class("wb-app")
 
     # --- background steps -----------------------------------------------------------------
@@ -237,9 +276,17 @@ class Workbench:
         self._set_status(f"{label}...")
         self._runner.start(body, background=self._background)
 
+    def _open_picked(self) -> None:
+        text = self.picker.value.strip()
+        if text:
+            self.open(text)
+
     def _load(self) -> Generator[Progress, None, ConversionSession]:
         yield 0.01, "Checking this machine (TensorFlow, engine backends, Graphviz)"
         self._show_machine(doctor(smoke=False))  # imports TensorFlow, as loading would
+        if isinstance(self.model, str) and self.model in self.models:
+            yield 0.03, f"Building or reusing {self.model}"
+            self.model = _resolved(self.models[self.model])
         yield 0.05, f"Loading {self.model if isinstance(self.model, (str, Path)) else 'model'}"
         session = ConversionSession.open(self.model, *self._open_args)
         yield 0.25, ("Preparing the graph as TF-TRT did (reading weights, freezing, Grappler, "
@@ -337,8 +384,12 @@ class Workbench:
         params, verdicts = value
         self.tensorrt[params] = verdicts
         built = sum(v["built"] for v in verdicts.values())
+        # The verdict box below shows them while these settings are shown; the note says
+        # when they belong to settings changed in the meantime.
+        current = params == self.params.validated()
         self.summary_tab.tensorrt_progress(
-            f"TensorRT built {built} of {len(verdicts)} engines (tensorrt_* columns)")
+            "" if current else f"TensorRT built {built} of {len(verdicts)} engines of settings "
+            "changed since (set them back to see them)")
         self.refresh()
 
     def _verdicts_failed(self, exc: BaseException) -> None:
@@ -450,6 +501,20 @@ class Workbench:
             self._set_status(f"could not keep the run: {exc}", error=True)
             return
         self._set_status(f"kept run {run.name}")
+
+
+def _resolved(choice: Any) -> Any:
+    """A `models` entry: a path as it is, a function (or partial) called for the model."""
+    is_function = isinstance(choice, partial) or inspect.isfunction(choice)
+    return choice() if is_function else choice
+
+
+def knob_notes_html(notes: Sequence[str]) -> str:
+    """The knobs whose effect is invisible or limited for this model, one line each."""
+    if not notes:
+        return ""
+    items = "".join(f"<li>{escape(note)}</li>" for note in notes)
+    return f'<ul class="wb-note wb-knob-notes">{items}</ul>'
 
 
 def _timed(update: Any, view: ConversionView) -> float:

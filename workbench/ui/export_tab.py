@@ -19,6 +19,9 @@ from workbench.ui.tables import note_html, pre_html
 from workbench.viz.view import ConversionView
 
 DEFAULT_FILES = {"tftrt": "convert_tftrt.py", "onnx": "model.onnx", "trtexec": "trtexec.sh"}
+# Exports go into a folder of their own beside the notebook (ignored by git, as workbench_runs/),
+# made on first export, so they never land among the notebooks.
+EXPORT_DIR = "workbench_exports"
 FORMAT_LABELS = {"TF-TRT script (TensorFlow <= 2.17)": "tftrt",
                  "ONNX model (tf2onnx, checked)": "onnx", "trtexec commands": "trtexec"}
 
@@ -31,7 +34,7 @@ class ExportTab:
     def __init__(self, on_export: Callable[[], None]) -> None:
         self.format = widgets.Dropdown(options=FORMAT_LABELS, value="tftrt",
                                        description="format")
-        self.path = widgets.Text(value=DEFAULT_FILES["tftrt"], description="file",
+        self.path = widgets.Text(value=f"{EXPORT_DIR}/{DEFAULT_FILES['tftrt']}", description="file",
                                  layout=widgets.Layout(width="360px"))
         self.batch_sizes = widgets.Text(value="1", description="batch sizes",
                                         layout=widgets.Layout(width="220px"))
@@ -47,6 +50,8 @@ class ExportTab:
 
     def options(self) -> dict[str, Any]:
         """The export's arguments; bad batch sizes are a WorkbenchError."""
+        if Path(self.path.value).parent == Path(EXPORT_DIR):
+            Path(EXPORT_DIR).mkdir(exist_ok=True)
         return {"format": self.format.value, "output": self.path.value,
                 "batch_sizes": parse_batch_sizes(self.batch_sizes.value)}
 

@@ -18,7 +18,20 @@ STYLE = """
           padding: 8px; border: 1px solid #eceff3; }
 .wb-scroll { overflow-x: auto; max-width: 100%; }
 .wb-app .widget-html-content { line-height: 1.35; }
-.wb-app .lm-TabBar-tab { flex: 0 0 auto !important; min-width: 110px; max-width: none !important; }
+/* Wide tables and text scroll inside their own box, never the whole app: every box between
+   the app and them may shrink below its content's width. */
+.wb-app .widget-html, .wb-app .widget-html-content, .wb-app .widget-box,
+.wb-app .widget-tab-contents { min-width: 0; max-width: 100%; }
+.wb-app .widget-tab-contents { overflow-x: hidden; }
+/* Nine tabs wrap onto a second row in a narrow notebook (JupyterLab's sidebar open) rather
+   than overflow their bar; each keeps its whole title. */
+.wb-app .lm-TabBar-content { flex-wrap: wrap; }
+.wb-app .lm-TabBar-tab { flex: 0 0 auto !important; min-width: 0; max-width: none !important; }
+.wb-knob-notes { margin: 0 0 6px 0; padding-left: 18px; }
+.wb-verdict { font-size: 14px; padding: 6px 10px; margin: 6px 0; border-left: 4px solid #2ca02c;
+              background: #f1f8f1; }
+.wb-verdict-fails { border-left-color: #d62728; background: #fdf1f1; }
+.wb-verdict ul { margin: 4px 0 0 0; font-size: 12px; }
 .wb-headline { font-size: 15px; padding: 4px 0; }
 .wb-headline b { font-size: 18px; }
 .wb-note { color: #5f6b7a; font-size: 12px; }

@@ -8,7 +8,7 @@ the blocking op types) are redrawn only when the view brings a new one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from html import escape
 from typing import Any, Protocol
 
@@ -69,6 +69,21 @@ def advice_html(advice: tuple[Advice, ...]) -> str:
     return "<b>Advice</b> <span class='wb-note'>(largest gain first)</span>" + table_html(rows)
 
 
+def verdict_html(verdicts: Mapping[str, Mapping[str, Any]]) -> str:
+    """TensorRT's verdict at a glance: how many engines it builds, and each one it does not
+    with the first line of its error."""
+    built = sum(bool(v.get("built")) for v in verdicts.values())
+    builder = next((v.get("builder") for v in verdicts.values() if v.get("builder")), "TensorRT")
+    failed = "".join(
+        f"<li><code>{escape(name)}</code>: {'build' if v.get('parsed') else 'parse'} failed"
+        f" ({escape((str(v.get('error') or '').splitlines() or ['no reason given'])[0])})</li>"
+        for name, v in verdicts.items() if not v.get("built"))
+    css = "wb-verdict" + ("" if built == len(verdicts) else " wb-verdict-fails")
+    return (f'<div class="{css}"><b>{escape(str(builder))} builds {built} of {len(verdicts)} '
+            f"engines</b> of these settings (tensorrt_* columns of the engine table)"
+            + (f"<ul>{failed}</ul>" if failed else "") + "</div>")
+
+
 class SummaryTab:
     """The advice on every knob, the engine table (with TensorRT's verdicts once asked for),
     each engine's op histogram and TF-TRT's summary()."""
@@ -84,14 +99,18 @@ class SummaryTab:
             tooltip="Parse and build every engine with TensorRT-RTX (no GPU needed)")
         self.tensorrt_button.on_click(lambda _b: on_tensorrt and on_tensorrt())
         self.tensorrt_note = widgets.HTML()
+        # TensorRT's verdict on these very settings, at the top (the engine table's tensorrt_*
+        # columns are far right); emptied as soon as a setting changes.
+        self.verdict = widgets.HTML()
         self.widget = widgets.VBox([widgets.HBox([self.tensorrt_button, self.tensorrt_note]),
-                                    self.html])
+                                    self.verdict, self.html])
 
     def tensorrt_progress(self, text: str, error: bool = False) -> None:
         """The verdicts' progress, or why they cannot be made (e.g. how to install)."""
         self.tensorrt_note.value = note_html(text, error=error)
 
     def update(self, view: ConversionView) -> None:
+        self.verdict.value = verdict_html(view.tensorrt) if view.tensorrt else ""
         self.html.value = (
             advice_html(view.advice)
             + "<b>Engines</b>"

@@ -59,6 +59,9 @@ UNIT_WORDS = {
 }
 FONT = {"family": "Helvetica, Arial, sans-serif", "size": 13}
 ROW_HEIGHT = 260
+MARGIN = {"l": 70, "r": 70, "t": 90, "b": 60}
+LEGEND_GAP_PX = 80  # from the plot's bottom edge to the legend: below the x-axis title
+LABEL_HEADROOM = 1.3  # the sweep chart's y ranges leave the top for its labels
 
 
 def sweep_chart(sweep: Sequence[ConversionResult], recommendation: Recommendation) -> go.Figure:
@@ -76,9 +79,11 @@ def sweep_chart(sweep: Sequence[ConversionResult], recommendation: Recommendatio
     title = "Conversion against minimum_segment_size"
     _layout(fig, _with_model(title, points), height=440, hovermode="x unified")
     fig.update_xaxes(title_text="minimum_segment_size (effective nodes)")
-    fig.update_yaxes(title_text="nodes converted (%)", range=[0, 105], secondary_y=False)
+    # Headroom above 100% (and above the most engines) for the recommendations' labels.
+    fig.update_yaxes(title_text="nodes converted (%)", range=[0, 100 * LABEL_HEADROOM],
+                     tickvals=list(range(0, 101, 20)), secondary_y=False)
     fig.update_yaxes(
-        title_text="TensorRT engines (count)", range=[0, max(1, top) * 1.15],
+        title_text="TensorRT engines (count)", range=[0, max(1, top) * LABEL_HEADROOM],
         tickmode="linear", tick0=0, dtick=max(1, math.ceil(top / 5)),
         secondary_y=True, showgrid=False,
     )
@@ -202,7 +207,9 @@ def runs_chart(runs: pd.DataFrame) -> go.Figure:
     _layout(fig, f"Runs compared ({count})", height=120 + ROW_HEIGHT * rows, barmode="group")
     fig.update_layout(legend={"title": {"text": "precision_mode"}, "y": 1.0, "x": 1.0,
                               "yanchor": "bottom", "xanchor": "right"})
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
+    # Shared axes label only the bottom row by default: every row names its bars' runs.
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels,
+                     showticklabels=True)
     fig.update_xaxes(title_text="run", row=rows, col=1)
     if table.empty:
         _note(fig, "No runs yet: keep a conversion to compare it here.")
@@ -313,8 +320,8 @@ def _label_recommendations(fig: go.Figure, recommendation: Recommendation, x: li
     for offset, (value, keys) in enumerate(sorted(shown)):
         text = " = ".join(RECOMMENDATION_STYLES[k][0] for k in keys)
         fig.add_annotation(
-            x=value, y=1.0, yref="paper", yshift=-14 * offset, text=f"{text} ({value})",
-            showarrow=False, xanchor="left", xshift=3,
+            x=value, y=1.0, yref="paper", yanchor="top", yshift=-14 * offset,
+            text=f"{text} ({value})", showarrow=False, xanchor="left", xshift=3,
             font={"color": RECOMMENDATION_STYLES[keys[0]][1], "size": 11},
         )
 
@@ -419,9 +426,17 @@ def _with_model(title: str, results: Sequence[ConversionResult]) -> str:
 def _layout(fig: go.Figure, title: str, height: int, **extra) -> None:
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left"}, height=height, font=FONT,
-        template="plotly_white", margin={"l": 70, "r": 70, "t": 90, "b": 60},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0}, **extra,
+        template="plotly_white", margin=MARGIN,
+        legend={"orientation": "h", "yanchor": "top", "y": legend_below(height), "x": 0},
+        **extra,
     )
+
+
+def legend_below(height: int) -> float:
+    """The legend's y (paper units) that puts it LEGEND_GAP_PX below the plot, clear of the
+    x-axis title whatever the figure's height (a fixed fraction overlapped short figures)."""
+    plot = max(height - MARGIN["t"] - MARGIN["b"], 100)
+    return -LEGEND_GAP_PX / plot
 
 
 def _note(fig: go.Figure, text: str) -> None:

@@ -110,7 +110,7 @@ def html_report(session: ConversionSession, params: ConversionParams,
     data = collect(session, params, check, tensorrt, per_engine=per_engine)
     sections = [
         _section("Parameters", _params_table(data.params)),
-        _section("Result", _headline(data.headline)),
+        _section("Result", _headline(data.headline) + _knob_notes(data.knob_notes)),
         _section("Advice", _advice(data)),
         _section("TF-TRT summary()", _summary(data)),
         *([_section("TensorRT's verdict", _tensorrt(data.tensorrt))] if data.tensorrt else []),
@@ -221,6 +221,13 @@ def _headline(headline: Headline) -> str:
         f'<div class="label">{escape(label)}</div></div>'
         for value, label in cards
     ) + "</div>"
+
+
+def _knob_notes(notes: tuple[str, ...]) -> str:
+    """The knobs that cannot change anything visible for this model, and why (as in the app)."""
+    if not notes:
+        return ""
+    return '<ul class="note">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
 
 
 def _advice(data: ConversionView) -> str:

@@ -12,6 +12,7 @@ import textwrap
 from collections.abc import Sequence
 
 import pandas as pd
+import plotly.colors
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -20,8 +21,11 @@ from workbench.profiling.layers import align_runs, shared_node_groups
 from workbench.viz.charts import FONT, OTHER_PRECISION_COLOR, PRECISION_COLORS
 from workbench.viz.style import ENGINE_COLORS
 
-# One colour per layer type, stable across charts: the strong tones first, then the light ones.
-TYPE_PALETTE = ENGINE_COLORS[8:16] + ENGINE_COLORS[:8] + ENGINE_COLORS[16:]
+# One colour per layer type, stable across charts, from a qualitative palette (ten hues that
+# cannot be confused); the types beyond the ten that take the most time share one grey "other".
+TYPE_PALETTE = tuple(plotly.colors.qualitative.D3)
+OTHER_TYPES = "other layer types"
+OTHER_COLOR = "#b5b5b5"
 RUN_PALETTE = (ENGINE_COLORS[8], ENGINE_COLORS[10], ENGINE_COLORS[11], ENGINE_COLORS[9],
                ENGINE_COLORS[12], ENGINE_COLORS[13])
 UNKNOWN_TYPE = "(no layer info)"
@@ -31,8 +35,8 @@ TICK_CHARS = 28  # layer names are long; ticks show their tail, hovers the whole
 def layer_latency_chart(table: pd.DataFrame, run: str | None = None) -> go.Figure:
     """Latency per layer in execution order, coloured by layer type (TREx's report card)."""
     rows = _one_run(table, run)
-    types = _types(rows)
     colors = _type_colors(table)
+    types = _types(rows).map(lambda t: t if t in colors else OTHER_TYPES)
     fig = go.Figure()
     for layer_type in dict.fromkeys(types):
         keep = types == layer_type
@@ -51,9 +55,10 @@ def layer_latency_chart(table: pd.DataFrame, run: str | None = None) -> go.Figur
 def layer_type_chart(table: pd.DataFrame) -> go.Figure:
     """Latency per layer type, stacked per run (ms and % of each run's total)."""
     colors = _type_colors(table)
-    frame = table.assign(layer_type=_types(table))
+    frame = table.assign(layer_type=_types(table).map(
+        lambda t: t if t in colors else OTHER_TYPES))
     runs = list(dict.fromkeys(frame["run"]))
-    labels = [_run_tick(frame[frame["run"] == r]) for r in runs]
+    labels, measured = _run_ticks(frame, runs)
     totals = frame.groupby(["run", "layer_type"], sort=False)[["avg_ms", "pct"]].sum()
     fig = go.Figure()
     for layer_type in _by_total(frame, "layer_type"):
@@ -63,7 +68,8 @@ def layer_type_chart(table: pd.DataFrame) -> go.Figure:
                     customdata=pct,
                     hovertemplate=f"{layer_type}<br>%{{y:.3f}} ms (%{{customdata:.1f}}%)"
                                   "<extra>%{x}</extra>")
-    _layout(fig, "Latency per layer type", 480, "layer type", barmode="stack")
+    _layout(fig, f"Latency per layer type<br><sup>{measured}</sup>", 480, "layer type",
+            barmode="stack")
     fig.update_yaxes(title_text="sum of layer latencies (ms)")
     return fig
 
@@ -72,7 +78,7 @@ def precision_chart(table: pd.DataFrame) -> go.Figure:
     """Layers and latency per precision, per run (what FP16/INT8 building changed)."""
     frame = table.assign(precision=table["precision"].fillna("unknown"))
     runs = list(dict.fromkeys(frame["run"]))
-    labels = [_run_tick(frame[frame["run"] == r]) for r in runs]
+    labels, measured = _run_ticks(frame, runs)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("layers per precision (count)",
                                         "latency per precision (ms)"))
@@ -86,8 +92,9 @@ def precision_chart(table: pd.DataFrame) -> go.Figure:
         fig.add_bar(x=labels, y=times, name=precision, marker_color=color, legendgroup=precision,
                     showlegend=False, row=1, col=2,
                     hovertemplate=f"{precision}: %{{y:.3f}} ms<extra>%{{x}}</extra>")
-    _layout(fig, "Precision per layer (from each layer's output format)", 460, "precision",
-            barmode="stack")
+    _layout(fig, "Precision per layer (from each layer's output format)"
+            f"<br><sup>{measured}</sup>", 480, "precision", barmode="stack")
+    fig.update_layout(margin={"t": 110})  # the subtitle above the subplots' titles
     fig.update_xaxes(tickangle=0)
     return fig
 
@@ -125,13 +132,13 @@ def latency_sunburst(table: pd.DataFrame, run: str | None = None) -> go.Figure:
             labels.append(layer_type)
             parents.append(f"e:{engine}")
             values.append(by_type["avg_ms"].sum())
-            fill.append(colors[layer_type])
+            fill.append(colors.get(layer_type, OTHER_COLOR))
             for index, row in by_type.iterrows():
                 ids.append(f"l:{index}")
                 labels.append(_tail(row["layer"]))
                 parents.append(f"t:{engine}/{layer_type}")
                 values.append(row["avg_ms"])
-                fill.append(colors[layer_type])
+                fill.append(colors.get(layer_type, OTHER_COLOR))
     fig = go.Figure(go.Sunburst(
         ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
         marker={"colors": fill, "line": {"color": "#ffffff", "width": 1}},
@@ -239,10 +246,16 @@ def _run_label(rows: pd.DataFrame) -> str:
     return f"{first['run']} ({first['source']} on {first['device']})"
 
 
-def _run_tick(rows: pd.DataFrame) -> str:
-    """A category-axis label: the run, and on a second line what measured it."""
-    first = rows.iloc[0]
-    return f"<b>{first['run']}</b><br>{first['source']} on {first['device']}"
+def _run_ticks(frame: pd.DataFrame, runs: list[str]) -> tuple[list[str], str]:
+    """Category ticks naming the runs, and a subtitle saying what measured which: long
+    `source on device` ticks slant and eat the plot (and print over each other side by side)."""
+    producers: dict[str, list[str]] = {}
+    for run in runs:
+        first = frame[frame["run"] == run].iloc[0]
+        producers.setdefault(f"{first['source']} on {first['device']}", []).append(run)
+    measured = "; ".join(f"{', '.join(names)}: {producer}"
+                         for producer, names in producers.items())
+    return [f"<b>{run}</b>" for run in runs], measured
 
 
 def _types(rows: pd.DataFrame) -> pd.Series:
@@ -250,10 +263,13 @@ def _types(rows: pd.DataFrame) -> pd.Series:
 
 
 def _type_colors(table: pd.DataFrame) -> dict[str, str]:
-    """Colours by layer type, most time first, so the same type has one colour everywhere."""
+    """Colours by layer type, most time first, so the same type has one colour everywhere;
+    beyond the palette, the types that take the least time share OTHER_TYPES' grey."""
     frame = table.assign(layer_type=_types(table))
-    return {t: TYPE_PALETTE[i % len(TYPE_PALETTE)]
-            for i, t in enumerate(_by_total(frame, "layer_type"))}
+    order = _by_total(frame, "layer_type")
+    shown = order if len(order) <= len(TYPE_PALETTE) else order[:len(TYPE_PALETTE) - 1]
+    colors = {t: TYPE_PALETTE[i] for i, t in enumerate(shown)}
+    return colors if len(shown) == len(order) else {**colors, OTHER_TYPES: OTHER_COLOR}
 
 
 def _by_total(frame: pd.DataFrame, column: str) -> list[str]:

@@ -9,7 +9,7 @@ recommended different values).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -17,7 +17,7 @@ import pandas as pd
 
 from workbench.checks.conversion_check import ConversionCheck
 from workbench.checks.per_engine import PerEngineAccuracy
-from workbench.conversion.advice import Advice, advise
+from workbench.conversion.advice import RANGE, Advice, advise, precision_changes_segments
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
 from workbench.conversion.report import ConversionReport, nonconversion_report
@@ -87,6 +87,9 @@ class ConversionView:
     # when one was made; the report's engine tables then carry the tensorrt_* columns.
     tensorrt: Mapping[str, Mapping[str, Any]] | None = None
     per_engine: PerEngineAccuracy | None = None
+    # What each knob can change for this model, where the answer is "nothing visible here"
+    # (`knob_notes`): a knob that seems broken is explained, not left to guess.
+    knob_notes: tuple[str, ...] = ()
 
     @cached_property
     def headline(self) -> Headline:
@@ -165,6 +168,7 @@ def build_view(
     sweep = tuple(session.sweep(params, range(1, limit + 1)))
     advice = tuple(advise(session, params))
     return ConversionView(
+        knob_notes=knob_notes(session, params, result, sweep),
         params=params,
         graph=session.prepared(params.precision_mode).graph,
         result=result,
@@ -178,3 +182,50 @@ def build_view(
         tensorrt=tensorrt,
         per_engine=per_engine,
     )
+
+
+def knob_notes(session: ConversionSession, params: ConversionParams, result: ConversionResult,
+               sweep: tuple[ConversionResult, ...]) -> tuple[str, ...]:
+    """One sentence per knob whose effect is invisible or limited for this model and why."""
+    notes = [_threshold_note(params.minimum_segment_size, sweep)]
+    if not precision_changes_segments(session, params):
+        notes.append("precision_mode: FP32, FP16 and INT8 give these same engines (no op rule "
+                     "of this model differs by precision); precision changes the engines' "
+                     "kernels, so it shows once engines are built: Validation, Profiling, "
+                     "TensorRT verdicts.")
+    if params.needs_calibration:
+        notes.append("INT8 needs calibration data: Validation calibrates on generated batches; "
+                     "for your own data use the CLI's check --inputs FILE.npz "
+                     "--calibration-key KEY.")
+    dynamic = not params.use_dynamic_shape
+    flipped = session.convert(replace(params, use_dynamic_shape=dynamic,
+                                      dynamic_shape_profile_strategy=RANGE if dynamic else None
+                                      ).validated())
+    if _engine_nodes(flipped) == _engine_nodes(result):
+        notes.append("use_dynamic_shape: the same engines either way for this model; it changes "
+                     "the shapes each engine accepts (the engine table's input_shapes).")
+    return tuple(note for note in notes if note)
+
+
+def _engine_nodes(result: ConversionResult) -> list[frozenset[str]]:
+    return sorted((frozenset(e.nodes) for e in result.engines), key=sorted)
+
+
+def _threshold_note(current: int, sweep: tuple[ConversionResult, ...]) -> str:
+    """The range of minimum_segment_size values that give the current engines."""
+    outcome = {int(r.minimum_segment_size or 0): (len(r.engines), r.converted_nodes)
+               for r in sweep}
+    if current not in outcome:
+        return ""
+    low = high = current
+    while outcome.get(low - 1) == outcome[current]:
+        low -= 1
+    while outcome.get(high + 1) == outcome[current]:
+        high += 1
+    if low == high:
+        return ""
+    note = f"minimum_segment_size: every value from {low} to {high} gives these engines"
+    if outcome.get(high + 1, (None,))[0] == 0:
+        note += f"; from {high + 1} on nothing is converted (the largest segment has {high} " \
+                "effective nodes)"
+    return note + "."
