@@ -18,7 +18,7 @@ PACKAGE_DIR = ROOT / "workbench"
 
 # Low to high. A module may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
-    ("environment", "errors", "files", "hardware", "quiet", "tf_compat"),
+    ("environment", "errors", "files", "hardware", "lazy", "quiet", "tf_compat"),
     ("graph",),
     ("conversion",),
     ("engines",),

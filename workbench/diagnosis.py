@@ -25,6 +25,7 @@ from workbench.engines.runtime.native_op import library as native_library
 from workbench.engines.settings import EngineSettings
 from workbench.errors import WorkbenchError, first_line
 from workbench.hardware import cpu_device_name
+from workbench.lazy import tf
 from workbench.tf_compat import tensorflow_version
 from workbench.viz.graphs import dot_version, to_svg
 
@@ -139,8 +140,6 @@ def _cpu() -> Finding:
 
 def _tensorflow() -> Finding:
     try:
-        import tensorflow as tf
-
         build = tf.sysconfig.get_build_info()
     except Exception as exc:  # ImportError, or a broken native library
         return Finding("TensorFlow", FAILED, f"does not import ({first_line(exc)}): install "

@@ -37,6 +37,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.engines.runtime.converted_model import converted_model
 from workbench.graph.gpu import preparation_target
+from workbench.lazy import tf
 
 logger = logging.getLogger("workbench.trt_convert")
 
@@ -328,8 +329,6 @@ def _refuse_native_segments(converted: Any, failed_before: dict[str, int]) -> No
     failed = [name for name, op in converted.ops.items()
               if op.stats.failed_builds > failed_before.get(name, 0)]
     if failed and not environment.ALLOW_NATIVE_SEGMENT.read():
-        import tensorflow as tf
-
         raise tf.errors.AbortedError(
             None, None, f"{DISALLOWED}: the engine build failed for {', '.join(failed)}")
 

@@ -183,7 +183,7 @@ def test_collecting_shapes_and_calibration_batches_runs_natively() -> None:
         op.start_collecting(shapes)
         op(ones(2, 4))
         op(ones(3, 4))
-        assert not op.settled
+        assert not op.ready_without_fallback
         collected_shapes, collected_batches = op.stop_collecting()
         if shapes:
             assert collected_shapes == [((2, 4),), ((3, 4),)] and collected_batches == []

@@ -24,6 +24,7 @@ from workbench.engines.onnx.export import export_notes
 from workbench.engines.runtime.converted_model import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
+from workbench.lazy import tf
 from workbench.profiling.latency import measure_latency
 from workbench.profiling.tensorflow import (
     generated_input_notes,
@@ -238,7 +239,5 @@ def converted_callable(model: Callable[..., Mapping[str, Any]], inputs: dict[str
                        ) -> Callable[[], list[np.ndarray]]:
     """A blocking call of a converted model on fixed inputs, for `measure_latency` (inputs
     become tensors once, outside the timed call; `np.asarray` waits for the results)."""
-    import tensorflow as tf
-
     tensors = {name: tf.convert_to_tensor(value) for name, value in inputs.items()}
     return lambda: [np.asarray(v) for v in model(**tensors).values()]

@@ -31,6 +31,7 @@ from workbench.checks.validate import (
     generated_inputs,
 )
 from workbench.errors import WorkbenchError, first_line
+from workbench.lazy import ort
 
 if TYPE_CHECKING:
     import onnx
@@ -129,8 +130,6 @@ def check_against_tensorflow(session: ConversionSession, export: OnnxExport, bat
     if export.unsupported_ops:
         ops = ", ".join(f"{op} ({n})" for op, n in sorted(export.unsupported_ops.items()))
         raise OnnxExportError(f"tf2onnx cannot express these TensorFlow ops in ONNX: {ops}")
-    import onnxruntime as ort
-
     try:
         run = ort.InferenceSession(export.model.SerializeToString(),
                                    providers=["CPUExecutionProvider"])

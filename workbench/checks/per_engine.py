@@ -36,6 +36,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.engines.onnx.precision import FP16_MAX
 from workbench.engines.runtime.converted_model import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
+from workbench.lazy import tf
 
 if TYPE_CHECKING:
     from workbench.conversion.result import ConversionResult, EngineInfo
@@ -293,8 +294,6 @@ def _local_error(got: np.ndarray, want: np.ndarray) -> float:
 def _op_to_denylist(segment: SegmentGraph, batch: tuple[Any, ...]) -> tuple[str, float] | None:
     """The op type of the engine's node with the largest output values on `batch` (where
     float16 overflows first and INT8's step is coarsest), and those values' largest |x|."""
-    import tensorflow as tf
-
     graph_def = segment.graph_def
     members = set(segment.engine.nodes)
     ops = {n.name: n.op for n in graph_def.node if n.name in members

@@ -21,6 +21,7 @@ from workbench.errors import WorkbenchError
 from workbench.graph.layout import cpu_runnable
 from workbench.graph.nodes import DTYPE_ENUMS, Graph, TensorRef, TensorSpec, numpy_dtype
 from workbench.graph.prepare import PreparedGraph
+from workbench.lazy import tf
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -230,8 +231,6 @@ class NativeSegment:
 
     def _wrapped(self) -> Any:
         if self._function is None:
-            import tensorflow as tf
-
             segment = self.segment
 
             def _import() -> None:
@@ -250,8 +249,6 @@ class NativeSegment:
         if len(inputs) != len(specs):
             raise WorkbenchError(
                 f"{self.segment.engine.name} takes {len(specs)} inputs, got {len(inputs)}")
-        import tensorflow as tf
-
         tensors = [tf.convert_to_tensor(np.asarray(x, dtype=numpy_dtype(s.dtype)))
                    for x, s in zip(inputs, specs, strict=True)]
         return [out.numpy() for out in self._wrapped()(*tensors)]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.graph.nodes import VALUE_LISTS, dtype_enum, element_count
+from workbench.lazy import tf
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -65,8 +66,6 @@ def as_array(tensor: TensorProto) -> Any:
     """The tensor's value as a numpy array, its bytes read once (`tf.make_ndarray` copies
     them twice): read-only, for a variable or tensor to be made from."""
     import numpy as np
-    import tensorflow as tf
-
     content = tensor.tensor_content
     if not content:
         return tf.make_ndarray(tensor)
@@ -77,8 +76,6 @@ def as_array(tensor: TensorProto) -> Any:
 def as_tensor(tensor: TensorProto) -> Any:
     """The tensor's value as an eager tensor on the CPU holding one copy: `tf.constant` of a
     numpy array holds two (the array converted, then copied to the device)."""
-    import tensorflow as tf
-
     with tf.device("CPU:0"):
         return tf.identity(as_array(tensor))
 
@@ -100,8 +97,6 @@ def as_variable(tensor: TensorProto, stored: StoredBytes | None = None) -> Any:
     at once: VGG16's 0.4 GB fully connected weight made `save()` peak 1.5x its weights higher).
     With `stored`, the slices are read from that file: protobuf hands out a bytes field only
     copied whole (that weight: 0.8x its model's weights more)."""
-    import tensorflow as tf
-
     dtype = tf.as_dtype(tensor.dtype)
     shape = [d.size for d in tensor.tensor_shape.dim]
     with tf.device("CPU:0"):

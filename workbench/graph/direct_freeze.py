@@ -40,6 +40,7 @@ from workbench.graph.freeze import (
     take_weights,
 )
 from workbench.graph.functions import function_refs, rename_changed_functions
+from workbench.lazy import tf
 
 CHECKPOINT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 VARIABLE_VALUE = "VARIABLE_VALUE"
@@ -338,7 +339,6 @@ def _to_constants(graph_def: Any, captured: list[str], values: list[Any]
 def prune(graph_def: Any, feeds: list[str], fetches: list[str]) -> Any:
     """What importing `graph_def` and pruning it to `feeds` -> `fetches` gives
     (`wrap_function.function_from_graph_def`, i.e. `lift_to_graph`), as a GraphDef."""
-    import tensorflow as tf
     from tensorflow.core.framework import graph_pb2
 
     with tf.Graph().as_default() as imported:  # attrs as TensorFlow's import sets them

@@ -21,6 +21,7 @@ from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.graph.gpu_facts import find_gpu
+from workbench.lazy import tf
 
 GPU_DEVICE = "/job:localhost/replica:0/task:0/device:GPU:0"
 CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -95,8 +96,6 @@ def _squash(text: str) -> str:
 
 def tf32_enabled() -> bool:
     """TensorFlow's TensorFloat-32 setting, which Grappler's layout optimizer reads."""
-    import tensorflow as tf
-
     return bool(tf.config.experimental.tensor_float_32_execution_enabled())
 
 

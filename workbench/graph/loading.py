@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import ModelLoadError, first_line
+from workbench.lazy import tf
 
 DEFAULT_TAGS = ("serve",)
 DEFAULT_SIGNATURE_KEY = "serving_default"
@@ -43,8 +44,6 @@ class LoadedModel:
     def __call__(self, *args: Any, **inputs: Any) -> dict[str, Any]:
         """Runs the model natively, like TF-TRT's converted function: inputs by position (in
         `input_names` order) or by name, numpy or tensors; returns the named output tensors."""
-        import tensorflow as tf
-
         if len(args) > len(self.input_names):
             raise ModelLoadError(f"the model takes {len(self.input_names)} input(s) "
                                  f"({', '.join(self.input_names)}), got {len(args)}")
@@ -164,8 +163,6 @@ def _from_saved_model(
 
 def _load_signature(path: Path, tags: tuple[str, ...], key: str) -> tuple[Any, Any]:
     """TensorFlow's load of the SavedModel: (the signature's function, the loaded object)."""
-    import tensorflow as tf
-
     try:
         loaded = tf.saved_model.load(str(path), tags=list(tags))
         return loaded.signatures[key], loaded
@@ -216,8 +213,6 @@ def _from_keras_file(path: Path) -> LoadedModel:
 
 
 def _from_keras(model: Any, source: str) -> LoadedModel:
-    import tensorflow as tf
-
     inputs = list(model.inputs or [])
     if not inputs:
         raise ModelLoadError(f"{source} has no defined inputs; build or call the model once.")
@@ -291,8 +286,6 @@ def _from_graph_def_file(
 
 
 def _wrap_graph_def(graph_def: Any, inputs: list[str], outputs: list[str], path: Path) -> Any:
-    import tensorflow as tf
-
     def _import() -> None:
         tf.compat.v1.import_graph_def(graph_def, name="")
 

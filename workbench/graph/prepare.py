@@ -35,6 +35,7 @@ from workbench.graph.gpu import (
 )
 from workbench.graph.loading import LoadedModel, find_meta_graph, read_saved_model_proto
 from workbench.graph.nodes import Graph, TensorSpec
+from workbench.lazy import tf
 from workbench.quiet import environment_level, filtered_stderr
 
 # The optimizers TF-TRT's TrtGraphConverterV2 asks Grappler for, in this order; TF-TRT's own
@@ -71,8 +72,6 @@ class OptimizedGraph:
     @property
     def input_specs(self) -> list[Any]:
         """The signature inputs' `tf.TensorSpec`s, read off their Placeholders."""
-        import tensorflow as tf
-
         nodes = {node.name: node for node in self.graph_def.node}
         specs = []
         for name in self.input_nodes:

@@ -19,6 +19,7 @@ import numpy as np
 
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import Graph, Node
+from workbench.lazy import tf
 
 logger = logging.getLogger("workbench.profiling")
 
@@ -80,8 +81,6 @@ def string_input_error(graph: Graph, library: Any, input_node: str, name: str
 def encoded_images(rng: np.random.Generator, shape: tuple[int, ...], use: ImageInput
                    ) -> np.ndarray:
     """A string array of `shape` holding random images encoded as `use` wants."""
-    import tensorflow as tf
-
     count = int(np.prod(shape, dtype=np.int64))
     high = 1 << 16 if use.dtype == "uint16" else 256
     pixels = rng.integers(0, high, (count, use.height, use.width, use.channels)).astype(use.dtype)

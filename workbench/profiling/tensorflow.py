@@ -23,6 +23,7 @@ from workbench.errors import WorkbenchError, first_line
 from workbench.graph.layout import cpu_runnable, original_node
 from workbench.graph.nodes import Graph, Node, TensorRef, numpy_dtype_name
 from workbench.hardware import cpu_device_name
+from workbench.lazy import tf
 from workbench.profiling.encoded_inputs import encoded_images, image_input, string_input_error
 from workbench.profiling.layers import layer_table
 
@@ -83,7 +84,6 @@ def trace_runs(
     Returns node name -> op time in ms per traced run it executed in, and the TF devices
     the ops ran on.
     """
-    import tensorflow as tf
     from tensorflow.core.protobuf import config_pb2
 
     graph = tf.Graph()
@@ -163,8 +163,6 @@ def native_callable(session: ConversionSession, inputs: Mapping[str, np.ndarray]
 
     Inputs become tensors once, outside the timed call; `.numpy()` waits for the results.
     """
-    import tensorflow as tf
-
     _check_input_names(session, inputs)
     tensors = {name: tf.convert_to_tensor(value) for name, value in inputs.items()}
 
@@ -178,8 +176,6 @@ def tensor_values(session: ConversionSession, inputs: Mapping[str, np.ndarray],
                   tensors: Sequence[str], precision_mode: str = "FP32") -> list[np.ndarray]:
     """The values of prepared-graph tensors (`node:port`) for these model inputs, e.g. the
     inputs an engine sees."""
-    import tensorflow as tf
-
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.import_graph_def(cpu_runnable(session.prepared(precision_mode).graph_def),
@@ -196,8 +192,6 @@ def function_tensor_values(session: ConversionSession, inputs: Mapping[str, np.n
                            precision_mode: str = "FP32") -> list[np.ndarray]:
     """The values of tensors inside the body of a converted function (`FunctionConversion`)
     at its first top-level call, for these model inputs."""
-    import tensorflow as tf
-
     graph_def = session.prepared(precision_mode).graph_def
     call = next((n for n in graph_def.node if "f" in n.attr
                  and n.attr["f"].func.name == conversion.function), None)
@@ -282,8 +276,6 @@ def _hardware_name(device: str) -> str:
 
 
 def _gpu_name(device: str) -> str:
-    import tensorflow as tf
-
     index = int(device.rsplit(":", 1)[-1])
     gpus = tf.config.list_physical_devices("GPU")
     if index < len(gpus):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import first_line
+from workbench.lazy import tf
 from workbench.tuning.grid import params_of
 from workbench.tuning.record import TrialRecord
 
@@ -170,8 +171,6 @@ def _prepare_process(threads: int | None) -> None:
     from workbench import quiet
 
     quiet.only_fatal_lines()
-    import tensorflow as tf
-
     budget = threads or _worker_threads()
     try:
         tf.config.threading.set_intra_op_parallelism_threads(budget)

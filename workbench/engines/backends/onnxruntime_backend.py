@@ -59,6 +59,7 @@ from workbench.engines.settings import NO_REQUEST, BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import numpy_dtype
 from workbench.hardware import cpu_device_name, release_free_memory, usable_cores
+from workbench.lazy import ort
 
 logger = logging.getLogger("workbench.engines")
 
@@ -86,8 +87,6 @@ _PRECISION_OF = {"float": "FP32", "float16": "FP16", "int8": "INT8", "uint8": "I
 @cache
 def _share_one_arena() -> None:
     """The CPU arena every session of this process's ONNX Runtime environment shares."""
-    import onnxruntime as ort
-
     try:
         ort.create_and_register_allocator(ort.OrtMemoryInfo(
             "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT), None)
@@ -106,8 +105,6 @@ def status() -> tuple[bool, str]:
 
 def default_providers() -> list[str]:
     """The CUDA provider first where this onnxruntime has it, the CPU provider always."""
-    import onnxruntime as ort
-
     available = ort.get_available_providers()
     return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
 
@@ -327,8 +324,6 @@ class OrtEngine(EngineBase):
             write_inline(self.path, file)
 
     def _new_session(self, profile_dir: Path | None = None) -> ort.InferenceSession:
-        import onnxruntime as ort
-
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel(OPTIMIZATION_LEVEL)
         options.intra_op_num_threads = self.threads

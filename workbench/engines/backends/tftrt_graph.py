@@ -26,6 +26,7 @@ from workbench.conversion.segmenter import NOOP_OPS
 from workbench.conversion.summary import summary_lines
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import decode_attr, numpy_dtype_name
+from workbench.lazy import tf
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.function_pb2 import FunctionDef
@@ -360,7 +361,6 @@ def _saved_engines(assets: Path, attrs: dict[str, TftrtEngineAttrs]
 def read_engine_asset(file: str | Path, engine: str) -> list[SavedEngine]:
     """The cached engines in one `trt-serialized-engine.<engine>` file (TFRecord framing with
     its CRCs checked by TensorFlow's reader, then TRTEngineInstance protos)."""
-    import tensorflow as tf
     from google.protobuf.message import DecodeError
 
     instance_class = _engine_instance_class()

@@ -32,6 +32,7 @@ from workbench.engines.onnx.ops import CONVERTERS
 from workbench.engines.segment import SegmentGraph
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import TensorSpec, numpy_dtype
+from workbench.lazy import tf
 
 __all__ = ["NOT_EXPORTED", "ExportError", "export_notes", "export_onnx", "write_export"]
 
@@ -146,8 +147,6 @@ def _exported(segment: SegmentGraph, opset: int) -> tuple[onnx.ModelProto, dict[
 def _import(graph_def: Any) -> Any:
     """`graph_def` (its weights Placeholders) as a tf.Graph: the converters read the weights
     from their protos (`ExportContext.const_protos`)."""
-    import tensorflow as tf
-
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.import_graph_def(graph_def, name="")

@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from workbench.lazy import ort
+
 # onnx 1.23 writes IR version 14, newer than ORT 1.31 reads (13); IR 10 covers opsets <= 21.
 MAX_IR_VERSION = 10
 FP16_MAX = float(np.finfo(np.float16).max)
@@ -47,8 +49,6 @@ def fold_for_precision(model: onnx.ModelProto) -> onnx.ModelProto:
     fold them (ResNet-50 INT8 34 ms, 28 ms folded first). The layer table of such an engine
     then names the Conv's TF node, not the folded batch-norm nodes.
     """
-    import onnxruntime as ort
-
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     with tempfile.TemporaryDirectory(prefix="workbench-fold-") as tmp:

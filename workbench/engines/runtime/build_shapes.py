@@ -17,6 +17,7 @@ from workbench.engines.profiles import ShapeSet
 from workbench.engines.weights import large_const, lift_weights
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorRef
+from workbench.lazy import tf
 
 _FAILED_NODE = re.compile(r"\{\{node ([^}]+)\}\}")
 
@@ -33,8 +34,6 @@ def engine_input_shapes(graph_def: Any, input_tensors: Sequence[str], shapes: Sh
     inference leaves symbolic. `functions` (FunctionConversion) have engines in their bodies:
     their shapes are inferred the same way in the body, from the argument shapes at the
     function's first top-level call."""
-    import tensorflow as tf
-
     dtypes = {node.name: node.attr["dtype"].type for node in graph_def.node
               if node.op == "Placeholder"}
     if any(TensorRef.parse(t).node not in dtypes for t in input_tensors):

@@ -33,6 +33,7 @@ from workbench.engines.weights import LiftedGraph, as_tensor
 from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import numpy_dtype_name
 from workbench.hardware import release_free_memory
+from workbench.lazy import tf
 
 logger = logging.getLogger("workbench.engines")
 
@@ -128,8 +129,6 @@ class RuntimeGraph:
 
     def feed_specs(self) -> list[Any]:
         """tf.TensorSpecs of the inputs (unknown and symbolic dims as None)."""
-        import tensorflow as tf
-
         return [tf.TensorSpec(None if shape is None else [d if d >= 0 else None for d in shape],
                               dtype, name=name)
                 for name, dtype, shape in zip(self.input_names, self.input_dtypes,
@@ -160,8 +159,10 @@ class ConvertedModel:
         self._segments: dict[str, SegmentRuntime] | None = None
         self._functions: dict[frozenset[str], Any] = {}  # by the engines called without fallback
         self._engine_functions: dict[tuple[str, bool], Any] = {}
-        self._fast: frozenset[str] | None = None  # engines the current function calls so
-        self._demoted: set[str] = set()  # engines that missed or failed: always with fallback
+        # Engines the current function calls without the native fallback branch, and those
+        # that missed or failed, always called with it.
+        self._without_fallback: frozenset[str] | None = None
+        self._always_fallback: set[str] = set()
         self._weights: tuple[Any, dict[str, Any]] | None = None  # see _lifted_weights
 
     # --- the pieces, made on first use --------------------------------------------------------
@@ -321,21 +322,24 @@ class ConvertedModel:
         engines already built are called without the native fallback branch (see
         `engine_function`), the others with it."""
         ops = self.ops
-        if self._fast is None or (len(self._fast) + len(self._demoted) < len(ops)
-                                  and self._new_fast(ops)):
+        decided = self._without_fallback
+        if decided is None or (len(decided) + len(self._always_fallback) < len(ops)
+                               and self._more_without_fallback(ops)):
             for name, op in ops.items():
-                if not op.settled and len(op.cache):  # a failed or refused build: for good
-                    self._demoted.add(name)
-            self._fast = frozenset(n for n, op in ops.items()
-                                   if op.settled and n not in self._demoted)
-        return self._function_with(self._fast)
+                if not op.ready_without_fallback and len(op.cache):  # failed or refused: for good
+                    self._always_fallback.add(name)
+            self._without_fallback = frozenset(
+                n for n, op in ops.items()
+                if op.ready_without_fallback and n not in self._always_fallback)
+        return self._function_with(self._without_fallback)
 
-    def _new_fast(self, ops: dict[str, EngineOp]) -> bool:
-        fast = self._fast or frozenset()
-        return any(op.settled for n, op in ops.items() if n not in fast and n not in self._demoted)
+    def _more_without_fallback(self, ops: dict[str, EngineOp]) -> bool:
+        direct = self._without_fallback or frozenset()
+        return any(op.ready_without_fallback for n, op in ops.items()
+                   if n not in direct and n not in self._always_fallback)
 
-    def _function_with(self, fast: frozenset[str]) -> Any:
-        if fast not in self._functions:
+    def _function_with(self, direct: frozenset[str]) -> Any:
+        if direct not in self._functions:
             graph = self.graph
             # An engine inside a function may run inside a loop wherever the function is
             # called: never inlined either.
@@ -346,7 +350,7 @@ class ConvertedModel:
             functions = {}
             for segment in graph.segments:
                 name = segment.engine.name
-                key = (name, name not in fast)
+                key = (name, name not in direct)
                 if key not in self._engine_functions:
                     self._engine_functions[key] = engine_function(
                         self.segments[name].op, segment, inline=name not in in_loops,
@@ -354,10 +358,10 @@ class ConvertedModel:
                 functions[name] = self._engine_functions[key]
             # Kept: this one and the all-fallback one (calibration and shape collection).
             self._functions = {k: f for k, f in self._functions.items() if not k}
-            self._functions[fast] = wrap_converted(
+            self._functions[direct] = wrap_converted(
                 lifted, graph.input_tensors, graph.feed_specs(), graph.output_tensors,
                 functions, captured=weights)
-        return self._functions[fast]
+        return self._functions[direct]
 
     def _lifted_weights(self) -> tuple[Any, dict[str, Any]]:
         """The converted GraphDef with its large weights as Placeholders, and the weights as
@@ -382,8 +386,6 @@ class ConvertedModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Runs the converted model: inputs by position (signature order) or by name."""
-        import tensorflow as tf
-
         tensors = self.input_tensors(args, kwargs)
         try:
             outputs = self._call(tensors)
@@ -409,29 +411,26 @@ class ConvertedModel:
     def _call(self, tensors: list[Any]) -> list[Any]:
         """One call; when an engine called without fallback found no engine to run, the
         call's counts are undone and it reruns with that engine's fallback branch."""
-        import tensorflow as tf
-
-        if self._fast is None:
+        if self._without_fallback is None:
             self._build_for_first_call(tensors)
         while True:
             function = self.function
-            if not self._fast:
+            if not self._without_fallback:
                 return function(*tensors)
             counts = {name: op.call_counts() for name, op in self.ops.items()}
             try:
                 return function(*tensors)
             except tf.errors.OpError as exc:
-                missed = [n for n in self._fast if f"{ENGINE_MISS}[{n}]" in str(exc.message)]
+                missed = [n for n in self._without_fallback
+                          if f"{ENGINE_MISS}[{n}]" in str(exc.message)]
                 if not missed:
                     raise
             for name, op in self.ops.items():
                 op.restore_counts(counts[name])
-            self._demoted.update(missed)
-            self._fast = self._fast - set(missed)
+            self._always_fallback.update(missed)
+            self._without_fallback = self._without_fallback - set(missed)
 
     def input_tensors(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
-        import tensorflow as tf
-
         names = self.input_names
         if len(args) > len(names):
             raise WorkbenchError(f"the model takes {len(names)} input(s) ({', '.join(names)}), "
@@ -508,8 +507,6 @@ class ConvertedModel:
             engine_shapes = dict(inferred[set_shapes])
             unknown = [name for name, value in engine_shapes.items() if value is None]
             if unknown:
-                import tensorflow as tf
-
                 try:
                     collected = self._run_collecting(InputSets([inputs]), shapes=True)
                 except tf.errors.OpError as exc:

@@ -167,7 +167,7 @@ class EngineOp:
         return collected
 
     @property
-    def settled(self) -> bool:
+    def ready_without_fallback(self) -> bool:
         """Built, with no failed or refused entry: calls need no native fallback branch (a
         later miss, e.g. new shapes, is caught and rerun with the branch)."""
         entries = self.cache.items()

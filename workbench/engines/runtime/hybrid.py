@@ -23,6 +23,7 @@ from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
 from workbench.graph.functions import function_refs
 from workbench.graph.layout import cpu_runnable
 from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
+from workbench.lazy import tf
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.function_pb2 import FunctionDef
@@ -162,7 +163,6 @@ def _native_graph_def(segment: SegmentGraph, weights: Sequence[str]) -> GraphDef
 def _function_def_of(segment: SegmentGraph, graph_def: GraphDef, weights: int) -> FunctionDef:
     """The native segment function of `graph_def`: placeholders become arguments (then
     `weights` weight arguments), the output Identities' inputs its results."""
-    import tensorflow as tf
     from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
 
     graph = tf.Graph()
@@ -258,7 +258,6 @@ def converted_function_def(function: FunctionDef, body: FunctionBody,
     `body` is the `FunctionBody` the engines were found in and `segments` their SegmentGraphs:
     the body is rewritten as the top-level graph is (`converted_graph_def`), then turned back
     into a FunctionDef with the function's name, signature order and attributes."""
-    import tensorflow as tf
     from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
 
     engines = [s.engine for s in segments]
@@ -355,8 +354,6 @@ def engine_function(op: EngineOp, segment: SegmentGraph, inline: bool = True,
     can be (`native_op.engine_call`), the `numpy_function` otherwise. `inline=False` for an
     engine inside a loop (see `engines_in_loops`)."""
     import numpy as np
-    import tensorflow as tf
-
     tout = [tf.as_dtype(numpy_dtype_name(s.dtype)) for s in segment.output_specs]
     specs = [tf.TensorSpec(None, tf.as_dtype(numpy_dtype_name(s.dtype)))
              for s in segment.input_specs]
@@ -420,8 +417,6 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
     `captured` maps Placeholders (the lifted weights, see `weights.lift_weights`) to eager
     tensors the function captures: as Consts, TensorFlow's function instantiation and
     optimization copied them many times (ConvNeXtLarge: 10 GB for 0.8 GB of weights)."""
-    import tensorflow as tf
-
     graph_def = _with_engine_calls(converted, engine_functions) if engine_functions else converted
     graph_def = cpu_runnable(graph_def)  # NCHW nodes of a GPU-prepared graph (graph/layout.py)
 

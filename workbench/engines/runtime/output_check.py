@@ -15,6 +15,7 @@ from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import TensorSpec
+from workbench.lazy import tf
 
 
 class WrongOutputError(WorkbenchError):
@@ -36,8 +37,6 @@ class OutputSpec:
         """From a prepared graph's static properties (TF's short dtype name: `float`)."""
         if spec is None:
             return OutputSpec(name, "", None)
-        import tensorflow as tf
-
         return OutputSpec(name, tf.as_dtype(spec.dtype).name, spec.shape)
 
     def mismatch(self, value: Any) -> str:

@@ -33,6 +33,7 @@ from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import TensorSpec, element_count
 from workbench.graph.wire import read_graph_def, write_graph_def
 from workbench.hardware import release_free_memory
+from workbench.lazy import tf
 
 MANIFEST = "workbench_converted.json"
 FORMAT = "tftrt-workbench-converted/2"
@@ -191,8 +192,6 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     """The SavedModel: its weights variables, sharing the buffers of those the converted
     function `captured` (no copy), the others read from where they were `stored` (else made
     from their protos)."""
-    import tensorflow as tf
-
     from workbench.engines.runtime.hybrid import wrap_converted
     from workbench.engines.runtime.saved_weights import lift_saved_weights
     from workbench.engines.weights import as_variable

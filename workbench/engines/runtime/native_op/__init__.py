@@ -37,6 +37,7 @@ from workbench.engines.profiles import Profile
 from workbench.engines.runtime.native_op.library import NativeLibrary, load
 from workbench.errors import first_line
 from workbench.graph.nodes import numpy_dtype_name
+from workbench.lazy import tf
 
 if TYPE_CHECKING:
     from workbench.engines.runtime.engine_op import EngineOp
@@ -122,8 +123,6 @@ def engine_call(op: EngineOp, segment: SegmentGraph) -> Callable[[list[Any]], An
                            "failed: %s", op.name, first_line(exc))
             return None
     op.count_native_calls(session)
-    import tensorflow as tf
-
     tout = [tf.as_dtype(numpy_dtype_name(s.dtype)) for s in segment.output_specs]
     name, key_text = op.name, session.key.decode()
     return lambda inputs: lib.ops.workbench_ort_engine(inputs, Tout=tout, key=key_text,

@@ -25,6 +25,7 @@ from typing import Any
 
 from workbench import environment
 from workbench.errors import first_line
+from workbench.lazy import tf
 
 logger = logging.getLogger("workbench.engines")
 
@@ -69,8 +70,6 @@ def onnxruntime_library() -> Path | None:
 
 
 def compile_command(output: Path) -> list[str]:
-    import tensorflow as tf
-
     return [compiler(), "-shared", "-fPIC", "-O2", "-w", str(SOURCE), "-o", str(output),
             *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(), "-ldl"]
 
@@ -78,8 +77,6 @@ def compile_command(output: Path) -> list[str]:
 def library_file() -> Path:
     """Where the compiled library for this source, these versions and this compiler lives."""
     import onnxruntime
-    import tensorflow as tf
-
 
     digest = hashlib.sha256(SOURCE.read_bytes())
     flags = compile_command(Path("out"))[1:]  # not the compiler's path: any g++ will do
@@ -172,8 +169,6 @@ def _compile(path: Path) -> Path:
 
 
 def _load(path: Path) -> NativeLibrary:
-    import tensorflow as tf
-
     runtime = onnxruntime_library()
     if runtime is None:
         raise RuntimeError("this onnxruntime wheel has no libonnxruntime.so to call")
