@@ -103,3 +103,31 @@ def test_cli_check_prints_json_and_exits_3_on_a_mismatch() -> None:
     assert "top-1 agreement" in strict.stdout  # one line per output says how far off
     bad = run_cli("check", model, "--batch-sizes", "0")
     assert bad.returncode == 2 and "batch sizes must be integers >= 1" in bad.stderr
+
+
+def test_cli_int8_check_passes_at_batch_size_one_with_int8_defaults() -> None:
+    """The issue's case: INT8 at batch size 1 failed with 100% top-1 agreement. It now
+    calibrates on CALIBRATION_SAMPLES generated samples (two before) and is judged by INT8's
+    tolerances, which the output states."""
+    model = str(sample_models.build("digits_cnn"))
+    done = run_cli("check", model, "--precision", "INT8", "--iterations", "3", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(done.stdout)
+    assert document["passed"] and document["tolerances"].startswith("INT8 defaults")
+
+
+def test_calibration_sees_enough_samples_at_any_batch_size() -> None:
+    from workbench.checks.conversion_check import CALIBRATION_SAMPLES, calibration_batch_count
+
+    assert calibration_batch_count(1) == CALIBRATION_SAMPLES
+    assert calibration_batch_count(32) * 32 >= CALIBRATION_SAMPLES
+    assert calibration_batch_count(128) == 1 and calibration_batch_count(8, 3) == 3
+
+
+def test_tolerance_fields_are_empty_for_the_precisions_default() -> None:
+    from workbench.checks.conversion_check import parse_tolerance
+
+    assert parse_tolerance(" ", "atol") is None and parse_tolerance("1e-3", "atol") == 1e-3
+    for bad in ("-1", "abc", "nan"):
+        with pytest.raises(WorkbenchError, match="atol must be a number >= 0"):
+            parse_tolerance(bad, "atol")

@@ -37,6 +37,17 @@ NATIVE = "native TF"
 CONVERTED = "converted"
 WHOLE = "whole model"
 CALIBRATION_SEED = 1000  # calibration batches differ from the validation batches
+# INT8 calibration sees at least this many generated samples, whatever the batch size: two
+# samples at batch size 1 gave digits_cnn ranges that failed INT8's own tolerances.
+CALIBRATION_SAMPLES = 64
+
+
+def calibration_batch_count(batch_size: int, batches: int | None = None) -> int:
+    """How many calibration batches of `batch_size`: `batches` when given, else enough for
+    `CALIBRATION_SAMPLES` samples."""
+    if batches is not None:
+        return batches
+    return max(1, -(-CALIBRATION_SAMPLES // batch_size))
 LATENCY_SEED = 2000
 
 
@@ -133,7 +144,7 @@ def print_progress(fraction: float, message: str) -> None:
 def conversion_check_steps(
     session: ConversionSession, params: ConversionParams, *,
     batch_sizes: Sequence[int] = (1,), batches: int = 2, warmup: int = 3,
-    iterations: int = 20, calibration_batches: int = 2, whole_model: bool = False,
+    iterations: int = 20, calibration_batches: int | None = None, whole_model: bool = False,
     compare: bool = True, time_latency: bool = True, **tolerances: Any,
 ) -> Generator[Step, None, ConversionCheck]:
     """Builds the conversion's engines for `batch_sizes`, validates on `batches` generated
@@ -143,13 +154,14 @@ def conversion_check_steps(
     `compare=False` skips the validation, `time_latency=False` the timing (the tuner's
     cheaper trials)."""
     sizes = check_batch_sizes(batch_sizes)
+    largest = sizes[-1]
+    calibration_batches = calibration_batch_count(largest, calibration_batches)
     if batches < 1 or warmup < 0 or iterations < 1 or calibration_batches < 1:
         raise WorkbenchError("batches, iterations and calibration_batches must be >= 1 and "
                              "warmup >= 0")
     params = params.validated()
     result = session.convert(params)
     model = converted_model(session, result, params)
-    largest = sizes[-1]
     calibration = list(generated_inputs(session, calibration_batches, largest,
                                         seed=CALIBRATION_SEED)) if params.needs_calibration else []
     if calibration:
@@ -218,6 +230,20 @@ def parse_batch_sizes(text: str) -> list[int]:
         raise WorkbenchError(f"batch sizes must be whole numbers >= 1 separated by commas, "
                              f"got {text!r}") from None
     return check_batch_sizes(sizes)
+
+
+def parse_tolerance(text: str, name: str) -> float | None:
+    """A tolerance typed in a field: a number >= 0, or empty for the precision's default."""
+    if not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise WorkbenchError(f"{name} must be a number >= 0 (or empty for the precision's "
+                             f"default), got {text!r}")
+    return value
 
 
 def check_batch_sizes(batch_sizes: Sequence[int]) -> list[int]:

@@ -25,7 +25,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from workbench.checks.conversion_check import CALIBRATION_SEED, check_conversion
+from workbench.checks.conversion_check import (
+    CALIBRATION_SEED,
+    calibration_batch_count,
+    check_conversion,
+)
 from workbench.checks.validate import (
     Comparer,
     as_numpy,
@@ -137,7 +141,7 @@ def describe_remedy(remedy: Remedy) -> str:
 
 def per_engine_accuracy(session: ConversionSession, params: ConversionParams, *,
                         batches: int = 2, batch_size: int = 8, remedies_for: int = 2,
-                        calibration_batches: int = 2,
+                        calibration_batches: int | None = None,
                         progress: Callable[[float, str], None] | None = None,
                         **tolerances: Any) -> PerEngineAccuracy:
     """Each engine's local and output error on `batches` generated batches (the check's),
@@ -154,8 +158,8 @@ def per_engine_accuracy(session: ConversionSession, params: ConversionParams, *,
     inputs = list(generated_inputs(session, batches, batch_size))
     if params.needs_calibration:
         tell(0.05, "Calibrating INT8")
-        calibration = list(generated_inputs(session, calibration_batches, batch_size,
-                                            seed=CALIBRATION_SEED))
+        count = calibration_batch_count(batch_size, calibration_batches)
+        calibration = list(generated_inputs(session, count, batch_size, seed=CALIBRATION_SEED))
         model.calibrate(lambda: iter(calibration))
     tell(0.1, f"Building {len(result.engines)} engine(s) on {model.backend.name}")
     model.build(lambda: iter(inputs[:1]))

@@ -16,7 +16,7 @@ import ipywidgets as widgets
 import pandas as pd
 from IPython import get_ipython
 
-from workbench.checks.conversion_check import parse_batch_sizes
+from workbench.checks.conversion_check import parse_batch_sizes, parse_tolerance
 from workbench.conversion.advice import Advice
 from workbench.errors import WorkbenchError
 from workbench.tf_compat import graph_origin
@@ -222,8 +222,11 @@ class ValidationTab:
                                         layout=widgets.Layout(width="220px"))
         self.batches = widgets.BoundedIntText(value=2, min=1, max=100, description="batches",
                                               **small)
-        self.atol = widgets.FloatText(value=1e-5, description="atol", **small)
-        self.rtol = widgets.FloatText(value=1e-5, description="rtol", **small)
+        # Empty: the engines' precision decides (FP32 1e-5, FP16 1e-2, INT8 0.1 on the mean).
+        self.atol = widgets.Text(value="", placeholder="by precision", description="atol",
+                                 **small)
+        self.rtol = widgets.Text(value="", placeholder="by precision", description="rtol",
+                                 **small)
         self.whole = widgets.Checkbox(value=False, description="whole model too", indent=False,
                                       layout=widgets.Layout(width="150px"))
         self.button = widgets.Button(description="Validate and time", icon="check",
@@ -250,8 +253,8 @@ class ValidationTab:
     def options(self) -> dict[str, Any]:
         """The check's arguments from the widgets; bad batch sizes are a WorkbenchError."""
         return {"batch_sizes": parse_batch_sizes(self.batch_sizes.value),
-                "batches": self.batches.value, "atol": self.atol.value,
-                "rtol": self.rtol.value, "whole_model": self.whole.value}
+                "batches": self.batches.value, "atol": parse_tolerance(self.atol.value, "atol"),
+                "rtol": parse_tolerance(self.rtol.value, "rtol"), "whole_model": self.whole.value}
 
     def update(self, view: ConversionView) -> None:
         self._show_per_engine(view)
