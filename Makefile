@@ -24,6 +24,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[cpu,samples,lab,dev,tensorrt,docs,export]'
+	# Keras 2 for TF-TRT's printed runs (tests/conversion/test_tftrt_goldens.py), where the
+	# constraints pin it: without --no-deps it would pull the GPU build of TensorFlow.
+	if grep -qi '^tf[-_]keras==' $(CONSTRAINTS); then \
+		$(PY) -m pip install -q --no-deps -c $(CONSTRAINTS) tf-keras; fi
 	rm -f $(VENV)/.installed*
 	touch $(STAMP)
 

@@ -81,10 +81,11 @@ def test_whole_model_is_timed_beside_when_asked(session: ConversionSession) -> N
 
 
 def test_whole_model_that_cannot_export_is_a_note_not_a_failure() -> None:
-    detector = ConversionSession.open(sample_models.build("detector"))
-    check = check_conversion(detector, ConversionParams(), whole_model=True, **FAST)
+    # png_cnn decodes its string input (DecodePng): no ONNX for the whole model.
+    png_cnn = ConversionSession.open(sample_models.build("png_cnn"))
+    check = check_conversion(png_cnn, ConversionParams(), whole_model=True, **FAST)
     assert WHOLE not in set(check.latency["model"])
-    assert check.notes[0].startswith("whole model not measured: Cannot export")
+    assert any(note.startswith("whole model not measured: Cannot export") for note in check.notes)
 
 
 def test_cli_check_prints_json_and_exits_3_on_a_mismatch() -> None:
