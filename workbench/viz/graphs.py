@@ -206,17 +206,22 @@ def inline_svg(digraph: graphviz.Digraph) -> str:
 
 def to_svg(digraph: graphviz.Digraph, timeout_s: float = 60) -> str:
     """Renders with Graphviz's `dot`; a missing `dot` or a timeout is a one-line WorkbenchError."""
+    return render(digraph, "svg", timeout_s).decode()
+
+
+def render(digraph: graphviz.Digraph, fmt: str, timeout_s: float = 60) -> bytes:
+    """The drawing in one of `dot`'s output formats (svg, png, ...), laid out by `dot`."""
     exe = dot_executable()
     try:
-        run = subprocess.run([exe, "-Tsvg"], input=digraph.source.encode(), capture_output=True,
-                             timeout=timeout_s, check=False)
+        run = subprocess.run([exe, f"-T{fmt}"], input=digraph.source.encode(),
+                             capture_output=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
         raise WorkbenchError(f"`dot` took more than {timeout_s:g} s to lay out the graph: draw a "
                              "smaller view (converted or one engine) or raise timeout_s") from exc
     if run.returncode != 0:
         message = run.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
         raise WorkbenchError(f"`dot` failed (exit {run.returncode}): {message[0]}")
-    return run.stdout.decode()
+    return run.stdout
 
 
 def dot_executable() -> str:

@@ -48,6 +48,8 @@ class Group:
     parent: str | None = None
     children: list[str] = field(default_factory=list)  # group ids, in graph order
     leaves: list[str] = field(default_factory=list)  # node names directly inside
+    # Weight Consts directly inside: counted, never boxes (drawings fold them into consumers).
+    weights: list[str] = field(default_factory=list)
     nodes: int = 0
     engines: Counter = field(default_factory=Counter)
     reasons: Counter = field(default_factory=Counter)
@@ -82,7 +84,7 @@ class ScopeTree:
         for node in nodes:
             if node.name not in engine_of:
                 tree.reason_of[node.name] = reasons.get(node.name, OUTSIDE)
-            tree._add(node.name)
+            tree._add(node.name, node.op == "Const" and bool(graph.consumers[node.name]))
         tree._split(ROOT)
         tree._merge_chains(ROOT)
         tree._count(ROOT)
@@ -90,7 +92,7 @@ class ScopeTree:
 
     # --- building ----------------------------------------------------------------------------
 
-    def _add(self, name: str) -> None:
+    def _add(self, name: str, weight: bool) -> None:
         parts = GRAPPLER_PREFIX.sub("", name).split("/")
         parent = ROOT
         for depth in range(1, len(parts)):
@@ -100,7 +102,7 @@ class ScopeTree:
                                            parent)
                 self.groups[parent].children.append(scope)
             parent = scope
-        self.groups[parent].leaves.append(name)
+        (self.groups[parent].weights if weight else self.groups[parent].leaves).append(name)
         self.group_of[name] = parent
 
     def _split(self, gid: str) -> None:
@@ -108,7 +110,8 @@ class ScopeTree:
         group = self.groups[gid]
         if len(group.children) > MAX_CHILDREN:
             group.children = self._series(gid, group.children, 0)
-        if len(group.leaves) > MAX_LEAVES and (group.children or len(group.leaves) > TOP_BOXES):
+        many = len(group.leaves) > MAX_LEAVES and (group.children or len(group.leaves) > TOP_BOXES)
+        if many and group.kind != "ops":
             by_op: dict[str, list[str]] = {}
             for name in group.leaves:
                 by_op.setdefault(self.op_of[name], []).append(name)
@@ -158,26 +161,29 @@ class ScopeTree:
         group = self.groups[gid]
         for index, child_id in enumerate(list(group.children)):
             child = self.groups[child_id]
-            if not child.children and len(child.leaves) == 1:  # a box of one node: the node
-                group.leaves += child.leaves
-                self.group_of[child.leaves[0]] = gid
-                del self.groups[child_id]
-                group.children[index] = ""
-                continue
             while len(child.children) == 1 and not child.leaves:
                 inner = self.groups[child.children[0]]
                 del self.groups[child.id]
+                inner.weights += child.weights
                 inner.label = f"{child.label}/{inner.label}"
-                inner.kind = inner.kind if inner.kind != "scope" else child.kind
+                inner.kind = child.kind if child.kind == "function" else inner.kind
                 inner.parent = gid
                 child = inner
+            if not child.children and len(child.leaves) <= 1:  # a box of one node: the node
+                group.leaves += child.leaves
+                group.weights += child.weights
+                for name in child.leaves + child.weights:
+                    self.group_of[name] = gid
+                del self.groups[child.id]
+                group.children[index] = ""
+                continue
             group.children[index] = child.id
             self._merge_chains(child.id)
         group.children = [c for c in group.children if c]
 
     def _count(self, gid: str) -> Group:
         group = self.groups[gid]
-        for name in group.leaves:
+        for name in group.leaves + group.weights:
             group.nodes += 1
             if name in self.engine_of:
                 group.engines[self.engine_of[name]] += 1
@@ -208,10 +214,20 @@ class ScopeTree:
     def nodes_under(self, gid: str) -> list[str]:
         """Every node name below `gid`, in graph order within each group."""
         group = self.groups[gid]
-        names = list(group.leaves)
+        names = group.leaves + group.weights
         for child in group.children:
             names += self.nodes_under(child)
         return names
+
+    def outline(self, gid: str = ROOT, indent: int = 0) -> list[str]:
+        """One line per group, indented by depth: id, nodes, how many converted."""
+        group = self.groups[gid]
+        lines = [] if gid == ROOT else [
+            f"{'  ' * indent}{gid}  [{group.kind}, {group.nodes} nodes, "
+            f"{group.converted} converted]"]
+        for child in group.children:
+            lines += self.outline(child, indent + (gid != ROOT))
+        return lines
 
     def normalize(self, open_groups: Iterable[str]) -> frozenset[str]:
         """Known groups plus their ancestors (an open group is seen only through open

@@ -14,6 +14,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
+from typing import Any
 
 import graphviz
 
@@ -31,6 +33,7 @@ from workbench.viz.graphs import (
     _legend,
     _short_label,
     _tint,
+    render,
 )
 from workbench.viz.hierarchy import ROOT, Focus, Group, ScopeTree, find
 from workbench.viz.style import category_color, engine_color, reason_category
@@ -79,6 +82,25 @@ def scope_drawing(
     drawer = _Drawer(tree, opened, marked, result, errors)
     digraph = drawer.draw(graph, result, units, view)
     return ScopeDrawing(digraph, opened, marked, drawer.box_count)
+
+
+OUTPUT_FORMATS = ("svg", "dot", "png")
+
+
+def write_scope_drawing(graph: Graph, result: ConversionResult, path: str | Path,
+                        **options: Any) -> ScopeDrawing:
+    """Draws (`scope_drawing`'s options) and writes `path`: Graphviz source for `.dot`, what
+    `dot` lays out for `.svg` and `.png`."""
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in OUTPUT_FORMATS:
+        raise WorkbenchError(f"cannot write {path}: the file must end in .svg, .dot or .png")
+    if not path.parent.is_dir():
+        raise WorkbenchError(f"cannot write {path}: no directory {path.parent}")
+    drawing = scope_drawing(graph, result, **options)
+    data = drawing.digraph.source.encode() if fmt == "dot" else render(drawing.digraph, fmt)
+    path.write_bytes(data)
+    return drawing
 
 
 # --- what is drawn ------------------------------------------------------------------------
@@ -262,7 +284,8 @@ class _Drawer:
         parts = [(engine_color(self.engine_index[e]), n) for e, n in group.engines.most_common()]
         parts += [(category_color(c), n) for c, n in group.reasons.most_common()]
         cells = "".join(f'<TD WIDTH="{max(2, round(BAR_WIDTH * n / group.nodes))}" HEIGHT="8" '
-                        f'FIXEDSIZE="TRUE" CELLPADDING="0" BGCOLOR="{color}"></TD>' for color, n in parts)
+                        f'FIXEDSIZE="TRUE" CELLPADDING="0" BGCOLOR="{color}"></TD>'
+                        for color, n in parts)
         text = "<BR/>".join(escape(line) for line in lines)
         return (f'<<TABLE BORDER="{width}" CELLBORDER="0" CELLSPACING="0" CELLPADDING="2" '
                 f'COLOR="{border}" BGCOLOR="{_tint(parts[0][0])}" STYLE="ROUNDED">'
