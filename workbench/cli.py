@@ -164,7 +164,8 @@ def _add_graph_command(commands: argparse._SubParsersAction) -> None:
     graph.add_argument("--view", default="converted", choices=("converted", "full", "engine"),
                        help="TF-TRT's top level, every prepared node by engine, or one engine "
                             "(default: converted)")
-    graph.add_argument("--engine", default="", help="with --view engine: the engine to open")
+    graph.add_argument("--engine", default="",
+                       help="the engine to open (implies --view engine)")
     graph.add_argument("--open", default=None, metavar="SCOPE,...",
                        help="the groups to open (scope paths, as the tooltips and --list name "
                             "them); default: the first view, within about 60 boxes")
@@ -194,7 +195,8 @@ def _run_graph(args: argparse.Namespace) -> int:
             print(line)
         return 0
     drawing = write_scope_drawing(
-        graph, result, args.output, view=args.view, engine=args.engine,
+        graph, result, args.output, view="engine" if args.engine else args.view,
+        engine=args.engine,
         open_groups=_split(args.open), depth=args.depth, search=args.find)
     print(f"wrote {args.output} ({drawing.boxes} boxes, {len(drawing.highlight)} highlighted)")
     return 0

@@ -24,7 +24,7 @@ ROOT = ""  # the id of the root group
 TOP_BOXES = 60  # the first view's budget: boxes that fit a 1280 px column
 MAX_CHILDREN = 24  # more sibling groups than this split by name prefix
 MAX_LEAVES = 40  # more loose nodes in one scope than this group by op type
-SEARCH_OPEN_LIMIT = 24  # a search opens the scopes of at most this many matches
+SEARCH_BOXES = 90  # a search opens the groups of its matches while the boxes stay within this
 WRAPPER = re.compile(r"^(Stateful)?PartitionedCall(_\d+)?$")
 LOOP = re.compile(r"^while(_\d+)?$")
 # Grappler names the nodes it makes `<optimizer>/<original name>`: they belong to that scope.
@@ -258,16 +258,22 @@ class ScopeTree:
 
     def first_view(self, budget: int = TOP_BOXES, depth: int | None = None) -> frozenset[str]:
         """The open state of the first drawing: level by level, all groups of a level open
-        while the boxes stay within `budget`; with `depth`, exactly that many levels open."""
+        while the boxes stay within `budget`; of the first level that does not fit, its largest
+        groups that do. With `depth`, exactly that many levels open."""
         opened, levels = {ROOT}, 0
         boxes = self.boxes(frozenset(opened))
         level = list(self.groups[ROOT].children)
         while level and (depth is None or levels < depth):
-            boxes += sum(len(self.groups[g].children) + len(self.groups[g].leaves) - 1
-                         for g in level)
-            if depth is None and boxes > budget:
+            more = {g: len(self.groups[g].children) + len(self.groups[g].leaves) - 1
+                    for g in level}
+            if depth is None and boxes + sum(more.values()) > budget:
+                for gid in sorted(level, key=lambda g: -self.groups[g].nodes):
+                    if boxes + more[gid] <= budget:
+                        opened.add(gid)
+                        boxes += more[gid]
                 break
             opened.update(level)
+            boxes += sum(more.values())
             levels += 1
             level = [c for g in level for c in self.groups[g].children]
         return frozenset(opened)
@@ -291,7 +297,7 @@ class Focus:
 
 def find(tree: ScopeTree, text: str, open_groups: Iterable[str] = ()) -> Focus:
     """Nodes whose name or op type contains `text` (case-insensitive), and the nodes of groups
-    whose id contains it; opens the scopes of the first SEARCH_OPEN_LIMIT matches."""
+    whose id contains it; opens the groups holding them within SEARCH_BOXES boxes."""
     needle = text.strip().lower()
     if not needle:
         return Focus(tree.normalize(open_groups), frozenset())
@@ -303,11 +309,18 @@ def find(tree: ScopeTree, text: str, open_groups: Iterable[str] = ()) -> Focus:
     return focus_on(tree, matches, open_groups)
 
 
-def focus_on(tree: ScopeTree, names: Iterable[str], open_groups: Iterable[str] = ()) -> Focus:
-    """Opens the scopes holding `names` (the first SEARCH_OPEN_LIMIT) and highlights them."""
+def focus_on(tree: ScopeTree, names: Iterable[str], open_groups: Iterable[str] = (),
+             budget: int = SEARCH_BOXES) -> Focus:
+    """Highlights `names` and opens the groups holding them, match by match while the drawing
+    stays within `budget` boxes (the others are seen in their collapsed groups, which count
+    their matches)."""
     names = [n for n in dict.fromkeys(names) if n in tree.group_of]
-    opened = set(open_groups) | {tree.group_of[n] for n in names[:SEARCH_OPEN_LIMIT]}
-    return Focus(tree.normalize(opened), frozenset(names))
+    opened = tree.normalize(open_groups)
+    for index, name in enumerate(names):  # the first match opens whatever it costs
+        wider = opened | {*tree.ancestors(tree.group_of[name]), tree.group_of[name]}
+        if wider != opened and (index == 0 or tree.boxes(wider) <= budget):
+            opened = wider
+    return Focus(frozenset(opened), frozenset(names))
 
 
 def focus_on_row(tree: ScopeTree, result: ConversionResult, op: str,
