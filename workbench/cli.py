@@ -180,11 +180,14 @@ def _add_graph_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_graph(args: argparse.Namespace) -> int:
-    from workbench.viz.scope_graphs import write_scope_drawing
+    from workbench.viz.scope_graphs import drawing_format, write_scope_drawing
 
     params = _conversion_params(args)
-    if not args.list and not args.output:
-        raise WorkbenchError("say where to draw: -o FILE.svg, FILE.dot or FILE.png (or --list)")
+    if not args.list:  # before the slow model load
+        if not args.output:
+            raise WorkbenchError("say where to draw: -o FILE.svg, FILE.dot or FILE.png "
+                                 "(or --list)")
+        drawing_format(args.output)
     session = _open_session(args)
     result = session.convert(params)
     graph = session.prepared(params.precision_mode).graph

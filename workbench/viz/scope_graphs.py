@@ -60,8 +60,8 @@ def scope_drawing(
     highlight: Iterable[str] = (), errors: Mapping[str, float] | None = None,
     tree: ScopeTree | None = None,
 ) -> ScopeDrawing:
-    """One of `graphs.VIEWS` by name scope. `open_groups` None: the first view (groups opened
-    largest first within the box budget, no deeper than `depth`); `search` opens and
+    """One of `graphs.VIEWS` by name scope. `open_groups` None: the first view (whole levels
+    opened within the box budget, or `depth` levels); `search` opens and
     highlights what `hierarchy.find` finds; `highlight` marks nodes (a report row's)."""
     if view not in VIEWS:
         raise WorkbenchError(f"unknown view {view!r}: choose one of {', '.join(VIEWS)}")
@@ -91,16 +91,22 @@ def write_scope_drawing(graph: Graph, result: ConversionResult, path: str | Path
                         **options: Any) -> ScopeDrawing:
     """Draws (`scope_drawing`'s options) and writes `path`: Graphviz source for `.dot`, what
     `dot` lays out for `.svg` and `.png`."""
+    path, fmt = drawing_format(path)
+    drawing = scope_drawing(graph, result, **options)
+    data = drawing.digraph.source.encode() if fmt == "dot" else render(drawing.digraph, fmt)
+    path.write_bytes(data)
+    return drawing
+
+
+def drawing_format(path: str | Path) -> tuple[Path, str]:
+    """(path, format) of a drawing to write; a WorkbenchError when it cannot be written."""
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in OUTPUT_FORMATS:
         raise WorkbenchError(f"cannot write {path}: the file must end in .svg, .dot or .png")
     if not path.parent.is_dir():
         raise WorkbenchError(f"cannot write {path}: no directory {path.parent}")
-    drawing = scope_drawing(graph, result, **options)
-    data = drawing.digraph.source.encode() if fmt == "dot" else render(drawing.digraph, fmt)
-    path.write_bytes(data)
-    return drawing
+    return path, fmt
 
 
 # --- what is drawn ------------------------------------------------------------------------
@@ -196,8 +202,7 @@ class _Drawer:
             self._group(gid)
         self._close()
         self._edges(graph, units.edges, box_of)
-        categories = {c: n for c, n in self.tree.groups[ROOT].reasons.items()}
-        _legend(dot, result.engines, categories,
+        _legend(dot, result.engines, dict(self.tree.groups[ROOT].reasons),
                 f"{self.tree.groups[ROOT].nodes} nodes in {len(self.tree.groups) - 1} groups; "
                 f"{self.box_count} boxes drawn ({view} view)")
         return dot
