@@ -47,8 +47,7 @@ def chain_model(blocks: int = 30) -> tuple[Graph, ConversionResult]:
     nodes += [node("wrap/model/head/Erfc", "Erfc", previous),
               node("wrap/model/head/out", "Relu", "wrap/model/head/Erfc"), node("y", "Identity",
                                                                                 "wrap/model/head/out")]
-    graph = Graph([Node(i, n.name, n.op, n.inputs, raw_attrs=n.raw_attrs)
-                   for i, n in enumerate(nodes)])
+    graph = Graph(nodes)
     members = tuple(n.name for n in nodes if n.name.startswith("wrap/model/block_"))
     engine = EngineInfo("TRTEngineOp_000_000", members, {"Conv2D": blocks}, len(members),
                         2 * blocks, ("float32",), ("float32",), (None,), (None,),
@@ -121,6 +120,8 @@ def test_drawing_collapsed_groups_say_what_they_hold():
     converted = scope_drawing(graph, result, "converted", open_groups=["wrap/model/block_*"])
     assert "TRTEngineOp_000_000\n[90 nodes]" in converted.digraph.source
     assert converted.boxes == 4  # x, the engine, the head (collapsed), y
+    engine = scope_drawing(graph, result, "engine", "TRTEngineOp_000_000", depth=9)
+    assert engine.boxes == 60 and "head" not in engine.digraph.source  # its nodes only
     svg = ET.fromstring(to_svg(converted.digraph))
     assert len(svg.findall(f".//{SVG}g[@class='node']")) == converted.boxes + 1  # + legend
     with pytest.raises(WorkbenchError, match="no group"):

@@ -547,12 +547,13 @@ def _edges(dot: graphviz.Digraph, edges: Iterable[tuple[str, str, bool]],
 
 
 def _legend(dot: graphviz.Digraph, engines: list[EngineInfo], categories: dict[str, int],
-            caption: str) -> None:
-    """One HTML-table node: engines with their colours, reason categories with counts."""
+            caption: str, only: Container[str] | None = None) -> None:
+    """One HTML-table node: engines with their colours (those in `only`, when given),
+    reason categories with counts."""
     rows = [f'<tr><td colspan="2"><b>{escape(caption)}</b></td></tr>']
     rows += [f'<tr><td bgcolor="{engine_color(i)}" width="14"></td>'
              f'<td align="left">{e.name} [{e.native_node_count}]</td></tr>'
-             for i, e in enumerate(engines)]
+             for i, e in enumerate(engines) if only is None or e.name in only]
     rows += [f'<tr><td bgcolor="{category_color(c)}" width="14"></td>'
              f'<td align="left">not converted: {escape(c)} ({n})</td></tr>'
              for c, n in sorted(categories.items(), key=lambda item: -item[1])]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from workbench.conversion.result import ConversionResult
@@ -75,11 +75,13 @@ class ScopeTree:
     op_of: dict[str, str]
 
     @classmethod
-    def build(cls, graph: Graph, result: ConversionResult) -> ScopeTree:
-        """The tree of `graph`'s nodes by name scope, with `result`'s engines and reasons."""
+    def build(cls, graph: Graph, result: ConversionResult,
+              only: Collection[str] | None = None) -> ScopeTree:
+        """The tree of `graph`'s nodes (or of the nodes named in `only`) by name scope, with
+        `result`'s engines and reasons."""
         engine_of = {name: e.name for e in result.engines for name in e.nodes}
         reasons = {u.name: u.reason for u in result.unconverted}
-        nodes = graph.real_nodes
+        nodes = [n for n in graph.real_nodes if only is None or n.name in only]
         tree = cls({ROOT: Group(ROOT, "model")}, {}, engine_of, {}, {n.name: n.op for n in nodes})
         for node in nodes:
             if node.name not in engine_of:

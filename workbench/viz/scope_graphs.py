@@ -20,7 +20,7 @@ from typing import Any
 import graphviz
 
 from workbench.conversion.converted import ENGINE_OP, converted_top_level
-from workbench.conversion.result import ConversionResult
+from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.errors import WorkbenchError
 from workbench.graph.control_flow import is_back_edge
 from workbench.graph.nodes import Graph
@@ -65,6 +65,10 @@ def scope_drawing(
     highlights what `hierarchy.find` finds; `highlight` marks nodes (a report row's)."""
     if view not in VIEWS:
         raise WorkbenchError(f"unknown view {view!r}: choose one of {', '.join(VIEWS)}")
+    if view == "engine":  # the engine's own nodes by scope
+        tree = ScopeTree.build(graph, result, _engine(result, engine).nodes)
+        open_groups = None if open_groups is None else [g for g in open_groups
+                                                         if g in tree.groups]
     tree = tree or ScopeTree.build(graph, result)
     if open_groups is None:
         opened = tree.first_view(depth=depth)
@@ -131,11 +135,8 @@ def _units(graph: Graph, result: ConversionResult, tree: ScopeTree, view: str,
         engines = {e.name: _common_group(tree, e.nodes) for e in result.engines}
         edges = [(s, d, False) for s, d in converted.edges if folded.isdisjoint((s, d))]
         return _Units(kept, engines, edges)
-    names = [e.name for e in result.engines]
-    if view == "engine" and engine not in names:
-        raise WorkbenchError(f"no engine named {engine!r}; this conversion has {names or 'none'}")
-    chosen = set(next(e.nodes for e in result.engines if e.name == engine)) \
-        if view == "engine" else {n.name for n in graph.real_nodes}
+    chosen = set(_engine(result, engine).nodes) if view == "engine" \
+        else {n.name for n in graph.real_nodes}
     # Weight Consts fold into their consumers, as in graphs.full_graph.
     drawn = [n.name for n in graph.real_nodes if n.name in chosen
              and not (n.op == "Const" and graph.consumers[n.name])]
@@ -145,6 +146,14 @@ def _units(graph: Graph, result: ConversionResult, tree: ScopeTree, view: str,
     edges += [(src, name, True) for name in drawn for src in graph.by_name[name].control_inputs
               if src in keep]
     return _Units(drawn, {}, edges)
+
+
+def _engine(result: ConversionResult, name: str) -> EngineInfo:
+    for engine in result.engines:
+        if engine.name == name:
+            return engine
+    names = [e.name for e in result.engines]
+    raise WorkbenchError(f"no engine named {name!r}; this conversion has {names or 'none'}")
 
 
 def _common_group(tree: ScopeTree, names: Iterable[str]) -> str:
@@ -202,9 +211,11 @@ class _Drawer:
             self._group(gid)
         self._close()
         self._edges(graph, units.edges, box_of)
-        _legend(dot, result.engines, dict(self.tree.groups[ROOT].reasons),
-                f"{self.tree.groups[ROOT].nodes} nodes in {len(self.tree.groups) - 1} groups; "
-                f"{self.box_count} boxes drawn ({view} view)")
+        root = self.tree.groups[ROOT]
+        _legend(dot, result.engines, dict(root.reasons),
+                f"{root.nodes} nodes in {len(self.tree.groups) - 1} groups; "
+                f"{self.box_count} boxes drawn ({view} view)",
+                only=root.engines if view == "engine" else None)
         return dot
 
     def _group_box(self, gid: str) -> str:
