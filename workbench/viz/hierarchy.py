@@ -260,8 +260,9 @@ class ScopeTree:
 
     def first_view(self, budget: int = TOP_BOXES, depth: int | None = None) -> frozenset[str]:
         """The open state of the first drawing: level by level, all groups of a level open
-        while the boxes stay within `budget`; of the first level that does not fit, its largest
-        groups that do. With `depth`, exactly that many levels open."""
+        while the boxes stay within `budget`; when that leaves a sparse drawing (under a third
+        of the budget), the largest groups of the next level that fit open too. With `depth`,
+        exactly that many levels open."""
         opened, levels = {ROOT}, 0
         boxes = self.boxes(frozenset(opened))
         level = list(self.groups[ROOT].children)
@@ -269,6 +270,8 @@ class ScopeTree:
             more = {g: len(self.groups[g].children) + len(self.groups[g].leaves) - 1
                     for g in level}
             if depth is None and boxes + sum(more.values()) > budget:
+                if boxes >= budget // 3:  # readable as it is: whole levels only
+                    break
                 for gid in sorted(level, key=lambda g: -self.groups[g].nodes):
                     if boxes + more[gid] <= budget:
                         opened.add(gid)
