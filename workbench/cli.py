@@ -102,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_strip_command(commands)
     _add_tune_command(commands)
     _add_export_command(commands)
+    _add_graph_command(commands)
     doctor = commands.add_parser(
         "doctor", help="what this machine can run: TensorFlow, TF-TRT, TensorRT, GPUs, engine "
                        f"backends, Graphviz, Chromium (exit {EXIT_INTERNAL} when the workbench "
@@ -165,6 +166,56 @@ def _run_export(args: argparse.Namespace) -> int:
                   signature_key=args.signature_key, tags=_split(args.tags),
                   output_node_names=_split(args.outputs), onnx_path=args.onnx)
     print(f"wrote {path}")
+    return 0
+
+
+def _add_graph_command(commands: argparse._SubParsersAction) -> None:
+    graph = commands.add_parser(
+        "graph", help="draw the segment graph by name scope, as the app's Segment graph tab "
+                      "does: groups collapsed until opened (.svg, .dot or .png)")
+    _add_model_arguments(graph)
+    _add_conversion_arguments(graph)
+    graph.add_argument("--view", default="converted", choices=("converted", "full", "engine"),
+                       help="TF-TRT's top level, every prepared node by engine, or one engine "
+                            "(default: converted)")
+    graph.add_argument("--engine", default="",
+                       help="the engine to open (implies --view engine)")
+    graph.add_argument("--open", default=None, metavar="SCOPE,...",
+                       help="the groups to open (scope paths, as the tooltips and --list name "
+                            "them); default: the first view, within about 60 boxes")
+    graph.add_argument("--depth", type=int, default=None,
+                       help="open every group this many levels down instead")
+    graph.add_argument("--find", default="", metavar="TEXT",
+                       help="open and highlight the nodes whose name or op type matches")
+    graph.add_argument("--list", action="store_true",
+                       help="print the groups (id, nodes, converted) instead of drawing")
+    graph.add_argument("-o", "--output", default=None, help="FILE.svg, FILE.dot or FILE.png")
+    graph.set_defaults(run=_run_graph)
+
+
+def _run_graph(args: argparse.Namespace) -> int:
+    from workbench.viz.scope_graphs import drawing_format, write_scope_drawing
+
+    params = _conversion_params(args)
+    if not args.list:  # before the slow model load
+        if not args.output:
+            raise WorkbenchError("say where to draw: -o FILE.svg, FILE.dot or FILE.png "
+                                 "(or --list)")
+        drawing_format(args.output)
+    session = _open_session(args)
+    result = session.convert(params)
+    graph = session.prepared(params.precision_mode).graph
+    if args.list:
+        from workbench.viz.hierarchy import ScopeTree
+
+        for line in ScopeTree.build(graph, result).outline():
+            print(line)
+        return 0
+    drawing = write_scope_drawing(
+        graph, result, args.output, view="engine" if args.engine else args.view,
+        engine=args.engine,
+        open_groups=_split(args.open), depth=args.depth, search=args.find)
+    print(f"wrote {args.output} ({drawing.boxes} boxes, {len(drawing.highlight)} highlighted)")
     return 0
 
 

@@ -10,6 +10,8 @@ import sample_models
 from workbench.conversion.params import ConversionParams
 from workbench.ui import Workbench
 from workbench.ui.store import ExperimentStore
+from workbench.viz.hierarchy import ROOT
+from workbench.viz.scope_graphs import HIGHLIGHT
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +79,31 @@ def test_graph_views(app: Workbench) -> None:
     app.graph_tab.choice.value = "One engine"
     app.graph_tab.engine.value = "TRTEngineOp_000_000"
     assert "TRTEngineOp_000_001" not in app.svg
+
+
+def test_graph_groups_open_close_search_and_report_rows(app: Workbench) -> None:
+    tab = app.graph_tab
+    tree = tab.tree
+    assert tree is not None and tab.open is not None and tab.group.options
+    gid = next(g for g, group in tree.groups.items() if g and group.leaves)
+    tab.open_group(gid)
+    assert gid in tab.open
+    assert [c.description for c in tab.crumbs.children] == [
+        label[-40:] for _, label in tree.breadcrumb(gid)]
+    leaf = tree.groups[gid].leaves[0]
+    assert tree.representative(leaf, tab.open) == leaf
+    tab.close_below(ROOT)
+    assert tab.open == {ROOT} and gid not in tab.open
+    tab.search.value = "CombinedNonMaxSuppression"  # the detector's rejected NMS
+    assert tab.highlight and HIGHLIGHT in app.svg
+    # A non-conversion report row leads to its nodes, highlighted, on the Segment graph tab.
+    app.tabs.selected_index = 0
+    row = next(v for _, v in app.nonconversion_tab.rows.options if v and "Resize" in v[0])
+    app.nonconversion_tab.rows.value = row
+    assert app.tabs.selected_index == app.tab_list.index(tab)
+    assert tab.highlight == {u.name for u in app.result.unconverted
+                             if (u.op, u.reason) == row}
+    assert all(tree.representative(n, tab.open) == n for n in tab.highlight)
 
 
 def test_runs_survive_a_new_app_and_compare(app: Workbench, tmp_path: Path) -> None:

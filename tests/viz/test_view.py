@@ -13,10 +13,10 @@ from workbench.conversion.recommend import recommend_minimum_segment_size
 from workbench.conversion.session import ConversionSession
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
+from workbench.ui.graph_tab import GraphTab
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tabs import (
     ChartsTab,
-    GraphTab,
     NonconversionTab,
     ProfileTab,
     RunsTab,

@@ -34,11 +34,11 @@ from workbench.profiling.engines import native_and_engines
 from workbench.profiling.tensorflow import random_inputs
 from workbench.ui.controls import CONTROLS_WIDTH, Controls
 from workbench.ui.export_tab import ExportTab
+from workbench.ui.graph_tab import GraphTab
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tables import STYLE, note_html
 from workbench.ui.tabs import (
     ChartsTab,
-    GraphTab,
     NonconversionTab,
     ProfileTab,
     RunsTab,
@@ -90,7 +90,7 @@ class Workbench:
         self._background = background
         self.controls = Controls(params or ConversionParams())
         self.summary_tab = SummaryTab(on_tensorrt=self.check_tensorrt)
-        self.nonconversion_tab = NonconversionTab()
+        self.nonconversion_tab = NonconversionTab(on_show=self.show_in_graph)
         self.graph_tab = GraphTab()
         self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops)
         self.validation_tab = ValidationTab(on_check=self._check_clicked,
@@ -115,6 +115,11 @@ class Workbench:
         self._start(self._load, self._loaded, "Loading")
 
     # --- public ---------------------------------------------------------------------------
+
+    def show_in_graph(self, op: str, reason: str) -> None:
+        """A non-conversion report row's nodes, opened and highlighted in the Segment graph."""
+        self.graph_tab.show_row(op, reason)
+        self.tabs.selected_index = self.tab_list.index(self.graph_tab)
 
     @property
     def params(self) -> ConversionParams:

@@ -18,17 +18,13 @@ from IPython import get_ipython
 
 from workbench.checks.conversion_check import parse_batch_sizes, parse_tolerance
 from workbench.conversion.advice import Advice
-from workbench.errors import WorkbenchError
 from workbench.tf_compat import graph_origin
 from workbench.ui.store import ExperimentStore
 from workbench.ui.tables import note_html, pre_html, table_html
-from workbench.viz import charts, graphs
-from workbench.viz.kernel_graph import verdict_kernel_graph
+from workbench.viz import charts
 from workbench.viz.profile_charts import native_vs_engine_chart, profile_figures
 from workbench.viz.view import ConversionView, Headline
 
-GRAPH_VIEWS = {"Converted": "converted", "Full": "full", "One engine": "engine",
-               "TensorRT kernels": "kernels"}  # kernels: one engine as TensorRT built it
 CHECK_COLUMNS = ["name", "passed", "shape", "max_abs", "mean_abs", "max_rel", "mean_rel",
                  "mismatches", "elements", "top1_agreement", "reason"]
 
@@ -125,10 +121,27 @@ class NonconversionTab:
 
     title = "Non-conversion report"
 
-    def __init__(self) -> None:
-        self.widget = self.html = widgets.HTML()
+    def __init__(self, on_show: Callable[[str, str], None] | None = None) -> None:
+        self.html = widgets.HTML()
+        # A row leads to its nodes in the segment graph (`on_show(op, reason)`).
+        self.rows = widgets.Dropdown(description="show in graph", options=[("", None)],
+                                     layout=widgets.Layout(width="640px"))
+        self.rows.observe(lambda change: self._row_chosen(change["new"], on_show), names="value")
+        self.widget = widgets.VBox([self.rows, self.html]) if on_show else self.html
+
+    def _row_chosen(self, row: tuple[str, str] | None,
+                    on_show: Callable[[str, str], None] | None) -> None:
+        if row is not None and on_show is not None:
+            self.rows.value = None
+            on_show(*row)
 
     def update(self, view: ConversionView) -> None:
+        rows = [(r.op, r.reason, r.count) for r in view.rejected.itertuples()]
+        if len(view.left_out):
+            rows += [(op, reason, len(group)) for (op, reason), group
+                     in view.left_out.groupby(["op", "reason"], sort=False)]
+        self.rows.options = [("", None)] + [(f"{op}: {reason} ({count})", (op, reason))
+                                            for op, reason, count in rows]
         self.html.value = (
             "<b>Rejected by TF-TRT's candidate test</b>"
             + table_html(view.rejected, "Every node was a candidate.")
@@ -138,49 +151,6 @@ class NonconversionTab:
             + "<details><summary>TF-TRT's report text</summary>"
             + pre_html(view.nonconversion_text) + "</details>"
         )
-
-
-class GraphTab:
-    """Graphviz drawings: the converted graph, the full graph, or one engine opened up."""
-
-    title = "Segment graph"
-
-    def __init__(self) -> None:
-        self.choice = widgets.ToggleButtons(options=list(GRAPH_VIEWS), value="Converted",
-                                            style={"button_width": "105px"})
-        self.engine = widgets.Dropdown(description="engine", options=[])
-        self.html = widgets.HTML()
-        self.html.add_class("wb-graph")
-        self.svg = ""
-        self._view: ConversionView | None = None
-        self.choice.observe(lambda _c: self.draw(), names="value")
-        self.engine.observe(lambda _c: GRAPH_VIEWS[self.choice.value] in ("engine", "kernels")
-                            and self.draw(), names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.choice, self.engine]), self.html])
-
-    def update(self, view: ConversionView) -> None:
-        self._view = view
-        if view.engine_names != tuple(self.engine.options):
-            self.engine.options = view.engine_names  # redraws through the observer if needed
-        self.draw()
-
-    def draw(self) -> None:
-        view = self._view
-        if view is None:
-            return
-        kind = GRAPH_VIEWS[self.choice.value]
-        if kind in ("engine", "kernels") and not self.engine.value:
-            kind = "converted"
-        try:
-            digraph = verdict_kernel_graph(view.tensorrt, self.engine.value, view.graph) \
-                if kind == "kernels" else graphs.draw(view.graph, view.result, kind,
-                                                      self.engine.value or "",
-                                                      errors=view.engine_errors)
-            self.svg = graphs.inline_svg(digraph)
-        except WorkbenchError as exc:
-            self.html.value = note_html(str(exc), error=True)
-            return
-        self.html.value = f'<div style="overflow:auto; max-height:800px">{self.svg}</div>'
 
 
 class ChartsTab:

@@ -206,17 +206,22 @@ def inline_svg(digraph: graphviz.Digraph) -> str:
 
 def to_svg(digraph: graphviz.Digraph, timeout_s: float = 60) -> str:
     """Renders with Graphviz's `dot`; a missing `dot` or a timeout is a one-line WorkbenchError."""
+    return render(digraph, "svg", timeout_s).decode()
+
+
+def render(digraph: graphviz.Digraph, fmt: str, timeout_s: float = 60) -> bytes:
+    """The drawing in one of `dot`'s output formats (svg, png, ...), laid out by `dot`."""
     exe = dot_executable()
     try:
-        run = subprocess.run([exe, "-Tsvg"], input=digraph.source.encode(), capture_output=True,
-                             timeout=timeout_s, check=False)
+        run = subprocess.run([exe, f"-T{fmt}"], input=digraph.source.encode(),
+                             capture_output=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
         raise WorkbenchError(f"`dot` took more than {timeout_s:g} s to lay out the graph: draw a "
                              "smaller view (converted or one engine) or raise timeout_s") from exc
     if run.returncode != 0:
         message = run.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
         raise WorkbenchError(f"`dot` failed (exit {run.returncode}): {message[0]}")
-    return run.stdout.decode()
+    return run.stdout
 
 
 def dot_executable() -> str:
@@ -535,12 +540,13 @@ def _edges(dot: graphviz.Digraph, edges: Iterable[tuple[str, str, bool]],
 
 
 def _legend(dot: graphviz.Digraph, engines: list[EngineInfo], categories: dict[str, int],
-            caption: str) -> None:
-    """One HTML-table node: engines with their colours, reason categories with counts."""
+            caption: str, only: Container[str] | None = None) -> None:
+    """One HTML-table node: engines with their colours (those in `only`, when given),
+    reason categories with counts."""
     rows = [f'<tr><td colspan="2"><b>{escape(caption)}</b></td></tr>']
     rows += [f'<tr><td bgcolor="{engine_color(i)}" width="14"></td>'
              f'<td align="left">{e.name} [{e.native_node_count}]</td></tr>'
-             for i, e in enumerate(engines)]
+             for i, e in enumerate(engines) if only is None or e.name in only]
     rows += [f'<tr><td bgcolor="{category_color(c)}" width="14"></td>'
              f'<td align="left">not converted: {escape(c)} ({n})</td></tr>'
              for c, n in sorted(categories.items(), key=lambda item: -item[1])]

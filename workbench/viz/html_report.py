@@ -402,10 +402,13 @@ def _recommendations(recommendation: Recommendation) -> str:
 
 
 def _graph_view(kind: str, data: ConversionView) -> str:
-    from workbench.viz.graphs import draw, inline_svg
+    """The Segment graph tab's first view of `kind`, by name scope (`workbench graph` opens
+    more of it)."""
+    from workbench.viz.graphs import inline_svg
+    from workbench.viz.scope_graphs import scope_drawing
 
-    svg = inline_svg(draw(data.graph, data.result, kind, errors=data.engine_errors))
-    return f'<div class="graph" id="graph-{kind}">{svg}</div>'
+    drawing = scope_drawing(data.graph, data.result, kind, errors=data.engine_errors)
+    return f'<div class="graph" id="graph-{kind}">{inline_svg(drawing.digraph)}</div>'
 
 
 def _unconverted(report: ConversionReport) -> str:
