@@ -103,3 +103,25 @@ def test_graph_without_channels_first_nodes_is_returned_as_is():
 
     graph_def = nhwc.get_concrete_function(tf.TensorSpec([1, 8, 8, 4])).graph.as_graph_def()
     assert cpu_runnable(graph_def) is graph_def
+
+
+def test_a_fed_placeholders_rewrite_hangs_nothing_on_it():
+    """A native segment's input feeding an NCHW op: the rewrite's Consts take no control input
+    from the Placeholder, so mapping its tensor (as every caller does) is enough to run it."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4, 6, 6], name="TensorRTInputPH_0")
+        tf.raw_ops.MaxPool(input=x, ksize=[1, 1, 2, 2], strides=[1, 1, 2, 2],
+                           padding="VALID", data_format="NCHW", name="pool")
+    rewritten = cpu_runnable(graph.as_graph_def())
+    assert not [n.name for n in rewritten.node if "^TensorRTInputPH_0" in n.input]
+    data = np.random.default_rng(0).random((2, 4, 6, 6), np.float32)
+
+    def run():
+        fed = tf.constant(data)
+        return tf.compat.v1.import_graph_def(rewritten, input_map={"TensorRTInputPH_0:0": fed},
+                                             return_elements=["pool:0"], name="")
+
+    out = tf.compat.v1.wrap_function(run, [])()[0].numpy()
+    want = tf.nn.max_pool2d(data.transpose(0, 2, 3, 1), 2, 2, "VALID").numpy()
+    np.testing.assert_allclose(out, want.transpose(0, 3, 1, 2))

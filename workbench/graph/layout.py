@@ -110,11 +110,15 @@ def _permuted(graph_def: Any, node: Any, source: str, perm: list[int], label: st
 def _perm_const(graph_def: Any, name: str, values: list[int] | int, anchor: str) -> str:
     """A Const hanging on `anchor` (a control input), so it lives in the anchor's loop frame
     and cond branch: a Const outside a loop may not feed a node inside ("inputs from
-    different frames")."""
+    different frames"). Not on a Placeholder, which is in no frame or branch: whoever feeds it
+    maps its tensor, and a control input would still ask for the Placeholder itself (a native
+    segment's inputs, the model's)."""
     from tensorflow.python.framework import tensor_util
 
     const = graph_def.node.add(name=name, op="Const")
-    const.input.append("^" + anchor.split(":")[0].lstrip("^"))
+    source = anchor.split(":")[0].lstrip("^")
+    if not any(n.name == source and n.op == "Placeholder" for n in graph_def.node):
+        const.input.append("^" + source)
     const.attr["dtype"].type = _int32()
     const.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(values, "int32"))
     return name
