@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.graph.gpu_facts import find_gpu
+from workbench.graph.gpu_facts import find_gpu, squash_name
 from workbench.lazy import tf
 
 GPU_DEVICE = "/job:localhost/replica:0/task:0/device:GPU:0"
@@ -73,8 +73,8 @@ def preparation_target(setting: str | PreparationTarget | None = None) -> Prepar
     text = (setting if setting is not None else DEFAULT_GPU).strip()
     if text.lower() == "cpu":
         return CPU
-    by_name = {_squash(name): name for name in KNOWN_GPUS}
-    name = by_name.get(_squash(text.removeprefix("NVIDIA ").removeprefix("Tesla ")))
+    by_name = {squash_name(name): name for name in KNOWN_GPUS}
+    name = by_name.get(squash_name(text))
     if name is not None:
         return PreparationTarget(f"NVIDIA {name}", KNOWN_GPUS[name])
     facts = find_gpu(text)  # the latency estimate's GPUs, by trtexec's names too
@@ -88,10 +88,6 @@ def preparation_target(setting: str | PreparationTarget | None = None) -> Prepar
     raise UnknownTargetError(
         f"Unknown GPU {text!r} to prepare the graph for: give a compute capability "
         f"(7.5 or sm_75), cpu, or one of {', '.join(KNOWN_GPUS)}")
-
-
-def _squash(text: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
 def tf32_enabled() -> bool:

@@ -91,8 +91,8 @@ class UnknownGpuError(WorkbenchError):
 _PREFIXES = ("nvidiageforce", "nvidiatesla", "nvidia", "geforce", "tesla")
 
 
-def _squash(text: str) -> str:
-    """Lower-case letters and digits, without the vendor and brand prefixes."""
+def squash_name(text: str) -> str:
+    """A GPU name as lower-case letters and digits, without the vendor and brand prefixes."""
     key = re.sub(r"[^a-z0-9]", "", text.lower())
     for prefix in _PREFIXES:
         if key.startswith(prefix) and len(key) > len(prefix):
@@ -100,13 +100,13 @@ def _squash(text: str) -> str:
     return key
 
 
-_BY_NAME = {_squash(name): gpu for gpu in GPU_FACTS
+_BY_NAME = {squash_name(name): gpu for gpu in GPU_FACTS
             for name in (gpu.name, gpu.short, *gpu.aliases)}
 
 
 def find_gpu(name: str) -> GpuFacts | None:
     """The GPU a name means ("NVIDIA A100 80GB PCIe", "A100", "rtx3090"), or None."""
-    return _BY_NAME.get(_squash(name))
+    return _BY_NAME.get(squash_name(name))
 
 
 def gpu_facts(name: str | GpuFacts) -> GpuFacts:
