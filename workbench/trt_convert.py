@@ -262,7 +262,7 @@ class TrtGraphConverterV2:
             raise RuntimeError("Need to call convert() before tensorrt_verdicts()")
         sets = None
         if input_fn is not None:
-            from workbench.engines.runtime.converted_model import collect_inputs
+            from workbench.engines.runtime.input_sets import collect_inputs
 
             sets = collect_inputs(input_fn, self._converted_func.input_names, "input_fn").sets
         self._tensorrt = conversion_verdicts(self.session, self._converted_func, sets, progress)
