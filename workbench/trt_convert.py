@@ -305,18 +305,18 @@ def __getattr__(name: str) -> Any:
     """`save`: TensorFlow's saved_model save module, which TF-TRT's `save()` wrote through;
     imported on use (importing this module does not import TensorFlow)."""
     if name == "save":
-        from tensorflow.python.saved_model import save
+        from workbench.tf_private.tftrt import saved_model_save
 
-        return save
+        return saved_model_save()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_device_scope() -> None:
     """TF-TRT's convert() refused a device scope that is not a GPU. Without a scope the
     workbench converts anywhere (TF-TRT required a GPU): docs/differences.md."""
-    from tensorflow.python.eager import context
+    from workbench.tf_private.eager import device_scope
 
-    device = context.context().device_name
+    device = device_scope()
     if device and "gpu" not in device.lower():
         raise ValueError(f"Specified device is not a GPU: {device}")
 
