@@ -7,21 +7,23 @@ TF-TRT; `workbench.doctor()` says what this machine can run;
 `workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tune`);
 `workbench.export(model, format, path, params)` writes a TF-TRT script, ONNX or trtexec
 commands (`workbench.checks.export`). They are
-imported on first use so `import workbench` stays light; it only keeps TensorFlow's
-import-time chatter off stderr (`workbench.quiet`) and picks TensorFlow's CPU allocator.
+imported on first use so `import workbench` stays light.
+
+Importing the package does one thing, and must do it here: it puts an import finder on
+`sys.meta_path` (`workbench.quiet`) that waits for TensorFlow's first import, whoever makes it.
+A notebook's `import workbench` then `import tensorflow as tf` shows none of TensorFlow's
+import-time chatter, and neither do the many routes by which the package itself first imports
+TensorFlow (its lazy handle, `tensorflow.core` protos, TensorFlow-private modules). At that
+moment the finder also sets TensorFlow's environment (`lazy.before_tensorflow_import`: the
+system allocator for CPU tensors, docs/memory.md), then removes itself. Nothing else changes:
+no environment variable is set until TensorFlow is about to start.
 """
 
-import os
 from typing import Any
 
 from workbench import quiet
 
 quiet.install()
-# With oneDNN on (x86 CPUs), TensorFlow's CPU tensors come from a pool that never gives memory
-# back: the checkpoint read and Grappler's constants of a conversion stayed resident (figures
-# in docs/memory.md). The system allocator returns it, at the same speed.
-# TensorFlow reads this at its first tensor, so it applies when workbench is imported first.
-os.environ.setdefault("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1")
 
 
 def __getattr__(name: str) -> Any:

@@ -800,7 +800,7 @@ def _quiet_tensorflow(debug: bool) -> None:
     from workbench import quiet
 
     if debug:
-        quiet.uninstall()
+        quiet.install(level=0)  # nothing filtered; TensorFlow's settings still applied
         return
     quiet.only_fatal_lines()
 
