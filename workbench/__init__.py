@@ -19,36 +19,26 @@ system allocator for CPU tensors, docs/memory.md), then removes itself. Nothing 
 no environment variable is set until TensorFlow is about to start.
 """
 
+import importlib
 from typing import Any
 
 from workbench import quiet
 
 quiet.install()
 
+# The package's functions, imported on first use: name -> (module, its name there).
+_LAZY_EXPORTS = {
+    "load": ("workbench.engines.runtime.saving", "load_converted"),
+    "inspect_tftrt": ("workbench.engines.backends.tftrt_graph", "inspect_tftrt"),
+    "strip_engines": ("workbench.engines.backends.tftrt_strip", "strip_engines"),
+    "tune": ("workbench.tuning", "tune"),
+    "export": ("workbench.checks.export", "export"),
+    "doctor": ("workbench.diagnosis", "doctor"),
+}
+
 
 def __getattr__(name: str) -> Any:
-    if name == "load":
-        from workbench.engines.runtime.saving import load_converted
-
-        return load_converted
-    if name == "inspect_tftrt":
-        from workbench.engines.backends.tftrt_graph import inspect_tftrt
-
-        return inspect_tftrt
-    if name == "strip_engines":
-        from workbench.engines.backends.tftrt_strip import strip_engines
-
-        return strip_engines
-    if name == "tune":
-        from workbench.tuning import tune
-
-        return tune
-    if name == "export":
-        from workbench.checks.export import export
-
-        return export
-    if name == "doctor":
-        from workbench.diagnosis import doctor
-
-        return doctor
-    raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+    if name not in _LAZY_EXPORTS:
+        raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+    module, attribute = _LAZY_EXPORTS[name]
+    return getattr(importlib.import_module(module), attribute)

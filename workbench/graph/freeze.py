@@ -128,7 +128,7 @@ def _converter_data(base: type) -> type:
     """TensorFlow's eager converter data, reading each variable without `.numpy()`'s copy
     (the bytes are only read, into the Const; VGG16: 1.3 s and 528 MB less)."""
 
-    class ConverterData(base):  # type: ignore[misc, valid-type]
+    class ConverterData(base):
         def _eval(self, tensor: Any) -> Any:
             value = tensor.read_value() if hasattr(tensor, "read_value") else tensor
             return value._numpy() if hasattr(value, "_numpy") else value.numpy()

@@ -88,21 +88,7 @@ class Workbench:
         self._open_args = (signature_key, tags, output_node_names)
         self._background = background
         self.controls = Controls(params or ConversionParams())
-        self.summary_tab = SummaryTab(on_tensorrt=self.check_tensorrt)
-        self.nonconversion_tab = NonconversionTab(on_show=self.show_in_graph)
-        self.graph_tab = GraphTab()
-        self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops)
-        self.validation_tab = ValidationTab(on_check=self._check_clicked,
-                                            on_per_engine=self._per_engine_clicked)
-        self.runs_tab = RunsTab(self.store, on_keep=self._keep_clicked)
-        self.profile_tab = ProfileTab(on_profile=self.profile)
-        self.tune_tab = TuneTab(self.set_params, self.store.root, background)
-        self.export_tab = ExportTab(on_export=self._export_clicked)
-        self.tab_list: list[Tab] = [  # registering a tab: one line here, or add_tab()
-            self.summary_tab, self.nonconversion_tab, self.graph_tab, self.charts_tab,
-            self.validation_tab, self.runs_tab, self.profile_tab, self.tune_tab,
-            self.export_tab,
-        ]
+        self._make_tabs()
         self._lay_out()
         self.picker.value = model if isinstance(model, str) else ""
         self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,
@@ -113,6 +99,23 @@ class Workbench:
         self.tensorrt: dict[ConversionParams, dict[str, dict]] = self._verdicts.by_params
         self.controls.observe(self.refresh)
         self._start_loading()
+
+    def _make_tabs(self) -> None:
+        self.summary_tab = SummaryTab(on_tensorrt=self.check_tensorrt)
+        self.nonconversion_tab = NonconversionTab(on_show=self.show_in_graph)
+        self.graph_tab = GraphTab()
+        self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops)
+        self.validation_tab = ValidationTab(on_check=self._check_clicked,
+                                            on_per_engine=self._per_engine_clicked)
+        self.runs_tab = RunsTab(self.store, on_keep=self._keep_clicked)
+        self.profile_tab = ProfileTab(on_profile=self.profile)
+        self.tune_tab = TuneTab(self.set_params, self.store.root, self._background)
+        self.export_tab = ExportTab(on_export=self._export_clicked)
+        self.tab_list: list[Tab] = [  # registering a tab: one line here, or add_tab()
+            self.summary_tab, self.nonconversion_tab, self.graph_tab, self.charts_tab,
+            self.validation_tab, self.runs_tab, self.profile_tab, self.tune_tab,
+            self.export_tab,
+        ]
 
     # --- public ---------------------------------------------------------------------------
 

@@ -21,8 +21,8 @@ from workbench.lazy import tf
 logger = logging.getLogger("workbench.engines")
 
 
-class ConvertedModel(Protocol):
-    """What building needs of `converted_model.ConvertedModel`."""
+class ModelToBuild(Protocol):
+    """What building needs of a `converted_model.ConvertedModel`."""
 
     settings: EngineSettings
 
@@ -40,7 +40,7 @@ class ConvertedModel(Protocol):
     def run_natively(self, sets: InputSets, shapes: bool) -> dict[str, Collected]: ...
 
 
-def build_engines(model: ConvertedModel, sets: InputSets) -> None:
+def build_engines(model: ModelToBuild, sets: InputSets) -> None:
     """TF-TRT's build(): every engine op's engines for the input sets' shapes."""
     shapes = engine_shapes(model, sets)
     for name, op in model.ops.items():
@@ -66,7 +66,7 @@ def _build_per_shape_set(op: EngineOp, shapes: list[Any]) -> None:
         op.build(engine_shapes)
 
 
-def engine_shapes(model: ConvertedModel, sets: InputSets) -> dict[str, list[Any]]:
+def engine_shapes(model: ModelToBuild, sets: InputSets) -> dict[str, list[Any]]:
     """engine -> its input shapes for each input set (inferred; from a native run of the
     set when they depend on values, with a clear error when that run fails)."""
     inferred: dict[Any, dict[str, Any]] = {}
@@ -82,7 +82,7 @@ def engine_shapes(model: ConvertedModel, sets: InputSets) -> dict[str, list[Any]
     return found
 
 
-def _fill_value_dependent(model: ConvertedModel, shapes: dict[str, Any], inputs: list[Any],
+def _fill_value_dependent(model: ModelToBuild, shapes: dict[str, Any], inputs: list[Any],
                           index: int) -> None:
     """The shapes inference left unknown, from a native run of input set `index`."""
     from workbench.engines.runtime.build_shapes import data_run_error
@@ -100,7 +100,7 @@ def _fill_value_dependent(model: ConvertedModel, shapes: dict[str, Any], inputs:
         shapes[name] = (collected[name][0] or [None])[0]
 
 
-def calibrate(model: ConvertedModel, sets: InputSets) -> None:
+def calibrate(model: ModelToBuild, sets: InputSets) -> None:
     """INT8: each op's input batches from running `sets` natively become the calibration data
     of the engines built afterwards (one shape only, TF-TRT's rule)."""
     distinct = list(dict.fromkeys(sets.shapes))
@@ -114,7 +114,7 @@ def calibrate(model: ConvertedModel, sets: InputSets) -> None:
         op.calibration_data = tuple(collected[name][1])
 
 
-def build_for_first_call(model: ConvertedModel, tensors: list[Any]) -> None:
+def build_for_first_call(model: ModelToBuild, tensors: list[Any]) -> None:
     """Implicit batch: the engines the first call would build at run time, built before the
     graph is put together, so that it holds no native fallback branch (with every weight
     again) for TensorFlow to optimize. Engines whose input shapes need a data run are left
@@ -132,7 +132,7 @@ def build_for_first_call(model: ConvertedModel, tensors: list[Any]) -> None:
             ops[name].build(shapes)
 
 
-def _builds_at_first_call(model: ConvertedModel) -> bool:
+def _builds_at_first_call(model: ModelToBuild) -> bool:
     """Implicit batch, a graph to infer shapes in, and every op still to build at run time."""
     return (not model.settings.use_dynamic_shape and model.graph.prepared_graph_def is not None
             and all(op.settings.allow_build_at_runtime and not len(op.cache)

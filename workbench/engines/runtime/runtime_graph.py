@@ -113,7 +113,6 @@ class RuntimeGraph:
                                               self.input_shapes, strict=True)]
 
 
-
 def runtime_graph(session: ConversionSession, result: ConversionResult) -> RuntimeGraph:
     """The converted graph of a conversion (`ConversionSession`, `ConversionResult`)."""
     from workbench.engines.runtime.hybrid import converted_graph_def
@@ -129,14 +128,8 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
     dtypes = {s.engine.name: ([x.dtype for x in s.input_specs], [x.dtype for x in s.output_specs])
               for s in segments}
     functions = [f for f in result.functions if f.engines and f.body is not None]
-    engine_settings = {}
-    replaced = []
-    for conversion in functions:
-        function_segments = [extract_segment(conversion.body, e) for e in conversion.engines]
-        replaced.append((conversion, function_segments))
-        segments += function_segments
-        own = asdict(EngineSettings.from_params(conversion.params))
-        engine_settings.update({e.name: dict(own) for e in conversion.engines})
+    replaced = [(f, [extract_segment(f.body, e) for e in f.engines]) for f in functions]
+    segments += [segment for _, function_segments in replaced for segment in function_segments]
 
     def converted(weights: dict[str, Any] | None = None) -> Any:  # made on use, and again
         graph_def = converted_graph_def(prepared.graph_def, result.engines, dtypes,
@@ -165,11 +158,20 @@ def runtime_graph(session: ConversionSession, result: ConversionResult) -> Runti
         signature_key=loaded.signature_key,
         prepared_graph_def=prepared.graph_def,
         functions=functions,
-        engine_settings=engine_settings,
+        engine_settings=_function_engine_settings(functions),
         output_specs=[OutputSpec.of(name, spec)
                       for name, spec in zip(loaded.output_names, out_specs, strict=True)],
         prepared_for=result.prepared_for,
     )
+
+
+def _function_engine_settings(functions: list[Any]) -> dict[str, dict[str, Any]]:
+    """engine inside a converted function -> its function's EngineSettings fields."""
+    found = {}
+    for conversion in functions:
+        own = asdict(EngineSettings.from_params(conversion.params))
+        found.update({e.name: dict(own) for e in conversion.engines})
+    return found
 
 
 def _replace_function(converted: Any, conversion: Any, segments: list[Any]) -> None:
