@@ -62,7 +62,7 @@ class ConvertedModel:
         self.settings = settings
         self._backend = backend
         self._segments: dict[str, SegmentRuntime] | None = None
-        self._functions: ConvertedFunctions | None = None
+        self._converted_functions: ConvertedFunctions | None = None
 
     # --- the pieces, made on first use --------------------------------------------------------
 
@@ -111,10 +111,15 @@ class ConvertedModel:
         return {name: s.op for name, s in self.segments.items()}
 
     @property
-    def _calls(self) -> ConvertedFunctions:
-        if self._functions is None:
-            self._functions = ConvertedFunctions(self.graph, self.ops)
-        return self._functions
+    def converted_functions(self) -> ConvertedFunctions:
+        """The TensorFlow functions calls run (`converted_functions.py`), made on first use."""
+        if self._converted_functions is None:
+            self._converted_functions = ConvertedFunctions(self.graph, self.ops)
+        return self._converted_functions
+
+    def _every_fallback(self) -> Any:
+        """The function with every engine's fallback branch (collecting ops run natively)."""
+        return self.converted_functions.every_engine_with_fallback()
 
     @property
     def backend(self) -> Backend:
@@ -153,35 +158,36 @@ class ConvertedModel:
     @property
     def inputs(self) -> list[Any]:
         """The converted function's input placeholders (captured weights left out)."""
-        function = self._calls.every_engine_with_fallback()
+        function = self._every_fallback()
         return list(function.inputs[:len(self.input_names)])
 
     @property
     def outputs(self) -> list[Any]:
-        return list(self._calls.every_engine_with_fallback().outputs)
+        return list(self._every_fallback().outputs)
 
     @property
     def function(self) -> Any:
         """The in-process converted function (ConcreteFunction over the converted graph):
         engines already built are called without the native fallback branch (see
         `converted_functions`), the others with it."""
-        return self._calls.current()
+        return self.converted_functions.current()
 
     @property
     def captured_weights(self) -> dict[str, Any]:
         """Placeholder -> the eager tensor the converted function captured for it (empty
         before the function is made): a save's variables share them rather than copy."""
-        return {} if self._functions is None else self._functions.captured_weights
+        functions = self._converted_functions
+        return {} if functions is None else functions.captured_weights
 
     # --- calling ------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Runs the converted model: inputs by position (signature order) or by name."""
         tensors = self.input_tensors(args, kwargs)
-        if self._calls.called_directly is None:
+        if self.converted_functions.called_directly is None:
             engine_builds.build_for_first_call(self, tensors)
         try:
-            outputs = self._calls.call(tensors)
+            outputs = self.converted_functions.call(tensors)
         except tf.errors.OpError as exc:  # TF-TRT's kernel aborted; ours ran inside TensorFlow
             refused = _native_execution_refused(exc)
             if refused is None:
@@ -208,14 +214,14 @@ class ConvertedModel:
         """One call with only `engines` on the backend, every other segment run natively."""
         native = {name: op for name, op in self.ops.items() if name not in engines}
         with collecting(native, shapes=True):  # a collecting op runs its native segment
-            outputs = self._calls.every_engine_with_fallback()(*self.input_tensors((), inputs))
+            outputs = self._every_fallback()(*self.input_tensors((), inputs))
         self.check_outputs(outputs)
         return dict(zip(self.output_names, outputs, strict=True))
 
     def run_natively(self, sets: InputSets, shapes: bool) -> dict[str, Collected]:
         """Runs every input set natively; engine -> the input shapes (`shapes`) or batches
         its op recorded (see `EngineOp.stop_collecting`)."""
-        function = self._calls.every_engine_with_fallback()
+        function = self._every_fallback()
         with collecting(self.ops, shapes) as collected:
             for inputs in sets.sets:
                 function(*self.input_tensors(inputs, {}))
