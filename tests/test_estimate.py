@@ -10,12 +10,8 @@ from conftest import fixture_path, run_cli
 
 from workbench.graph.gpu import preparation_target
 from workbench.graph.gpu_facts import GPU_FACTS, UnknownGpuError, gpu_facts
-from workbench.profiling.estimate import (
-    estimate_engine,
-    kernel_work,
-    load_coefficients,
-    read_layer_info,
-)
+from workbench.profiling.estimate import estimate_engine, kernel_work, load_coefficients
+from workbench.profiling.trtexec import read_trtexec_kernels
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -44,20 +40,24 @@ def test_every_gpu_has_its_facts_and_source_and_prepares_graphs_for_its_capabili
     assert gpu_facts("T4").peak_tflops("tf32") == gpu_facts("T4").fp32_tflops  # Turing: no TF32
 
 
-def _layers(name: str) -> list[dict]:
+def _layers(name: str) -> list:
+    """The kernels of a fixture's layer-info file, through the one loader of such files."""
     folder = fixture_path(name)
     path = folder / "engine.graph.json"
-    return read_layer_info(path if path.is_file() else folder / "layerinfo.json")
+    return list(read_trtexec_kernels(path if path.is_file() else folder / "layerinfo.json")
+                .kernels)
 
 
 def test_a_convolutions_work_comes_from_its_shapes_and_weights():
-    first = next(layer for layer in _layers("keras-resnet50-rtx3090-fp16")
-                 if layer["LayerType"] == "CaskConvolution")
+    first = next(kernel for kernel in _layers("keras-resnet50-rtx3090-fp16")
+                 if kernel.type == "CaskConvolution")
     work = kernel_work(first)
     # ResNet-50's 7x7/2 stem: 118 M multiply-adds per image, batch 32.
     assert work.kind == "gemm" and work.precision == "fp16"
     assert work.flops == pytest.approx(2 * 32 * 112 * 112 * 64 * 7 * 7 * 3)
-    assert work.bytes == pytest.approx(2 * (32 * 3 * 224 * 224 + 32 * 64 * 112 * 112 + 9408))
+    # Inputs, outputs, weights and bias in FP16.
+    assert work.bytes == pytest.approx(2 * (32 * 3 * 224 * 224 + 32 * 64 * 112 * 112 + 9408
+                                            + 64))
 
 
 @pytest.mark.parametrize("name", ["keras-resnet50-rtx3090-fp16", "keras-resnet50-rtx3090-fp32",
@@ -85,6 +85,13 @@ def test_a_faster_gpu_is_estimated_faster():
     order = ["Orin", "T4", "A10", "A100", "H100"]
     totals = [estimate_engine(layers, gpu)["total_ms"] for gpu in order]
     assert totals == sorted(totals, reverse=True)
+
+
+def test_a_layer_info_file_without_shapes_is_a_one_line_error():
+    from workbench.errors import WorkbenchError
+
+    with pytest.raises(WorkbenchError, match="--profilingVerbosity=detailed"):
+        estimate_engine(read_trtexec_kernels({"Layers": ["conv1 + relu1", "fc"]}), "T4")
 
 
 def test_the_error_note_quotes_the_measured_leave_one_out_error():
