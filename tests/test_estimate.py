@@ -99,6 +99,10 @@ def test_the_error_note_quotes_the_measured_leave_one_out_error():
     note = estimate_engine(_layers("torch-resnet18-a100-fp32"), "T4")["error_note"]
     assert note.startswith("estimated for Tesla T4")
     assert f"median {100 * errors['median_abs_model_error']:.0f}%" in note
+    # ... and the error on an H100's layers of architectures it was never fitted on.
+    held_out = errors["h100_held_out"]
+    assert (f"out of sample on an H100: median {100 * held_out['median_abs_layers_error']:.0f}%"
+            in note)
 
 
 def test_cli_estimate_json_follows_the_contract():

@@ -45,7 +45,9 @@ TILE = 64  # output tile edge used to count how many SMs a convolution/GEMM can 
 # listing (`correlation` is its convolution, `gemm` its matrix product).
 _GEMM_TYPES = re.compile(r"Convolution|Deconvolution|Gemm|MatrixMultiply|FullyConnected|"
                          r"Attention|^correlation$", re.I)
-_FREE_TYPES = {"NoOp", "Constant", "Shape", "Assertion"} | NON_COMPUTE_TYPES
+# No kernel of the network: the inspector's no-ops, TensorRT-RTX's shape calls, stream events
+# and copies of shape values to the GPU (dynamic shapes).
+_FREE_TYPES = {"NoOp", "Constant", "Shape", "Assertion", "ShapeHostToDevice"} | NON_COMPUTE_TYPES
 _NORM_TYPES = re.compile(r"Norm|SoftMax|Reduce|TopK", re.I)
 _MYELIN_TYPES = {"Myelin", "ForeignNode"}  # opaque fused regions of the inspector
 # TensorRT-RTX's kernel types that run a convolution or matrix product of the nodes they hold
@@ -178,9 +180,14 @@ def error_note(gpu: GpuFacts, coefficients: dict | None = None) -> str:
     text = f"estimated for {gpu.name}"
     if measured is None:
         return text + " (model error not measured)"
-    return (f"{text}; leave-one-out model-level error on real TensorRT profiles: median "
-            f"{100 * measured:.0f}%, worst {100 * errors['max_abs_model_error']:.0f}% "
-            f"({errors.get('sets', '?')} sets)")
+    text += (f"; leave-one-out model-level error on real TensorRT profiles: median "
+             f"{100 * measured:.0f}%, worst {100 * errors['max_abs_model_error']:.0f}% "
+             f"({errors.get('sets', '?')} sets)")
+    held_out = errors.get("h100_held_out")
+    if held_out:  # architectures measured on an H100 and never fitted on
+        median, worst = held_out["median_abs_layers_error"], held_out["max_abs_layers_error"]
+        text += f"; out of sample on an H100: median {100 * median:.0f}%, worst {100 * worst:.0f}%"
+    return text
 
 
 def estimate_layers(layers: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
