@@ -27,6 +27,7 @@ from workbench.profiling.estimate import (
     KernelWork,
     engine_work,
     error_note,
+    estimate_layers,
     kernel_time_ms,
     kernel_work,
     load_coefficients,
@@ -79,10 +80,9 @@ def graph_estimate(graph: Graph, engines: Sequence[Any], gpu: str | GpuFacts,
              for engine in engines}
     for engine in engines:
         if engine.name in built:
-            engine_ms[engine.name] += sum(
-                kernel_time_ms(work, facts, coefficients)
-                for work in kernels_work(graph, engine.nodes, built[engine.name],
-                                         engine_precision, batch_size))
+            engine_ms[engine.name] += sum(row["estimated_ms"] for row in kernel_estimates(
+                graph, engine.nodes, built[engine.name], facts, precision_mode, batch_size,
+                coefficients))
     native_ops_ms = native_ms = 0.0
     for node in graph.real_nodes:
         if node.op in _FREE:
@@ -124,6 +124,17 @@ def engine_kernels(verdicts: Mapping[str, Any]) -> dict[str, list[Kernel]]:
         if listed:
             found[name] = [k if isinstance(k, Kernel) else Kernel.from_record(k) for k in listed]
     return found
+
+
+def kernel_estimates(graph: Graph, engine_nodes: Iterable[str], kernels: Sequence[Kernel],
+                     gpu: str | GpuFacts, precision_mode: str = "FP32", batch_size: int = 1,
+                     coefficients: dict | None = None) -> list[dict]:
+    """Per kernel TensorRT built of one engine (`engine_nodes`, its TF nodes): name, type,
+    estimated_ms, kind, flops, bytes, precision at `batch_size` on `gpu` (no engine launch)."""
+    precision = {"FP16": "fp16", "INT8": "int8"}.get(precision_mode.upper(), "fp32")
+    return estimate_layers(kernels, gpu, coefficients,
+                           works=kernels_work(graph, engine_nodes, kernels, precision,
+                                              batch_size))
 
 
 def kernels_work(graph: Graph, engine_nodes: Iterable[str], kernels: Sequence[Kernel],
