@@ -3,8 +3,9 @@ check). PyTorch + cuDNN, no TensorRT.
 
 Run on the device machine: `python3 benchmarks/gpu_held_out.py $OUT/held_out.json` (PyTorch
 and torchvision only; it borrows the timing and record helpers of `gpu_measure.py`); then here
-`python benchmarks/gpu_held_out.py --record FILE.json` writes
-`benchmarks/results/gpu_<gpu>_held_out.json`, which `benchmarks/estimate.py` judges the
+`python benchmarks/gpu_held_out.py --record FILE.json [REPEAT.json]` writes
+`benchmarks/results/gpu_<gpu>_held_out.json` (with a second run's model-level figures, from a
+fresh machine, as its repeatability), which `benchmarks/estimate.py` judges the
 estimate on and never fits on. Architectures unlike the ResNet-50 the Hopper scales were
 fitted on:
 - MobileNetV2 and EfficientNet-B0 (torchvision, random weights): every convolution
@@ -156,7 +157,7 @@ def bert_layer(batch: int, dtype_name: str) -> tuple[list[dict], float | None]:
 
 def main() -> None:
     if sys.argv[1:2] == ["--record"]:
-        record_figures(sys.argv[2])
+        record_figures(*sys.argv[2:4])
         return
     out = sys.argv[1] if len(sys.argv) > 1 else "held_out.json"
     torch.backends.cudnn.benchmark = True
@@ -181,8 +182,9 @@ def main() -> None:
     print("wrote", out)
 
 
-def record_figures(path: str) -> None:
-    """Here, without a GPU: the device's JSON as this benchmark's results file."""
+def record_figures(path: str, repeat: str | None = None) -> None:
+    """Here, without a GPU: the device's JSON as this benchmark's results file; `repeat`, a
+    second run's JSON, gives the run-to-run difference of every model-level figure."""
     import record
 
     measured = json.loads(open(path).read())
@@ -191,13 +193,25 @@ def record_figures(path: str) -> None:
                              f"{model['layers_sum_ms']:.3f} / "
                              + (f"{model['model_ms']:.3f} ms" if model["model_ms"] else "-"))
                for key, model in measured["models"].items()]
+    if repeat:
+        again = json.loads(open(repeat).read())["models"]
+        differences = sorted(abs(again[key][what] / model[what] - 1)
+                             for key, model in measured["models"].items()
+                             for what in ("layers_sum_ms", "model_ms") if model[what])
+        measured["repeat"] = {"models": again, "median_abs_difference":
+                              differences[len(differences) // 2],
+                              "max_abs_difference": differences[-1]}
+        figures.append(record.figure(
+            "a second run on a fresh machine: difference of those figures, median / worst",
+            f"{100 * differences[len(differences) // 2]:.1f}% / {100 * differences[-1]:.0f}%"))
     short = device["name"].split()[1].lower()  # "NVIDIA H100 80GB HBM3" -> h100
     path = record.write(f"gpu_{short}_held_out", figures, data={"measurements": measured},
                         machine=f"{device['name']} (lent device machine; torch "
                                 f"{device['torch']}, cuDNN {device['cudnn']})")
     document = json.loads(path.read_text())
-    document["command"] = ("python3 benchmarks/gpu_held_out.py OUT.json (on the GPU), then "
-                           "python benchmarks/gpu_held_out.py --record OUT.json")
+    document["command"] = ("python3 benchmarks/gpu_held_out.py OUT.json (on the GPU, twice), "
+                           "then python benchmarks/gpu_held_out.py --record OUT.json "
+                           "REPEAT.json")
     path.write_text(json.dumps(document, indent=1) + "\n")
 
 
