@@ -164,7 +164,8 @@ def node_kernel(graph: Graph, node: Node, precision: str | None, batch_size: int
                              else "fp32")
         return KernelTensor(name, dims, _DTYPES[kind], _DTYPES[kind])
 
-    constants, parameters = (), {}
+    constants: tuple[KernelTensor, ...] = ()
+    parameters: dict[str, int] = {}
     if node.op in _GEMM and len(inputs) > 1 and inputs[1] is not None and inputs[1].shape:
         out = tensor(output, "output").shape
         found = _weights(node, inputs[1].shape, out, _DTYPES[precision or "fp32"])

@@ -61,10 +61,11 @@ def read_trtexec(profile: Source, layer_info: Source | None = None, timing: Sour
     """
     profile_label = _label(profile, "profile")
     count, records = _profile_records(_load(profile, "profile"), profile_label)
-    info = {} if layer_info is None else {
-        kernel.name: kernel for kernel in read_trtexec_kernels(layer_info).kernels}
-    if info:
-        _warn_unmatched(records, info, _label(layer_info, "layer info"), profile_label)
+    info: dict[str, Kernel] = {}
+    if layer_info is not None:
+        info = {kernel.name: kernel for kernel in read_trtexec_kernels(layer_info).kernels}
+        if info:
+            _warn_unmatched(records, info, _label(layer_info, "layer info"), profile_label)
     summary = None if profile_metadata is None else trtexec_summary(profile_metadata)
     linker = NodeLinker(None if graph is None else ((n.name, n.op) for n in graph.real_nodes))
     stem = _stem(profile)
