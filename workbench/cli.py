@@ -303,10 +303,11 @@ def _run_estimate(args: argparse.Namespace) -> int:
     import json
 
     from workbench.graph.gpu_facts import gpu_facts
-    from workbench.profiling.estimate import estimate_engine, estimate_text, read_layer_info
+    from workbench.profiling.estimate import estimate_engine, estimate_text
+    from workbench.profiling.trtexec import read_trtexec_kernels
 
     gpu = gpu_facts(args.gpu)  # an unknown name fails before the file is read
-    document = estimate_engine(read_layer_info(args.trtexec_graph), gpu)
+    document = estimate_engine(read_trtexec_kernels(args.trtexec_graph), gpu)
     print(json.dumps(document) if args.json else estimate_text(document))
     return 0
 
@@ -421,7 +422,8 @@ def _run_convert(args: argparse.Namespace) -> int:
     result = session.convert(params)
     advice = advise(session, params)
     tensorrt = _tensorrt_verdicts(session, result, params) if args.tensorrt else None
-    estimate = _gpu_estimate(session, result, params, args) if args.target_gpu else None
+    estimate = _gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu \
+        else None
     if args.json:
         report = ConversionReport(result, advice, tensorrt=tensorrt)
         print(report.to_json() if estimate is None
@@ -451,23 +453,27 @@ def _run_convert(args: argparse.Namespace) -> int:
 
 
 def _gpu_estimate(session: ConversionSession, result: Any, params: ConversionParams,
-                  args: argparse.Namespace) -> dict:
-    from workbench.profiling.estimate_graph import graph_estimate
+                  args: argparse.Namespace, tensorrt: dict[str, dict] | None = None) -> dict:
+    """The estimate for --target-gpu: engines TensorRT built (--tensorrt) from their kernels."""
+    from workbench.profiling.estimate_graph import engine_kernels, graph_estimate
 
     if args.target_batch_size < 1:
         raise WorkbenchError(f"--target-batch-size must be 1 or more, not {args.target_batch_size}")
     graph = session.prepared(params.precision_mode).graph
     return graph_estimate(graph, result.engines, args.target_gpu, params.precision_mode,
-                          args.target_batch_size)
+                          args.target_batch_size, kernels=engine_kernels(tensorrt or {}))
 
 
 def _with_estimate(document: dict, estimate: dict) -> dict:
     """The convert document with each engine's estimated time (inside its TensorRT verdict
-    when there is one) and the model's estimate at the top."""
+    when there is one, with what it was estimated from) and the model's estimate at the top."""
+    basis = estimate.get("engine_basis", {})
     for engine in document["engines"]:
-        estimated = estimate["engines"].get(engine["name"])
-        (engine["tensorrt"] if "tensorrt" in engine else engine)["estimated_ms"] = estimated
-    document["estimate"] = {key: value for key, value in estimate.items() if key != "engines"}
+        target = engine["tensorrt"] if "tensorrt" in engine else engine
+        target["estimated_ms"] = estimate["engines"].get(engine["name"])
+        target["estimated_from"] = basis.get(engine["name"])
+    document["estimate"] = {key: value for key, value in estimate.items()
+                            if key not in ("engines", "engine_basis")}
     return document
 
 
