@@ -22,9 +22,11 @@ from workbench.viz.hierarchy import (
     TOP_BOXES,
     ScopeTree,
     find,
+    focus_on_engine,
     focus_on_row,
 )
-from workbench.viz.scope_graphs import HIGHLIGHT, scope_drawing
+from workbench.viz.overlays import engine_overlays
+from workbench.viz.scope_graphs import FRAME, GROUP_BOX, HIGHLIGHT, scope_drawing
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -126,6 +128,36 @@ def test_drawing_collapsed_groups_say_what_they_hold():
     assert len(svg.findall(f".//{SVG}g[@class='node']")) == converted.boxes + 1  # + legend
     with pytest.raises(WorkbenchError, match="no group"):
         scope_drawing(graph, result, open_groups=["nope"])
+
+
+def test_svg_titles_name_groups_and_frames_for_clicks_and_engines_carry_overlays():
+    graph, result = chain_model()
+    tree = ScopeTree.build(graph, result)
+    drawing = scope_drawing(graph, result, "full", open_groups=["wrap/model"], tree=tree)
+    svg = ET.fromstring(to_svg(drawing.digraph))
+    titles = {g.get("class"): [] for g in svg.iter(f"{SVG}g")}
+    for g in svg.iter(f"{SVG}g"):
+        titles[g.get("class")].append(g.findtext(f"{SVG}title"))
+    # What the app gets back from a click: a collapsed group's box, an open group's frame.
+    assert f"{GROUP_BOX}wrap/model/block_*" in titles["node"]
+    assert f"{GROUP_BOX}wrap/model/head" in titles["node"]
+    assert titles["cluster"] == [f"{FRAME}wrap/model"]
+    # An engine of the engine table: its group opened, its box highlighted, its overlay drawn.
+    (engine,) = result.engines
+    focus = focus_on_engine(tree, engine)
+    assert focus.highlight == {engine.name} and "wrap/model/block_*" in focus.open
+    overlays = engine_overlays(
+        {engine.name: {"built": True, "parsed": True, "kernels": [{"name": "k"}] * 12}},
+        {"gpu": "NVIDIA T4", "engines": {engine.name: 0.4123}})
+    assert overlays == {engine.name: "12 TensorRT kernels, ~0.412 ms on NVIDIA T4 (estimated)"}
+    converted = scope_drawing(graph, result, "converted", open_groups=focus.open,
+                              highlight=focus.highlight, tree=tree, overlays=overlays)
+    line = next(s for s in converted.digraph.body if s.lstrip().startswith(engine.name))
+    assert HIGHLIGHT in line and "12 TensorRT kernels" in line
+    legend = next(s for s in converted.digraph.body if "legend" in s)
+    assert "~0.412 ms on NVIDIA T4" in legend
+    assert engine_overlays({engine.name: {"built": False, "parsed": True}}) == {
+        engine.name: "TensorRT: build failed"}
 
 
 # --- real architectures ----------------------------------------------------------------------
