@@ -218,6 +218,33 @@ def show_full_graph(page: Any, current: dict[str, Any]) -> None:
                lambda: page_text(page))
 
 
+# The title of a collapsed group's box whose centre lies inside the drawing's viewport.
+GROUP_IN_SIGHT_JS = """() => {
+  const port = document.querySelector('.wb-graph .wb-drawing-port').getBoundingClientRect();
+  const boxes = [...document.querySelectorAll('.wb-graph svg g.node')].filter((g) =>
+    g.querySelector(':scope > title').textContent.startsWith('scope '));
+  const inside = boxes.find((g) => {
+    const r = g.getBoundingClientRect();
+    const [x, y] = [r.left + r.width / 2, r.top + r.height / 2];
+    return x > port.left && x < port.right && y > port.top && y < port.bottom;
+  });
+  return inside ? inside.querySelector(':scope > title').textContent : null;
+}"""
+
+
+def open_group_by_click(page: Any) -> None:
+    """A click on a collapsed group's box in the drawing opens it in place: the anywidget
+    sends the box's name to Python, which redraws with the group's frame."""
+    title = page.evaluate(GROUP_IN_SIGHT_JS)
+    assert title, "no collapsed group in sight in the segment graph"
+    page.locator(".wb-graph svg g.node").filter(has=page.locator(f'title:text-is("{title}")')
+                                                ).first.click()
+    frame = "cluster " + title.removeprefix("scope ")
+    wait_until(f"the group {title!r} opening after a click",
+               lambda: frame in state(page)["svg"], UPDATE_TIMEOUT_S, lambda: page_text(page))
+    assert page.locator(".wb-graph .wb-drawing-bar button", has_text="Fit").count() == 1
+
+
 def keep_run_and_profile(page: Any) -> None:
     """Keeps the checked run (Runs tab) and profiles native TF and the engines (Profiling tab),
     a screenshot of each: the documentation shows every tab."""
@@ -259,6 +286,8 @@ def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
         screenshot(page, "01_nonconversion_report.png")
         show_full_graph(page, before)
         screenshot(page, "01_segment_graph_full.png")
+        open_group_by_click(page)
+        screenshot(page, "01_segment_graph_opened.png")
         page.get_by_role("tab", name="Summary").click()
         check = validate_and_time(page)
         wait_for_state(page, "the workbench ready after the check", is_idle, 10)

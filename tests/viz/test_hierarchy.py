@@ -228,8 +228,10 @@ def test_cli_writes_svg_dot_and_png(tmp_path, capsys):
     assert "boxes" in capsys.readouterr().out
     root = ET.parse(svg).getroot()
     assert root.tag == f"{SVG}svg" and root.findall(f".//{SVG}g[@class='cluster']")
-    assert cli.main(["graph", model, "--view", "full", "--find", "while", "-o", str(dot)]) == 0
+    assert cli.main(["graph", model, "--view", "full", "--find", "while", "--target-gpu", "T4",
+                     "-o", str(dot)]) == 0
     assert "highlighted" in capsys.readouterr().out
+    assert "ms on Tesla T4 (estimated)" in dot.read_text()  # the legend's engine rows
     laid_out = subprocess.run(["dot", "-Tsvg", str(dot)], capture_output=True, check=True)
     assert HIGHLIGHT.encode() in laid_out.stdout and b"while loop" in laid_out.stdout
     assert cli.main(["graph", model, "--depth", "1", "-o", str(png)]) == 0
