@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from jupyter_lab import CHROMIUM, chromium_page, jupyter_lab, wait_until
 
+from workbench.viz.scope_graphs import HIGHLIGHT
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = Path(os.environ.get("BROWSER_TEST_NOTEBOOK", REPO / "notebooks" / "00_workbench.ipynb"))
 SCREENSHOTS = REPO / "test-output" / "browser"
@@ -235,14 +237,31 @@ GROUP_IN_SIGHT_JS = """() => {
 def open_group_by_click(page: Any) -> None:
     """A click on a collapsed group's box in the drawing opens it in place: the anywidget
     sends the box's name to Python, which redraws with the group's frame."""
-    title = page.evaluate(GROUP_IN_SIGHT_JS)
-    assert title, "no collapsed group in sight in the segment graph"
+    port = page.locator(".wb-graph .wb-drawing-port").first.bounding_box()
+    page.mouse.move(port["x"] + port["width"] / 2, port["y"] + port["height"] / 2)
+    for _ in range(20):  # the wheel pans the drawing until a collapsed group shows
+        title = page.evaluate(GROUP_IN_SIGHT_JS)
+        if title:
+            break
+        page.mouse.wheel(0, 300)
+    assert title, "no collapsed group in sight after panning the segment graph"
     page.locator(".wb-graph svg g.node").filter(has=page.locator(f'title:text-is("{title}")')
                                                 ).first.click()
     frame = "cluster " + title.removeprefix("scope ")
     wait_until(f"the group {title!r} opening after a click",
                lambda: frame in state(page)["svg"], UPDATE_TIMEOUT_S, lambda: page_text(page))
     assert page.locator(".wb-graph .wb-drawing-bar button", has_text="Fit").count() == 1
+
+
+def report_row_leads_to_graph(page: Any) -> None:
+    """A click on a row of the non-conversion report opens the Segment graph tab with that
+    row's nodes highlighted."""
+    page.get_by_role("tab", name="Non-conversion report").click()
+    page.locator(".wb-app table.wb-rows-rejected tbody tr").first.click()
+    current = page.locator(".wb-app .lm-TabBar-tab.lm-mod-current").first
+    wait_until("the Segment graph showing the clicked row's nodes, highlighted",
+               lambda: current.inner_text() == "Segment graph"
+               and HIGHLIGHT in state(page)["svg"], UPDATE_TIMEOUT_S, lambda: page_text(page))
 
 
 def keep_run_and_profile(page: Any) -> None:
@@ -288,6 +307,8 @@ def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
         screenshot(page, "01_segment_graph_full.png")
         open_group_by_click(page)
         screenshot(page, "01_segment_graph_opened.png")
+        report_row_leads_to_graph(page)
+        screenshot(page, "01_segment_graph_report_row.png")
         page.get_by_role("tab", name="Summary").click()
         check = validate_and_time(page)
         wait_for_state(page, "the workbench ready after the check", is_idle, 10)
@@ -386,7 +407,7 @@ def test_app_fits_the_window_with_the_sidebar_open(tmp_path: Path) -> None:
         problems = {}
         for width in (1280, 1440):
             page.set_viewport_size({"width": width, "height": 1000})
-            for tab in ("Summary", "Charts", "Export"):
+            for tab in ("Summary", "Segment graph", "Charts", "Export"):
                 page.get_by_role("tab", name=tab).click()
                 page.wait_for_timeout(500)  # plotly and Lumino settle on the new width
                 layout = page.evaluate(LAYOUT_JS)

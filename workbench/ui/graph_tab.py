@@ -49,13 +49,13 @@ class GraphTab:
                                             style={"button_width": "105px"})
         self.engine = widgets.Dropdown(description="engine", options=[])
         self.search = widgets.Text(placeholder="find a node, op type or scope",
-                                   continuous_update=False, layout=widgets.Layout(width="260px"))
+                                   continuous_update=False, layout=widgets.Layout(width="220px"))
         self.group = widgets.Dropdown(description="group", options=[("", None)],
-                                      layout=widgets.Layout(width="420px"))
+                                      layout=widgets.Layout(width="340px"))
         self.gpu = widgets.Dropdown(description="estimate on", options=[("", None)] + [
-            (g.name, g.name) for g in GPU_FACTS], layout=widgets.Layout(width="300px"),
+            (g.name, g.name) for g in GPU_FACTS], layout=widgets.Layout(width="240px"),
             tooltip="each engine's estimated time on this GPU, in its box")
-        self.crumbs = widgets.HBox()
+        self.crumbs = _row()
         self.note = widgets.HTML()
         self.html = Drawing()  # .value: the SVG, or a note saying why there is none
         self.html.add_class("wb-graph")
@@ -75,8 +75,8 @@ class GraphTab:
         self.group.observe(self._group_chosen, names="value")
         self.gpu.observe(lambda _c: self.draw(), names="value")
         self.widget = widgets.VBox([
-            widgets.HBox([self.choice, self.engine, self.gpu]),
-            widgets.HBox([self.search, self.group]), self.crumbs, self.note, self.html])
+            _row(self.choice, self.engine), _row(self.search, self.group, self.gpu),
+            self.crumbs, self.note, self.html])
 
     def update(self, view: ConversionView) -> None:
         if self._view is None or view.graph is not self._view.graph:
@@ -265,3 +265,8 @@ class GraphTab:
                                     tooltip=f"close what lies in {gid or 'the model'}")
             button.on_click(lambda _b, g=gid: self.close_below(g))
             yield button
+
+
+def _row(*children: widgets.Widget) -> widgets.HBox:
+    """Controls side by side, wrapping in a narrow column (JupyterLab's sidebar open)."""
+    return widgets.HBox(list(children), layout=widgets.Layout(flex_flow="row wrap"))

@@ -35,7 +35,7 @@ from workbench.viz.graphs import (
     _tint,
     render,
 )
-from workbench.viz.hierarchy import ROOT, Focus, Group, ScopeTree, find
+from workbench.viz.hierarchy import ROOT, TOP_BOXES, Focus, Group, ScopeTree, find
 from workbench.viz.style import category_color, engine_color, reason_category
 
 HIGHLIGHT = "#ff6f00"
@@ -91,6 +91,11 @@ def scope_drawing(
     units = _units(graph, result, tree, view, engine)
     drawer = _Drawer(tree, opened, marked, result, errors, overlays or {})
     digraph = drawer.draw(graph, result, units, view)
+    if open_groups is None and depth is None and not search and drawer.box_count > TOP_BOXES:
+        # The budget counts nodes; engine boxes beside their groups can add a few: open less.
+        opened = tree.first_view(budget=2 * TOP_BOXES - drawer.box_count)
+        drawer = _Drawer(tree, opened, marked, result, errors, overlays or {})
+        digraph = drawer.draw(graph, result, units, view)
     return ScopeDrawing(digraph, opened, marked, drawer.box_count)
 
 

@@ -2,6 +2,7 @@
 // (ctrl/cmd + wheel, the buttons); a click on a box sends its Graphviz name (the SVG <title>)
 // to Python, which decides what it means (open a group, select a node or an engine).
 const MAX_HEIGHT = 760; // px: the viewport never grows beyond this, the drawing pans inside
+const READABLE = 0.6; // a new drawing is never shown smaller than this (Fit goes further)
 
 function render({ model, el }) {
   el.classList.add("wb-drawing");
@@ -29,12 +30,12 @@ function render({ model, el }) {
     x = Math.min(Math.max(x, port.clientWidth - w * scale - 40), 40);
     y = Math.min(Math.max(y, port.clientHeight - h * scale - 40), 40);
   };
-  const fit = () => {
+  const fit = (least = 0) => {  // the whole width, or `least` and the middle of it
     const [w, h] = size();
     if (!w) return;
-    scale = Math.min(1, (port.clientWidth || w) / w);
+    scale = Math.max(least, Math.min(1, (port.clientWidth || w) / w));
     port.style.height = `${Math.min(MAX_HEIGHT, Math.ceil(h * scale) + 4)}px`;
-    x = Math.max(0, ((port.clientWidth || w) - w * scale) / 2);
+    x = ((port.clientWidth || w) - w * scale) / 2;
     y = 0;
     touched = false;
     apply();
@@ -68,7 +69,7 @@ function render({ model, el }) {
     bar.appendChild(b);
     return b;
   };
-  button("Fit", "fit the drawing to the column", fit);
+  button("Fit", "fit the drawing to the column", () => fit());
   button("−", "zoom out", () => zoomAt(1 / 1.25, port.clientWidth / 2, port.clientHeight / 2));
   button("+", "zoom in", () => zoomAt(1.25, port.clientWidth / 2, port.clientHeight / 2));
   button("1:1", "full size", () => zoomAt(1 / scale, port.clientWidth / 2, 0));
@@ -91,8 +92,8 @@ function render({ model, el }) {
     }
     reset();
   };
-  const reset = () => {
-    fit();
+  const reset = () => {  // a new drawing: fitted, but never smaller than READABLE
+    fit(READABLE);
     if (model.get("focus")) centre(model.get("focus"));
   };
 
