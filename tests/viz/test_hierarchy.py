@@ -160,6 +160,36 @@ def test_svg_titles_name_groups_and_frames_for_clicks_and_engines_carry_overlays
         engine.name: "TensorRT: build failed"}
 
 
+def test_a_sparse_converted_first_view_opens_more():
+    """One engine swallows a 20-block backbone; four native heads of 10 nodes stay: the full
+    view's first view (25 boxes) leaves the converted view 6 boxes, so it is drawn again with
+    more opened, within the budget (keras-hub's RetinaNet: 12 boxes -> 39)."""
+    nodes, previous, members, unconverted = [node("x", "Placeholder")], "x", [], []
+    for i in range(20):
+        for layer in ("conv", "bias", "relu", "norm"):
+            members.append(f"m/backbone/block_{i}/{layer}")
+            nodes.append(node(members[-1], "Relu", previous))
+            previous = members[-1]
+    for h in range(4):
+        source = previous
+        for j in range(10):
+            nodes.append(node(f"m/head/nms_{h}/op_{j}", "Erfc", source))
+            source = nodes[-1].name
+            unconverted.append(UnconvertedNode(source, "Erfc", "Erfc is not supported"))
+    engine = EngineInfo("TRTEngineOp_000_000", tuple(members), {"Relu": 80}, 80, 0,
+                        ("float32",), ("float32",), (None,), (None,), inputs=("x:0",),
+                        outputs=(f"{previous}:0",))
+    graph = Graph(nodes)
+    result = ConversionResult(ConversionParams(), [engine], unconverted,
+                              {"Erfc": {"Erfc is not supported": 40}}, 1)
+    tree = ScopeTree.build(graph, result)
+    first = tree.first_view()
+    assert scope_drawing(graph, result, "converted", open_groups=first, tree=tree).boxes == 6
+    drawing = scope_drawing(graph, result, "converted", tree=tree)
+    assert TOP_BOXES // 3 <= drawing.boxes <= TOP_BOXES and drawing.open > first
+    assert scope_drawing(graph, result, "full", tree=tree).open == first  # within budget
+
+
 # --- real architectures ----------------------------------------------------------------------
 
 _SESSIONS: dict[str, tuple[Graph, ConversionResult]] = {}
