@@ -90,7 +90,12 @@ function render({ model, el }) {
       stage.style.transform = "";
       return;
     }
-    reset();
+    if (!touched || !port.clientHeight) {
+      reset();
+      return;
+    }
+    apply();  // a redraw after the user zoomed or panned keeps the zoom
+    if (model.get("focus")) centre(model.get("focus"));
   };
   const reset = () => {  // a new drawing: fitted, but never smaller than READABLE
     fit(READABLE);
