@@ -155,10 +155,10 @@ class GraphTab:
         self._show(focus_on_row(self.tree, self._view.result, op, reason))
 
     def _show(self, focus: Focus, gid: str | None = None) -> None:
-        assert self.tree is not None
+        assert self.tree is not None and self._view is not None
         self.open, self.highlight = focus.open, focus.highlight
         first = min(focus.highlight, default="")
-        if gid is None and first:
+        if gid is None and first:  # a node's group, or the group holding an engine
             gid = self.tree.group_of.get(first) or self.tree.common_group(
                 next((e.nodes for e in self._view.result.engines if e.name == first), ()))
         self.focus = gid or ROOT
