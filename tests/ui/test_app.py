@@ -108,9 +108,10 @@ def test_graph_groups_open_close_search_and_report_rows(app: Workbench) -> None:
     assert tab.highlight == {u.name for u in app.result.unconverted
                              if (u.op, u.reason) == row}
     assert all(tree.representative(n, tab.open) == n for n in tab.highlight)
+    clicks_in_the_drawing_and_the_engine_table(app)  # the same app: one model load less
 
 
-def test_clicks_in_the_drawing_and_the_engine_table(app: Workbench) -> None:
+def clicks_in_the_drawing_and_the_engine_table(app: Workbench) -> None:
     tab, tree = app.graph_tab, app.graph_tab.tree
     assert tree is not None
     tab.close_below(ROOT)  # the detector's first view opens every group

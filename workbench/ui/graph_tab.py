@@ -158,12 +158,16 @@ class GraphTab:
         assert self.tree is not None and self._view is not None
         self.open, self.highlight = focus.open, focus.highlight
         first = min(focus.highlight, default="")
-        if gid is None and first:  # a node's group, or the group holding an engine
+        if gid is not None:  # a group opened or closed: the drawing centres it
+            self.html.focus = "" if gid == ROOT else \
+                f"{FRAME if gid in self.open else GROUP_BOX}{gid}"
+        elif first:  # a node's group, or the group holding an engine; centred on the box
             gid = self.tree.group_of.get(first) or self.tree.common_group(
                 next((e.nodes for e in self._view.result.engines if e.name == first), ()))
+            self.html.focus = self._box_of(first)
+        else:
+            self.html.focus = ""
         self.focus = gid or ROOT
-        self.html.focus = self._box_of(first) if first else \
-            (f"{FRAME}{gid}" if gid in self.open else f"{GROUP_BOX}{gid}") if gid else ""
         self.draw()
 
     def _box_of(self, name: str) -> str:
