@@ -189,6 +189,13 @@ def _add_graph_command(commands: argparse._SubParsersAction) -> None:
                        help="open and highlight the nodes whose name or op type matches")
     graph.add_argument("--list", action="store_true",
                        help="print the groups (id, nodes, converted) instead of drawing")
+    graph.add_argument("--tensorrt", action="store_true",
+                       help="write each engine's TensorRT kernels (or why TensorRT refused it) "
+                            "in its box (TensorRT-RTX's builder; no GPU needed)")
+    graph.add_argument("--target-gpu", default=None, metavar="NAME",
+                       help="write each engine's estimated time on this GPU in its box")
+    graph.add_argument("--target-batch-size", type=int, default=1, metavar="N",
+                       help="with --target-gpu: the batch size estimated (default: 1)")
     graph.add_argument("-o", "--output", default=None, help="FILE.svg, FILE.dot or FILE.png")
     graph.set_defaults(run=_run_graph)
 
@@ -202,6 +209,14 @@ def _run_graph(args: argparse.Namespace) -> int:
             raise WorkbenchError("say where to draw: -o FILE.svg, FILE.dot or FILE.png "
                                  "(or --list)")
         drawing_format(args.output)
+    if args.tensorrt:  # before the slow model load, as `convert` does
+        from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
+
+        require_tensorrt()
+    if args.target_gpu:
+        from workbench.graph.gpu_facts import gpu_facts
+
+        gpu_facts(args.target_gpu)
     session = _open_session(args)
     result = session.convert(params)
     graph = session.prepared(params.precision_mode).graph
@@ -211,10 +226,15 @@ def _run_graph(args: argparse.Namespace) -> int:
         for line in ScopeTree.build(graph, result).outline():
             print(line)
         return 0
+    from workbench.viz.overlays import engine_overlays
+
+    overlays = engine_overlays(
+        _tensorrt_verdicts(session, result, params) if args.tensorrt else None,
+        _gpu_estimate(session, result, params, args) if args.target_gpu else None)
     drawing = write_scope_drawing(
         graph, result, args.output, view="engine" if args.engine else args.view,
         engine=args.engine,
-        open_groups=_split(args.open), depth=args.depth, search=args.find)
+        open_groups=_split(args.open), depth=args.depth, search=args.find, overlays=overlays)
     print(f"wrote {args.output} ({drawing.boxes} boxes, {len(drawing.highlight)} highlighted)")
     return 0
 
