@@ -31,7 +31,12 @@ from workbench.conversion.result import ConversionResult
 from workbench.engines.backends.base import Backend, Engine
 from workbench.engines.runtime import engine_builds, engine_statistics
 from workbench.engines.runtime.converted_functions import ConvertedFunctions
-from workbench.engines.runtime.engine_op import DISALLOWED, Collected, EngineOp, collecting
+from workbench.engines.runtime.engine_op import (
+    DISALLOWED,
+    Collected,
+    EngineOp,
+    collecting_natively,
+)
 from workbench.engines.runtime.input_sets import InputSets, call_arguments, collect_inputs
 from workbench.engines.runtime.output_check import check_outputs, producer_of
 from workbench.engines.runtime.runtime_graph import RuntimeGraph, runtime_graph
@@ -213,7 +218,7 @@ class ConvertedModel:
     def call_with_engines(self, engines: set[str], **inputs: Any) -> dict[str, Any]:
         """One call with only `engines` on the backend, every other segment run natively."""
         native = {name: op for name, op in self.ops.items() if name not in engines}
-        with collecting(native, shapes=True):  # a collecting op runs its native segment
+        with collecting_natively(native, shapes=True):
             outputs = self._every_fallback()(*self.input_tensors((), inputs))
         self.check_outputs(outputs)
         return dict(zip(self.output_names, outputs, strict=True))
@@ -222,7 +227,7 @@ class ConvertedModel:
         """Runs every input set natively; engine -> the input shapes (`shapes`) or batches
         its op recorded (see `EngineOp.stop_collecting`)."""
         function = self._every_fallback()
-        with collecting(self.ops, shapes) as collected:
+        with collecting_natively(self.ops, shapes) as collected:
             for inputs in sets.sets:
                 function(*self.input_tensors(inputs, {}))
         return collected

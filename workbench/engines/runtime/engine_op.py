@@ -368,7 +368,8 @@ Collected = tuple[list[ShapeSet], list[tuple[np.ndarray, ...]]]  # see stop_coll
 
 
 @contextmanager
-def collecting(ops: Mapping[str, EngineOp], shapes: bool) -> Iterator[dict[str, Collected]]:
+def collecting_natively(ops: Mapping[str, EngineOp], shapes: bool
+                        ) -> Iterator[dict[str, Collected]]:
     """Inside the block every op runs its native segment and records its inputs' shapes
     (`shapes`) or batches; the dict holds what each recorded (by name) once the block ends."""
     collected: dict[str, Collected] = {}
