@@ -1,0 +1,88 @@
+"""A conversion's GPU latency estimated for a named GPU: the one path behind `--target-gpu`.
+
+`convert`, `check`, `report` and `tune` (and the app's GPU picker) all call
+`conversion_estimate`, which hands the conversion's prepared graph and engines to
+`profiling.estimate_graph.graph_estimate`. The sweep of `minimum_segment_size` is estimated
+once per distinct set of engines (thresholds that cut the graph alike share one estimate).
+Every figure carries its label ("estimated for Tesla T4; ... error ...") and is never mixed
+with measured ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.result import ConversionResult
+from workbench.conversion.session import ConversionSession
+from workbench.errors import WorkbenchError
+from workbench.graph.gpu_facts import gpu_facts
+from workbench.profiling.estimate_graph import graph_estimate
+
+SWEEP_COLUMNS = ("minimum_segment_size", "engines", "converted_ms", "native_ms", "engines_ms",
+                 "native_ops_ms")
+
+
+def target_gpu_name(gpu: str) -> str:
+    """The GPU's full name, checked before any slow work: an unknown GPU is a WorkbenchError
+    listing the known ones."""
+    return gpu_facts(gpu).name
+
+
+def conversion_estimate(session: ConversionSession, params: ConversionParams, gpu: str,
+                        batch_size: int = 1, result: ConversionResult | None = None) -> dict:
+    """Converted vs native TF latency on `gpu` at `batch_size` (`graph_estimate`'s document:
+    gpu, batch_size, converted_ms, native_ms, engines_ms, native_ops_ms, engines, label)."""
+    if batch_size < 1:
+        raise WorkbenchError(f"the estimated batch size must be 1 or more, not {batch_size}")
+    params = params.validated()
+    result = result if result is not None else session.convert(params)
+    graph = session.prepared(params.precision_mode).graph
+    return graph_estimate(graph, result.engines, gpu, params.precision_mode, batch_size)
+
+
+def conversion_estimates(session: ConversionSession, params: ConversionParams, gpu: str,
+                         batch_sizes: Sequence[int] = (1,)) -> tuple[dict, ...]:
+    """`conversion_estimate` at each batch size (what `check --target-gpu` adds)."""
+    result = session.convert(params.validated())
+    return tuple(conversion_estimate(session, params, gpu, b, result) for b in batch_sizes)
+
+
+def sweep_estimate(session: ConversionSession, params: ConversionParams,
+                   results: Sequence[ConversionResult], gpu: str,
+                   batch_size: int = 1) -> pd.DataFrame:
+    """One row per result of a `minimum_segment_size` sweep (`SWEEP_COLUMNS`); the label and
+    GPU in `attrs`. Results with the same engines share one estimate."""
+    params = params.validated()
+    graph = session.prepared(params.precision_mode).graph
+    known: dict[tuple, dict] = {}
+    rows, estimate = [], None
+    for result in results:
+        key = tuple(tuple(sorted(engine.nodes)) for engine in result.engines)
+        if key not in known:
+            known[key] = graph_estimate(graph, result.engines, gpu, params.precision_mode,
+                                        batch_size)
+        estimate = known[key]
+        rows.append({"minimum_segment_size": result.params.minimum_segment_size,
+                     "engines": len(result.engines),
+                     **{k: estimate[k] for k in SWEEP_COLUMNS[2:]}})
+    table = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
+    facts = gpu_facts(gpu)
+    table.attrs.update(gpu=facts.name, batch_size=batch_size,
+                       precision=params.precision_mode,
+                       label=estimate["label"] if estimate else f"estimated for {facts.name}")
+    return table
+
+
+def estimate_line(estimate: dict[str, Any], label: bool = True) -> str:
+    """One line of text: converted (engines, native ops) vs native TF, with the label (or,
+    without `label`, the GPU's name only: for lines under one label)."""
+    speedup = estimate["native_ms"] / estimate["converted_ms"] if estimate["converted_ms"] \
+        else float("nan")
+    return (f"{estimate['gpu']} (estimated), batch {estimate['batch_size']}: native TF "
+            f"{estimate['native_ms']:.3f} ms, converted {estimate['converted_ms']:.3f} ms "
+            f"({speedup:.2f}x; engines {estimate['engines_ms']:.3f}, native ops "
+            f"{estimate['native_ops_ms']:.3f})" + (f" [{estimate['label']}]" if label else ""))

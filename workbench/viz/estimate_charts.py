@@ -1,0 +1,122 @@
+"""Plotly charts of GPU latency estimated for a named GPU (`profiling.conversion_estimate`).
+
+Every chart says in its title which GPU the figures are estimated for, and carries the
+estimate's label (its measured error) under the plot: estimated figures are never drawn as if
+measured, and measured ones beside them say what measured them.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from workbench.viz.charts import CONVERTED_COLOR, ENGINES_COLOR, LATENCY_COLORS, _layout, _note
+
+NATIVE_COLOR = LATENCY_COLORS[0]
+MEASURED_COLOR = LATENCY_COLORS[2]
+LABEL_WIDTH = 110  # characters per line of the estimate's label under a chart
+TOP_KERNELS = 30  # the per-kernel chart shows the costliest ones
+
+
+def sweep_estimate_chart(table: pd.DataFrame) -> go.Figure:
+    """Estimated latency of the converted model against minimum_segment_size (a row per
+    threshold: `profiling.conversion_estimate.sweep_estimate`), native TF's estimate as a
+    line, the engine count on the right axis."""
+    attrs = table.attrs
+    gpu, batch = attrs.get("gpu", "?"), attrs.get("batch_size", 1)
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    x = list(table["minimum_segment_size"])
+    fig.add_trace(go.Scatter(
+        name=f"converted, estimated for {gpu}", x=x, y=list(table["converted_ms"]),
+        mode="lines+markers", line={"color": CONVERTED_COLOR, "width": 2.5},
+        customdata=list(zip(table["engines_ms"], table["native_ops_ms"], strict=True)),
+        hovertemplate=("mss=%{x}: %{y:.3f} ms estimated (engines %{customdata[0]:.3f}, "
+                       "TF ops between them %{customdata[1]:.3f})<extra></extra>"),
+    ), secondary_y=False)
+    fig.add_trace(go.Scatter(
+        name=f"native TF, estimated for {gpu}", x=x, y=list(table["native_ms"]),
+        mode="lines", line={"color": NATIVE_COLOR, "dash": "dash", "width": 1.5},
+        hovertemplate="native TF: %{y:.3f} ms estimated<extra></extra>",
+    ), secondary_y=False)
+    fig.add_trace(go.Bar(
+        name="TensorRT engines (count)", x=x, y=list(table["engines"]),
+        marker={"color": ENGINES_COLOR}, opacity=0.25,
+        hovertemplate="mss=%{x}: %{y} engine(s)<extra></extra>",
+    ), secondary_y=True)
+    precision = attrs.get("precision")
+    title = (f"Latency estimated for {gpu} against minimum_segment_size<br><sup>batch {batch}"
+             + (f", {precision}" if precision else "") + "; estimated, not measured</sup>")
+    height = 460
+    _layout(fig, title, height=height, hovermode="x unified")
+    fig.update_xaxes(title_text="minimum_segment_size (effective nodes)")
+    fig.update_yaxes(title_text=f"ms per call, estimated for {gpu}", rangemode="tozero",
+                     secondary_y=False)
+    top = max([int(e) for e in table["engines"]], default=0)
+    fig.update_yaxes(title_text="TensorRT engines (count)", range=[0, max(1, top) * 3],
+                     showgrid=False, secondary_y=True)
+    _label_below(fig, attrs.get("label", f"estimated for {gpu}"))
+    if table.empty:
+        _note(fig, "The sweep is empty: nothing to estimate.")
+    return fig
+
+
+def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str) -> go.Figure:
+    """Estimated time per kernel (`layer`, `estimated_ms`; `measured_ms` where a trtexec
+    profile measured the same layer), the costliest TOP_KERNELS, side by side."""
+    shown = rows.sort_values("estimated_ms", ascending=False).head(TOP_KERNELS)
+    names = [_short(n) for n in shown["layer"]]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        name=f"estimated for {gpu}", y=names, x=list(shown["estimated_ms"]), orientation="h",
+        marker={"color": CONVERTED_COLOR}, customdata=list(shown["layer"]),
+        hovertemplate="%{customdata}: %{x:.4f} ms estimated<extra></extra>",
+    ))
+    if "measured_ms" in shown and shown["measured_ms"].notna().any():
+        fig.add_trace(go.Bar(
+            name=f"measured ({rows.attrs.get('measured_on', 'trtexec profile')})", y=names,
+            x=list(shown["measured_ms"]), orientation="h", marker={"color": MEASURED_COLOR},
+            customdata=list(shown["layer"]),
+            hovertemplate="%{customdata}: %{x:.4f} ms measured<extra></extra>",
+        ))
+    height = max(420, 160 + 22 * len(shown) * (1 + ("measured_ms" in shown)))
+    title = (f"Kernel times estimated for {gpu}<br><sup>the {len(shown)} costliest of "
+             f"{len(rows)} kernels; estimated, not measured"
+             + ("; measured beside them" if len(fig.data) > 1 else "") + "</sup>")
+    _layout(fig, title, height=height, barmode="group")
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(title_text="ms per kernel call", rangemode="tozero")
+    _label_below(fig, label)
+    if rows.empty:
+        _note(fig, "No kernels to estimate.")
+    return fig
+
+
+def estimate_table(estimates: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """The estimates per batch size as a table for reading (the app, the report)."""
+    return pd.DataFrame([{
+        "batch size": e["batch_size"], "native TF ms": round(e["native_ms"], 4),
+        "converted ms": round(e["converted_ms"], 4),
+        "speed-up": round(e["native_ms"] / e["converted_ms"], 2) if e["converted_ms"] else None,
+        "engines ms": round(e["engines_ms"], 4),
+        "TF ops between engines ms": round(e["native_ops_ms"], 4)} for e in estimates])
+
+
+def _label_below(fig: go.Figure, label: str) -> None:
+    """The estimate's label (GPU, measured error, basis) under the plot, wrapped."""
+    lines = textwrap.wrap(label, LABEL_WIDTH)
+    fig.add_annotation(text="<br>".join(lines), x=0, y=-0.22, xref="paper", yref="paper",
+                       yanchor="top", xanchor="left", showarrow=False, align="left",
+                       font={"size": 11, "color": "#616e7c"})
+    extra = 18 * (len(lines) + 2)
+    fig.update_layout(height=fig.layout.height + extra,
+                      margin={"b": (fig.layout.margin.b or 60) + extra},
+                      meta={"estimate_label": label})
+
+
+def _short(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
