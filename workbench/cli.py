@@ -505,6 +505,7 @@ def _run_report(args: argparse.Namespace) -> int:
     params = _conversion_params(args)
     check_report_path(args.output)
     sizes = parse_batch_sizes(args.batch_sizes)
+    _check_target_gpu(args)
     tuning = _stored_tuning(args) if args.tune_store else None
     if args.tensorrt:
         from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
@@ -521,8 +522,13 @@ def _run_report(args: argparse.Namespace) -> int:
 
         per_engine = per_engine_accuracy(session, params, batch_size=sizes[-1],
                                          progress=print_progress)
+    if tuning is not None and args.target_gpu:
+        from workbench.tuning.estimates import with_estimates
+
+        tuning = with_estimates(tuning, session, args.target_gpu, sizes[0])
     path = write_html_report(session, params, args.output, check, tuning, tensorrt,
-                             per_engine=per_engine)
+                             per_engine=per_engine, target_gpu=args.target_gpu,
+                             batch_sizes=sizes)
     print(f"wrote {path}")
     return 0
 

@@ -15,6 +15,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.profiling.conversion_estimate import conversion_estimate
 from workbench.tuning.grid import params_of
 from workbench.tuning.record import TrialRecord
+from workbench.tuning.result import TuneResult
 
 
 def estimate_trials(session: ConversionSession, trials: Sequence[TrialRecord], gpu: str,
@@ -28,3 +29,11 @@ def open_session(model: str, signature_key: str | None = None,
                  tags: Sequence[str] | None = None) -> ConversionSession:
     """The model as the trials opened it (the prepared-graph cache makes this cheap)."""
     return ConversionSession.open(model, signature_key, tuple(tags) if tags else None)
+
+
+def with_estimates(result: TuneResult, session: ConversionSession, gpu: str | None,
+                   batch_size: int = 1) -> TuneResult:
+    """`result` ranked by its trials' estimates on `gpu` (None: by what was measured)."""
+    estimates = estimate_trials(session, result.trials, gpu, batch_size) if gpu else None
+    return TuneResult(result.trials, model=result.model, store=result.store,
+                      problems=result.problems, estimates=estimates)
