@@ -6,7 +6,6 @@ Errors are one line on stderr and a non-zero exit code; `--debug` shows the trac
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -553,12 +552,12 @@ def _run_profile(args: argparse.Namespace) -> int:
     import warnings
 
     from workbench.profiling.layers import table_document, table_text
-    from workbench.profiling.trtexec import read_trtexec
+    from workbench.profiling.trtexec import read_trtexec, sibling_metadata
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = read_trtexec(args.trtexec_profile, args.layer_info,
-                             profile_metadata=_sibling_metadata(args.trtexec_profile))
+                             profile_metadata=sibling_metadata(args.trtexec_profile))
     for warning in caught:  # e.g. layer info from another engine: say so, keep going
         print(f"workbench: warning: {warning.message}", file=sys.stderr)
     print(json.dumps(table_document(table)) if args.json else table_text(table))
@@ -808,13 +807,6 @@ def _batches(converter: Any, arrays: dict[str, Any], key: str | None, size: int,
     rows = min(len(a) for a in feeds.values())
     stop = rows - rows % size if whole else rows
     return [{n: a[i:i + size] for n, a in feeds.items()} for i in range(0, stop, size)]
-
-
-def _sibling_metadata(profile: str) -> str | None:
-    """TREx's `<stem>.profile.metadata.json` beside the profile names the GPU, when present."""
-    stem = profile.removesuffix(".json").removesuffix(".profile")
-    path = f"{stem}.profile.metadata.json"
-    return path if stem != profile and os.path.isfile(path) else None
 
 
 def _split(text: str | None) -> tuple[str, ...] | None:

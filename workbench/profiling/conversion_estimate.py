@@ -4,12 +4,14 @@
 `conversion_estimate`, which hands the conversion's prepared graph and engines to
 `profiling.estimate_graph.graph_estimate`. The sweep of `minimum_segment_size` is estimated
 once per distinct set of engines (thresholds that cut the graph alike share one estimate).
-Every figure carries its label ("estimated for Tesla T4; ... error ...") and is never mixed
-with measured ones.
+`estimated_beside_measured` puts a trtexec profile's measured layer times beside the
+estimate of the same layers. Every figure carries its label ("estimated for Tesla T4; ...
+error ...") and is never mixed with measured ones.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +22,9 @@ from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.graph.gpu_facts import gpu_facts
+from workbench.profiling.estimate import estimate_layers, read_layer_info
 from workbench.profiling.estimate_graph import graph_estimate
+from workbench.profiling.trtexec import UNKNOWN_DEVICE, read_trtexec, sibling_metadata
 
 SWEEP_COLUMNS = ("minimum_segment_size", "engines", "converted_ms", "native_ms", "engines_ms",
                  "native_ops_ms")
@@ -86,3 +90,36 @@ def estimate_line(estimate: dict[str, Any], label: bool = True) -> str:
             f"{estimate['native_ms']:.3f} ms, converted {estimate['converted_ms']:.3f} ms "
             f"({speedup:.2f}x; engines {estimate['engines_ms']:.3f}, native ops "
             f"{estimate['native_ops_ms']:.3f})" + (f" [{estimate['label']}]" if label else ""))
+
+
+def estimated_beside_measured(profile: str | os.PathLike, layer_info: str | os.PathLike,
+                              gpu: str | None = None) -> pd.DataFrame:
+    """A trtexec profile's layers (`--exportProfile`) with the estimate of each for `gpu`
+    (None: the GPU the profile ran on, as its TREx metadata names it) from the layer info
+    (`--exportLayerInfo`): layer, layer_type, estimated_ms, measured_ms.
+    `attrs`: gpu, label, measured_on (the GPU the profile ran on, where trtexec said)."""
+    if not str(profile) or not str(layer_info):
+        raise WorkbenchError("give both trtexec files: --exportProfile and --exportLayerInfo")
+    measured = read_trtexec(profile, layer_info, profile_metadata=sibling_metadata(profile))
+    devices = [d for d in measured["device"].unique() if d and d != UNKNOWN_DEVICE]
+    if gpu is None and not devices:
+        raise WorkbenchError(f"{profile}: trtexec's metadata does not say which GPU ran it; "
+                             "pick the GPU to estimate for")
+    gpu = gpu or devices[0]
+    layers = read_layer_info(layer_info)
+    estimated = pd.DataFrame(estimate_layers(layers, gpu))
+    table = estimated.rename(columns={"name": "layer", "type": "layer_type"})[
+        ["layer", "layer_type", "estimated_ms"]]
+    times = measured.groupby("layer")["avg_ms"].first()
+    table["measured_ms"] = table["layer"].map(times)
+    table.attrs.update(gpu=gpu_facts(gpu).name,
+                       label=estimate_engine_label(gpu),
+                       measured_on=f"trtexec on {devices[0]}" if devices else "trtexec")
+    return table
+
+
+def estimate_engine_label(gpu: str) -> str:
+    """The label of a per-kernel estimate (the model's measured error)."""
+    from workbench.profiling.estimate import error_note
+
+    return error_note(gpu_facts(gpu))

@@ -47,6 +47,7 @@ from workbench.ui.tabs import (
     ValidationTab,
     headline_html,
 )
+from workbench.ui.target_gpu import TargetGpu
 from workbench.ui.tasks import Progress, TaskRunner
 from workbench.ui.tune_tab import TuneTab
 from workbench.viz.view import ConversionView, build_view, largest_segment, sweep_limit
@@ -89,15 +90,16 @@ class Workbench:
         self._open_args = (signature_key, tags, output_node_names)
         self._background = background
         self.controls = Controls(params or ConversionParams())
+        self.target_gpu = TargetGpu(lambda: self.session)  # estimates for a GPU, if picked
         self.summary_tab = SummaryTab(on_tensorrt=self.check_tensorrt)
         self.nonconversion_tab = NonconversionTab(on_show=self.show_in_graph)
         self.graph_tab = GraphTab()
-        self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops)
+        self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops, target=self.target_gpu)
         self.validation_tab = ValidationTab(on_check=self._check_clicked,
                                             on_per_engine=self._per_engine_clicked)
         self.runs_tab = RunsTab(self.store, on_keep=self._keep_clicked)
-        self.profile_tab = ProfileTab(on_profile=self.profile)
-        self.tune_tab = TuneTab(self.set_params, self.store.root, background)
+        self.profile_tab = ProfileTab(on_profile=self.profile, target=self.target_gpu)
+        self.tune_tab = TuneTab(self.set_params, self.store.root, background, self.target_gpu)
         self.export_tab = ExportTab(on_export=self._export_clicked)
         self.tab_list: list[Tab] = [  # registering a tab: one line here, or add_tab()
             self.summary_tab, self.nonconversion_tab, self.graph_tab, self.charts_tab,
@@ -112,6 +114,7 @@ class Workbench:
         self._verdicts = TaskRunner(self._verdict_progress, self._verdicts_done,
                                     self._verdicts_failed, lambda: None)
         self.controls.observe(self.refresh)
+        self.target_gpu.observe(self.refresh)
         self._start(self._load, self._loaded, "Loading")
 
     # --- public ---------------------------------------------------------------------------
@@ -267,7 +270,7 @@ class Workbench:
                             layout=widgets.Layout(flex="1 1 auto", min_width="0"))
         picker = widgets.VBox([widgets.HTML("<b>Model</b>"),
                                widgets.HBox([self.picker, self.open_button])])
-        left = widgets.VBox([picker, self.controls.box()],
+        left = widgets.VBox([picker, self.target_gpu.widget, self.controls.box()],
                             layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}"))
         self.widget = widgets.HBox([left, main])
         self.widget.add_class("wb-app")

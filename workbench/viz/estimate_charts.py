@@ -23,10 +23,10 @@ LABEL_WIDTH = 110  # characters per line of the estimate's label under a chart
 TOP_KERNELS = 30  # the per-kernel chart shows the costliest ones
 
 
-def sweep_estimate_chart(table: pd.DataFrame) -> go.Figure:
+def sweep_estimate_chart(table: pd.DataFrame, current: int | None = None) -> go.Figure:
     """Estimated latency of the converted model against minimum_segment_size (a row per
     threshold: `profiling.conversion_estimate.sweep_estimate`), native TF's estimate as a
-    line, the engine count on the right axis."""
+    line, the engine count on the right axis, the `current` threshold marked."""
     attrs = table.attrs
     gpu, batch = attrs.get("gpu", "?"), attrs.get("batch_size", 1)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -59,15 +59,20 @@ def sweep_estimate_chart(table: pd.DataFrame) -> go.Figure:
     top = max([int(e) for e in table["engines"]], default=0)
     fig.update_yaxes(title_text="TensorRT engines (count)", range=[0, max(1, top) * 3],
                      showgrid=False, secondary_y=True)
+    if current is not None and current in x:
+        fig.add_vline(x=current, line={"color": "#444444", "width": 1},
+                      annotation_text=f"current ({current})", annotation_position="top")
     _label_below(fig, attrs.get("label", f"estimated for {gpu}"))
     if table.empty:
         _note(fig, "The sweep is empty: nothing to estimate.")
     return fig
 
 
-def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str) -> go.Figure:
+def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
+                          what: str = "kernel") -> go.Figure:
     """Estimated time per kernel (`layer`, `estimated_ms`; `measured_ms` where a trtexec
-    profile measured the same layer), the costliest TOP_KERNELS, side by side."""
+    profile measured the same layer), the costliest TOP_KERNELS, side by side. `what` names
+    the rows (kernel, engine)."""
     shown = rows.sort_values("estimated_ms", ascending=False).head(TOP_KERNELS)
     names = [_short(n) for n in shown["layer"]]
     fig = go.Figure()
@@ -84,15 +89,15 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str) -> go.Figure
             hovertemplate="%{customdata}: %{x:.4f} ms measured<extra></extra>",
         ))
     height = max(420, 160 + 22 * len(shown) * (1 + ("measured_ms" in shown)))
-    title = (f"Kernel times estimated for {gpu}<br><sup>the {len(shown)} costliest of "
-             f"{len(rows)} kernels; estimated, not measured"
+    title = (f"{what.capitalize()} times estimated for {gpu}<br><sup>the {len(shown)} "
+             f"costliest of {len(rows)} {what}s; estimated, not measured"
              + ("; measured beside them" if len(fig.data) > 1 else "") + "</sup>")
     _layout(fig, title, height=height, barmode="group")
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(title_text="ms per kernel call", rangemode="tozero")
+    fig.update_xaxes(title_text=f"ms per {what} call", rangemode="tozero")
     _label_below(fig, label)
     if rows.empty:
-        _note(fig, "No kernels to estimate.")
+        _note(fig, f"No {what}s to estimate.")
     return fig
 
 
