@@ -167,7 +167,7 @@ class ChartsTab:
         self.blocking_button.on_click(lambda _b: on_blocking())
         self._blocking: pd.DataFrame | None = None
         # The sweep's latency estimated for the app's target GPU, under the measured sweep.
-        self.estimate = SweepEstimate(target) if target is not None else None
+        self.estimate = SweepEstimate(target, show_figure) if target is not None else None
         self.widget = widgets.VBox([self.sweep_out,
                                     *([self.estimate.widget] if self.estimate else []),
                                     self.sizes_out, self.blocking_button, self.blocking_out])
@@ -313,7 +313,7 @@ class ProfileTab:
         self.note, self.out = widgets.HTML(), widgets.Output()
         self.table: pd.DataFrame | None = None
         # The engines estimated for the app's target GPU; trtexec's layers beside estimates.
-        self.estimate = EngineEstimate(target) if target is not None else None
+        self.estimate = EngineEstimate(target, show_figure) if target is not None else None
         self.widget = widgets.VBox([self.button, self.note, self.out,
                                     *([self.estimate.widget] if self.estimate else [])])
 

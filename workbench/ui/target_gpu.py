@@ -32,6 +32,8 @@ from workbench.viz.estimate_charts import (
 )
 from workbench.viz.view import ConversionView
 
+# How a tab puts a figure in an Output (`tabs.show_figure`), handed in: tabs import this module.
+Show = Callable[[widgets.Output, Any], None]
 NO_GPU = "none: CPU measurements only"
 PICK_A_GPU = ("Pick a target GPU (left, under the model) to see the latency estimated for it "
               "here: estimated, never measured, with the model's measured error.")
@@ -88,16 +90,14 @@ class TargetGpu:
 class SweepEstimate:
     """The Charts tab's part: latency estimated for the target GPU along the sweep."""
 
-    def __init__(self, target: TargetGpu) -> None:
-        self.target = target
+    def __init__(self, target: TargetGpu, show: Show) -> None:
+        self.target, self.show = target, show
         self.note, self.out = widgets.HTML(), widgets.Output()
         self.widget = widgets.VBox([self.note, self.out])
         self._tables: dict[tuple, pd.DataFrame] = {}
 
     def update(self, view: ConversionView) -> dict[str, Any]:
         """Redraws for `view`; returns the figures shown by name."""
-        from workbench.ui.tabs import show_figure
-
         session, gpu = self.target.session_of(), self.target.gpu
         if session is None or gpu is None:
             self.note.value, self.out.outputs = note_html(PICK_A_GPU), ()
@@ -109,7 +109,7 @@ class SweepEstimate:
             self._tables[key] = sweep_estimate(session, view.params, view.sweep, gpu, batch)
         table = self._tables[key]
         figure = sweep_estimate_chart(table, current=view.params.minimum_segment_size)
-        show_figure(self.out, figure)
+        self.show(self.out, figure)
         self.note.value = note_html(table.attrs["label"])
         return {"estimate sweep": figure}
 
@@ -118,8 +118,8 @@ class EngineEstimate:
     """The Profiling tab's part: the current conversion's engines estimated for the target GPU,
     and a trtexec profile's layers, measured beside estimated."""
 
-    def __init__(self, target: TargetGpu) -> None:
-        self.target = target
+    def __init__(self, target: TargetGpu, show: Show) -> None:
+        self.target, self.show = target, show
         self.note, self.table, self.out = widgets.HTML(), widgets.HTML(), widgets.Output()
         self.profile = widgets.Text(placeholder="trtexec --exportProfile JSON",
                                     layout=widgets.Layout(width="300px"))
@@ -140,8 +140,6 @@ class EngineEstimate:
 
     def update(self, view: ConversionView) -> dict[str, Any]:
         """The engines of `view` estimated for the target GPU; returns the figures shown."""
-        from workbench.ui.tabs import show_figure
-
         session, gpu = self.target.session_of(), self.target.gpu
         self.figures.pop("estimate per engine", None)
         if session is None or gpu is None:
@@ -156,14 +154,12 @@ class EngineEstimate:
         self.figures["estimate per engine"] = figure
         self.note.value = note_html(estimate["label"])
         self.table.value = table_html(estimate_table([estimate]))
-        show_figure(self.out, figure)
+        self.show(self.out, figure)
         return self.figures
 
     def compare(self, profile: str, layer_info: str) -> pd.DataFrame:
         """A trtexec profile's layers measured beside their estimate for the target GPU (or,
         with none picked, for the GPU the profile ran on); shown below, and returned."""
-        from workbench.ui.tabs import show_figure
-
         table = estimated_beside_measured(profile, layer_info, self.target.gpu)
         figure = kernel_estimate_chart(table, table.attrs["gpu"], table.attrs["label"])
         self.figures["estimate beside trtexec"] = figure
@@ -171,7 +167,7 @@ class EngineEstimate:
         self.compare_note.value = note_html(
             f"{len(table)} layers: measured {measured:.3f} ms ({table.attrs['measured_on']}), "
             f"estimated {estimated:.3f} ms for {table.attrs['gpu']}, summed over layers")
-        show_figure(self.compare_out, figure)
+        self.show(self.compare_out, figure)
         return table
 
     def _compare_clicked(self) -> None:
