@@ -46,7 +46,7 @@ def test_the_sweep_is_estimated_once_per_set_of_engines(map_fn_session):
     assert table["converted_ms"].iloc[3] == table["converted_ms"].iloc[5]
     assert table["native_ms"].nunique() == 1 and table.attrs["gpu"] == "Tesla T4"
     figure = sweep_estimate_chart(table)
-    assert "estimated for Tesla T4" in figure.layout.title.text
+    assert "Estimated latency on Tesla T4" in figure.layout.title.text
     assert figure.layout.meta["estimate_label"].startswith("estimated for Tesla T4; ")
     assert "median" in figure.layout.meta["estimate_label"]
 
@@ -71,7 +71,7 @@ def test_tune_ranks_by_the_estimate_and_keeps_the_cpu_measurements(map_fn_sessio
     assert document["trials"][0]["estimate"]["engines_ms"] > 0
     figures = estimated.figures()
     assert "estimated for Tesla T4" in figures["pareto"].layout.xaxis.title.text
-    assert "estimated for Tesla T4" in figures["estimated latency"].layout.title.text
+    assert "Estimated latency on Tesla T4" in figures["estimated latency"].layout.title.text
     assert "measured with onnxruntime" in figures["latency"].data[0].name  # kept apart
     from workbench.viz.tune_charts import readable_table
 

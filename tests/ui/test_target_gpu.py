@@ -36,10 +36,10 @@ def test_picking_a_gpu_draws_the_estimated_sweep_and_engines(app: Workbench) -> 
     app.set_params({"minimum_segment_size": 1})
     app.target_gpu.set("NVIDIA T4", batch_size=8)
     sweep = app.figures["estimate sweep"]
-    assert "Latency estimated for Tesla T4 against minimum_segment_size" in sweep.layout.title.text
+    assert "Estimated latency on Tesla T4" in sweep.layout.title.text
     assert "batch 8" in sweep.layout.title.text
     assert sweep.layout.meta["estimate_label"].startswith("estimated for Tesla T4; ")
-    assert "leave-one-out" in app.charts_tab.estimate.note.value
+    assert "leave-one-out" in app.profile_tab.estimate.note.value
     converted = dict(zip(sweep.data[0].x, sweep.data[0].y, strict=True))
     assert converted[1] > converted[4]  # four engines estimated slower than one
     engines = app.figures["estimate per engine"]

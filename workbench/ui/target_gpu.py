@@ -110,7 +110,7 @@ class SweepEstimate:
         table = self._tables[key]
         figure = sweep_estimate_chart(table, current=view.params.minimum_segment_size)
         self.show(self.out, figure)
-        self.note.value = note_html(table.attrs["label"])
+        self.note.value = ""  # the chart carries the label
         return {"estimate sweep": figure}
 
 

@@ -49,20 +49,22 @@ def sweep_estimate_chart(table: pd.DataFrame, current: int | None = None) -> go.
         hovertemplate="mss=%{x}: %{y} engine(s)<extra></extra>",
     ), secondary_y=True)
     precision = attrs.get("precision")
-    title = (f"Latency estimated for {gpu} against minimum_segment_size<br><sup>batch {batch}"
+    title = (f"Estimated latency on {gpu}<br><sup>against minimum_segment_size, batch {batch}"
              + (f", {precision}" if precision else "") + "; estimated, not measured</sup>")
     height = 460
     _layout(fig, title, height=height, hovermode="x unified")
     fig.update_xaxes(title_text="minimum_segment_size (effective nodes)")
-    fig.update_yaxes(title_text=f"ms per call, estimated for {gpu}", rangemode="tozero",
+    fig.update_yaxes(title_text="ms per call (estimated)", rangemode="tozero",
                      secondary_y=False)
     top = max([int(e) for e in table["engines"]], default=0)
+    # The bars stay in the lower third, under the lines; ticks at whole engine counts.
     fig.update_yaxes(title_text="TensorRT engines (count)", range=[0, max(1, top) * 3],
-                     showgrid=False, secondary_y=True)
+                     tickmode="array", tickvals=sorted({0, top // 2, top}), showgrid=False,
+                     secondary_y=True)
     if current is not None and current in x:
         fig.add_vline(x=current, line={"color": "#444444", "width": 1},
-                      annotation_text=f"current ({current})", annotation_position="top")
-    _label_below(fig, attrs.get("label", f"estimated for {gpu}"))
+                      annotation_text=f"current ({current})", annotation_position="bottom right")
+    label_estimate(fig, attrs.get("label", f"estimated for {gpu}"))
     if table.empty:
         _note(fig, "The sweep is empty: nothing to estimate.")
     return fig
@@ -95,7 +97,7 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
     _layout(fig, title, height=height, barmode="group")
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title_text=f"ms per {what} call", rangemode="tozero")
-    _label_below(fig, label)
+    label_estimate(fig, label)
     if rows.empty:
         _note(fig, f"No {what}s to estimate.")
     return fig
@@ -111,16 +113,17 @@ def estimate_table(estimates: Sequence[dict[str, Any]]) -> pd.DataFrame:
         "TF ops between engines ms": round(e["native_ops_ms"], 4)} for e in estimates])
 
 
-def _label_below(fig: go.Figure, label: str) -> None:
-    """The estimate's label (GPU, measured error, basis) under the plot, wrapped."""
+def label_estimate(fig: go.Figure, label: str) -> None:
+    """The estimate's label (GPU, measured error, basis) between the title and the plot,
+    wrapped, and in `fig.layout.meta["estimate_label"]`."""
     lines = textwrap.wrap(label, LABEL_WIDTH)
-    fig.add_annotation(text="<br>".join(lines), x=0, y=-0.22, xref="paper", yref="paper",
-                       yanchor="top", xanchor="left", showarrow=False, align="left",
+    fig.add_annotation(text="<br>".join(lines), x=0, y=1.03, xref="paper", yref="paper",
+                       yanchor="bottom", xanchor="left", showarrow=False, align="left",
                        font={"size": 11, "color": "#616e7c"})
-    extra = 18 * (len(lines) + 2)
+    extra = 16 * len(lines) + 10
     fig.update_layout(height=fig.layout.height + extra,
-                      margin={"b": (fig.layout.margin.b or 60) + extra},
-                      meta={"estimate_label": label})
+                      margin={"t": (fig.layout.margin.t or 90) + extra},
+                      meta={**(fig.layout.meta or {}), "estimate_label": label})
 
 
 def _short(name: str, width: int = 48) -> str:

@@ -11,7 +11,6 @@ lacks a figure a chart needs is listed under that chart, never plotted at a made
 from __future__ import annotations
 
 import math
-import textwrap
 from typing import Any
 
 import pandas as pd
@@ -26,6 +25,7 @@ from workbench.viz.charts import (
     _note,
     _number,
 )
+from workbench.viz.estimate_charts import label_estimate
 
 PARETO_LINE = "#222222"
 RECOMMENDED_COLOR = "#d62728"
@@ -109,7 +109,7 @@ def pareto_chart(table: pd.DataFrame) -> go.Figure:
                      type="log" if log else "linear", exponentformat="e")
     _list_left_out(fig, left_out, "not plotted")
     if target:
-        _estimate_label(fig, target["label"])
+        label_estimate(fig, target["label"])
     return fig
 
 
@@ -146,8 +146,8 @@ def estimated_latency_chart(table: pd.DataFrame) -> go.Figure:
         fig.add_hline(y=native[0], line={"dash": "dash", "color": LATENCY_COLORS[0]},
                       annotation_text=f"native TF, estimated ({native[0]:.3g} ms)",
                       annotation_position="top left")
-    _layout(fig, _title(f"Latency estimated for {target['gpu']} per configuration (batch "
-                        f"{target['batch_size']})", rows, "estimated, not measured; outlined "
+    _layout(fig, _title(f"Estimated latency on {target['gpu']} per configuration", rows,
+                        f"batch {target['batch_size']}; estimated, not measured; outlined "
                         "red: recommended"), height=max(420, 300 + 8 * len(rows)),
             showlegend=True)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels,
@@ -156,17 +156,8 @@ def estimated_latency_chart(table: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(title_text=f"ms per call, estimated for {target['gpu']}",
                      rangemode="tozero")
     _list_left_out(fig, left_out, "not estimated", below=0.42)
-    _estimate_label(fig, target["label"])
+    label_estimate(fig, target["label"])
     return fig
-
-
-def _estimate_label(fig: go.Figure, label: str) -> None:
-    """The estimate's label (its measured error) in the chart's meta and under its title."""
-    fig.update_layout(meta={**(fig.layout.meta or {}), "estimate_label": label})
-    fig.add_annotation(text="<br>".join(textwrap.wrap(label, 120)), x=0, y=1.0, xref="paper",
-                       yref="paper", yanchor="bottom", xanchor="left", showarrow=False,
-                       align="left", font={"size": 10, "color": "#616e7c"})
-    fig.update_layout(margin={"t": 130})
 
 
 def configuration_latency_chart(table: pd.DataFrame) -> go.Figure:
