@@ -114,3 +114,18 @@ def test_cli_report_refuses_an_unknown_gpu_before_loading(tmp_path):
                    "--target-gpu", "GTX 480")
     assert done.returncode == 2
     assert done.stderr.startswith("workbench: error: Unknown GPU 'GTX 480': give one of T4")
+
+
+def test_the_converter_estimates_what_it_converted():
+    import sample_models
+    from workbench.trt_convert import TrtGraphConverterV2
+
+    converter = TrtGraphConverterV2(input_saved_model_dir=str(sample_models.build("map_fn_cnn")),
+                                    minimum_segment_size=4)
+    with pytest.raises(RuntimeError, match="convert"):
+        converter.estimate("T4")
+    converter.convert()
+    estimate = converter.estimate("L4", batch_size=2)
+    assert estimate["gpu"] == "NVIDIA L4" and estimate["batch_size"] == 2
+    assert list(estimate["engines"]) == [e.name for e in converter.result.engines]
+    assert estimate["label"].startswith("estimated for NVIDIA L4")
