@@ -33,7 +33,7 @@ def measured_trial(precision: str, threshold: int, cpu_ms: float, engines: int,
 
 
 def test_the_sweep_is_estimated_once_per_set_of_engines(map_fn_session):
-    from workbench.profiling.conversion_estimate import sweep_estimate
+    from workbench.profiling.conversion_estimate import sweep_advice, sweep_estimate
     from workbench.viz.estimate_charts import sweep_estimate_chart
 
     params = ConversionParams()
@@ -45,6 +45,11 @@ def test_the_sweep_is_estimated_once_per_set_of_engines(map_fn_session):
     assert table["converted_ms"].iloc[0] > table["converted_ms"].iloc[3]
     assert table["converted_ms"].iloc[3] == table["converted_ms"].iloc[5]
     assert table["native_ms"].nunique() == 1 and table.attrs["gpu"] == "Tesla T4"
+    assert sweep_advice(table, 1) == (
+        f"Tesla T4 (estimated): minimum_segment_size=4 makes 1 engine(s), estimated "
+        f"{table['converted_ms'].iloc[3]:.3f} ms against {table['converted_ms'].iloc[0]:.3f} ms"
+        " for the current 1 (4 engines): more, smaller engines are estimated slower than fewer")
+    assert sweep_advice(table, 4) == ""  # already the fastest
     figure = sweep_estimate_chart(table)
     assert "Estimated latency on Tesla T4" in figure.layout.title.text
     assert figure.layout.meta["estimate_label"].startswith("estimated for Tesla T4; ")

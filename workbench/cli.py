@@ -437,9 +437,18 @@ def _run_convert(args: argparse.Namespace) -> int:
     for line in summary_lines(result):
         print(line)
     if estimate is not None:
-        from workbench.profiling.conversion_estimate import estimate_line
+        from workbench.profiling.conversion_estimate import (
+            estimate_line,
+            sweep_advice,
+            sweep_estimate,
+        )
 
         print(estimate_line(estimate))
+        sweep = sweep_estimate(session, params, session.sweep(params), args.target_gpu,
+                               args.target_batch_size)
+        advice_line = sweep_advice(sweep, params.validated().minimum_segment_size)
+        if advice_line:
+            print(advice_line)
     for name, verdict in (tensorrt or {}).items():
         outcome = (f"built, {verdict['plan_bytes']} bytes, {verdict['layers']} layers, "
                    f"{verdict['build_s']} s") if verdict["built"] else verdict["error"]

@@ -42,6 +42,7 @@ def test_picking_a_gpu_draws_the_estimated_sweep_and_engines(app: Workbench) -> 
     assert "leave-one-out" in app.profile_tab.estimate.note.value
     converted = dict(zip(sweep.data[0].x, sweep.data[0].y, strict=True))
     assert converted[1] > converted[4]  # four engines estimated slower than one
+    assert "more, smaller engines are estimated slower" in app.charts_tab.estimate.note.value
     engines = app.figures["estimate per engine"]
     assert "Engine times estimated for Tesla T4" in engines.layout.title.text
     assert len(engines.data[0].y) == 4 + 1  # four engines and the TF ops between them

@@ -81,6 +81,23 @@ def sweep_estimate(session: ConversionSession, params: ConversionParams,
     return table
 
 
+def sweep_advice(table: pd.DataFrame, current: int) -> str:
+    """What the sweep's estimate says of the `current` threshold when another, with fewer
+    engines, is estimated faster ("" when none is): more, smaller engines estimated slower."""
+    rows = table[table["engines"] > 0]
+    now = table[table["minimum_segment_size"] == current]
+    if rows.empty or now.empty:
+        return ""
+    best, now = rows.loc[rows["converted_ms"].idxmin()], now.iloc[0]
+    engines, threshold = int(best["engines"]), int(best["minimum_segment_size"])
+    if not (engines < now["engines"] and best["converted_ms"] < now["converted_ms"]):
+        return ""
+    return (f"{table.attrs['gpu']} (estimated): minimum_segment_size={threshold} makes "
+            f"{engines} engine(s), estimated {best['converted_ms']:.3f} ms against "
+            f"{now['converted_ms']:.3f} ms for the current {current} ({int(now['engines'])} "
+            "engines): more, smaller engines are estimated slower than fewer")
+
+
 def estimate_line(estimate: dict[str, Any], label: bool = True) -> str:
     """One line of text: converted (engines, native ops) vs native TF, with the label (or,
     without `label`, the GPU's name only: for lines under one label)."""

@@ -22,6 +22,7 @@ from workbench.graph.gpu_facts import GPU_FACTS, gpu_facts
 from workbench.profiling.conversion_estimate import (
     conversion_estimate,
     estimated_beside_measured,
+    sweep_advice,
     sweep_estimate,
 )
 from workbench.ui.tables import note_html, table_html
@@ -110,7 +111,9 @@ class SweepEstimate:
         table = self._tables[key]
         figure = sweep_estimate_chart(table, current=view.params.minimum_segment_size)
         self.show(self.out, figure)
-        self.note.value = ""  # the chart carries the label
+        # The chart carries the label; the note says when fewer engines are estimated faster.
+        advice = sweep_advice(table, view.params.minimum_segment_size)
+        self.note.value = note_html(advice) if advice else ""
         return {"estimate sweep": figure}
 
 

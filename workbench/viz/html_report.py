@@ -367,7 +367,11 @@ def estimate_html(session: ConversionSession, data: ConversionView, gpu: str,
                   batch_sizes: Sequence[int]) -> str:
     """The conversion's latency estimated for `gpu` at each batch size, per engine, and along
     the minimum_segment_size sweep, the estimate's label (its measured error) first."""
-    from workbench.profiling.conversion_estimate import conversion_estimate, sweep_estimate
+    from workbench.profiling.conversion_estimate import (
+        conversion_estimate,
+        sweep_advice,
+        sweep_estimate,
+    )
     from workbench.viz.estimate_charts import estimate_table, sweep_estimate_chart
 
     estimates = [conversion_estimate(session, data.params, gpu, b, data.result)
@@ -380,7 +384,10 @@ def estimate_html(session: ConversionSession, data: ConversionView, gpu: str,
             "the measured figures are in their own sections.</p>"
             + _frame(estimate_table(estimates)) + "<h3>Per engine</h3>" + _frame(engines)
             + "<h3>Along the minimum_segment_size sweep</h3>"
-            + _chart("estimate-sweep", sweep_estimate_chart(sweep)))
+            + (f"<p>{escape(advice)}.</p>" if (advice := sweep_advice(
+                sweep, data.params.minimum_segment_size)) else "")
+            + _chart("estimate-sweep", sweep_estimate_chart(
+                sweep, current=data.params.minimum_segment_size)))
 
 
 def tuning_html(result: Any) -> str:
