@@ -311,10 +311,11 @@ def _run_estimate(args: argparse.Namespace) -> int:
     import json
 
     from workbench.graph.gpu_facts import gpu_facts
-    from workbench.profiling.estimate import estimate_engine, estimate_text, read_layer_info
+    from workbench.profiling.estimate import estimate_engine, estimate_text
+    from workbench.profiling.trtexec import read_trtexec_kernels
 
     gpu = gpu_facts(args.gpu)  # an unknown name fails before the file is read
-    document = estimate_engine(read_layer_info(args.trtexec_graph), gpu)
+    document = estimate_engine(read_trtexec_kernels(args.trtexec_graph), gpu)
     print(json.dumps(document) if args.json else estimate_text(document))
     return 0
 
@@ -428,7 +429,8 @@ def _run_convert(args: argparse.Namespace) -> int:
     result = session.convert(params)
     advice = advise(session, params)
     tensorrt = _tensorrt_verdicts(session, result, params) if args.tensorrt else None
-    estimate = _gpu_estimate(session, result, params, args) if args.target_gpu else None
+    estimate = _gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu \
+        else None
     if args.json:
         report = ConversionReport(result, advice, tensorrt=tensorrt)
         print(report.to_json() if estimate is None
@@ -466,10 +468,12 @@ def _run_convert(args: argparse.Namespace) -> int:
 
 
 def _gpu_estimate(session: ConversionSession, result: Any, params: ConversionParams,
-                  args: argparse.Namespace) -> dict:
+                  args: argparse.Namespace, tensorrt: dict[str, dict] | None = None) -> dict:
+    """The estimate for --target-gpu: engines TensorRT built (--tensorrt) from their kernels."""
     from workbench.profiling.conversion_estimate import conversion_estimate
 
-    return conversion_estimate(session, params, args.target_gpu, args.target_batch_size, result)
+    return conversion_estimate(session, params, args.target_gpu, args.target_batch_size, result,
+                               tensorrt=tensorrt)
 
 
 def _check_target_gpu(args: argparse.Namespace) -> None:
@@ -482,11 +486,14 @@ def _check_target_gpu(args: argparse.Namespace) -> None:
 
 def _with_estimate(document: dict, estimate: dict) -> dict:
     """The convert document with each engine's estimated time (inside its TensorRT verdict
-    when there is one) and the model's estimate at the top."""
+    when there is one, with what it was estimated from) and the model's estimate at the top."""
+    basis = estimate.get("engine_basis", {})
     for engine in document["engines"]:
-        estimated = estimate["engines"].get(engine["name"])
-        (engine["tensorrt"] if "tensorrt" in engine else engine)["estimated_ms"] = estimated
-    document["estimate"] = {key: value for key, value in estimate.items() if key != "engines"}
+        target = engine["tensorrt"] if "tensorrt" in engine else engine
+        target["estimated_ms"] = estimate["engines"].get(engine["name"])
+        target["estimated_from"] = basis.get(engine["name"])
+    document["estimate"] = {key: value for key, value in estimate.items()
+                            if key not in ("engines", "engine_basis")}
     return document
 
 
@@ -695,7 +702,8 @@ def _run_check(args: argparse.Namespace) -> int:
                     "notes": list(check.notes),
                     "latency": json.loads(check.latency.to_json(orient="records"))}
         if check.estimates:  # per batch size, apart from the measured latency
-            document["estimates"] = [{k: v for k, v in e.items() if k != "engines"}
+            document["estimates"] = [{k: v for k, v in e.items()
+                                      if k not in ("engines", "engine_basis")}
                                      for e in check.estimates]
         if per_engine is not None:
             document["per_engine"] = per_engine.to_json()

@@ -12,7 +12,7 @@ error ...") and is never mixed with measured ones.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -22,9 +22,14 @@ from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.graph.gpu_facts import gpu_facts
-from workbench.profiling.estimate import estimate_layers, read_layer_info
-from workbench.profiling.estimate_graph import graph_estimate
-from workbench.profiling.trtexec import UNKNOWN_DEVICE, read_trtexec, sibling_metadata
+from workbench.profiling.estimate import error_note, estimate_layers
+from workbench.profiling.estimate_graph import engine_kernels, graph_estimate, kernel_estimates
+from workbench.profiling.trtexec import (
+    UNKNOWN_DEVICE,
+    read_trtexec,
+    read_trtexec_kernels,
+    sibling_metadata,
+)
 
 SWEEP_COLUMNS = ("minimum_segment_size", "engines", "converted_ms", "native_ms", "engines_ms",
                  "native_ops_ms")
@@ -37,15 +42,35 @@ def target_gpu_name(gpu: str) -> str:
 
 
 def conversion_estimate(session: ConversionSession, params: ConversionParams, gpu: str,
-                        batch_size: int = 1, result: ConversionResult | None = None) -> dict:
+                        batch_size: int = 1, result: ConversionResult | None = None,
+                        tensorrt: Mapping[str, Any] | None = None) -> dict:
     """Converted vs native TF latency on `gpu` at `batch_size` (`graph_estimate`'s document:
-    gpu, batch_size, converted_ms, native_ms, engines_ms, native_ops_ms, engines, label)."""
+    gpu, batch_size, converted_ms, native_ms, engines_ms, native_ops_ms, engines,
+    engine_basis, label). With `tensorrt` (engine -> TensorRT's verdict on these parameters),
+    the engines TensorRT built are estimated from their kernels, the others from TF nodes."""
     if batch_size < 1:
         raise WorkbenchError(f"the estimated batch size must be 1 or more, not {batch_size}")
     params = params.validated()
     result = result if result is not None else session.convert(params)
     graph = session.prepared(params.precision_mode).graph
-    return graph_estimate(graph, result.engines, gpu, params.precision_mode, batch_size)
+    return graph_estimate(graph, result.engines, gpu, params.precision_mode, batch_size,
+                          kernels=engine_kernels(tensorrt or {}))
+
+
+def engine_kernel_estimates(session: ConversionSession, params: ConversionParams,
+                            result: ConversionResult, tensorrt: Mapping[str, Any], gpu: str,
+                            batch_size: int = 1) -> pd.DataFrame:
+    """Per kernel TensorRT built of each engine (`tensorrt`: its verdicts on these
+    parameters): engine, layer, layer_type, estimated_ms (no engine launch)."""
+    params = params.validated()
+    graph = session.prepared(params.precision_mode).graph
+    built = engine_kernels(tensorrt)
+    rows = [{"engine": engine.name, "layer": row["name"], "layer_type": row["type"],
+             "estimated_ms": row["estimated_ms"]}
+            for engine in result.engines if engine.name in built
+            for row in kernel_estimates(graph, engine.nodes, built[engine.name], gpu,
+                                        params.precision_mode, batch_size)]
+    return pd.DataFrame(rows, columns=["engine", "layer", "layer_type", "estimated_ms"])
 
 
 def conversion_estimates(session: ConversionSession, params: ConversionParams, gpu: str,
@@ -123,8 +148,7 @@ def estimated_beside_measured(profile: str | os.PathLike, layer_info: str | os.P
         raise WorkbenchError(f"{profile}: trtexec's metadata does not say which GPU ran it; "
                              "pick the GPU to estimate for")
     gpu = gpu or devices[0]
-    layers = read_layer_info(layer_info)
-    estimated = pd.DataFrame(estimate_layers(layers, gpu))
+    estimated = pd.DataFrame(estimate_layers(read_trtexec_kernels(layer_info), gpu))
     table = estimated.rename(columns={"name": "layer", "type": "layer_type"})[
         ["layer", "layer_type", "estimated_ms"]]
     times = measured.groupby("layer")["avg_ms"].first()
@@ -137,6 +161,4 @@ def estimated_beside_measured(profile: str | os.PathLike, layer_info: str | os.P
 
 def estimate_engine_label(gpu: str) -> str:
     """The label of a per-kernel estimate (the model's measured error)."""
-    from workbench.profiling.estimate import error_note
-
     return error_note(gpu_facts(gpu))

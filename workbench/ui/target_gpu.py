@@ -21,6 +21,7 @@ from workbench.errors import WorkbenchError
 from workbench.graph.gpu_facts import GPU_FACTS, gpu_facts
 from workbench.profiling.conversion_estimate import (
     conversion_estimate,
+    engine_kernel_estimates,
     estimated_beside_measured,
     sweep_advice,
     sweep_estimate,
@@ -145,17 +146,28 @@ class EngineEstimate:
         """The engines of `view` estimated for the target GPU; returns the figures shown."""
         session, gpu = self.target.session_of(), self.target.gpu
         self.figures.pop("estimate per engine", None)
+        self.figures.pop("estimate per kernel", None)
         if session is None or gpu is None:
             self.note.value, self.table.value, self.out.outputs = note_html(PICK_A_GPU), "", ()
             return self.figures
-        estimate = conversion_estimate(session, view.params, gpu, self.target.batch_size,
-                                       view.result)
-        rows = pd.DataFrame({"layer": [*estimate["engines"], "TF ops outside engines"],
-                             "estimated_ms": [*estimate["engines"].values(),
-                                              estimate["native_ops_ms"]]})
-        figure = kernel_estimate_chart(rows, estimate["gpu"], estimate["label"], what="engine")
-        self.figures["estimate per engine"] = figure
-        self.note.value = note_html(estimate["label"])
+        batch = self.target.batch_size
+        # TensorRT's verdicts on these settings (Summary tab's button) give the real kernels.
+        estimate = conversion_estimate(session, view.params, gpu, batch, view.result,
+                                       view.tensorrt)
+        if view.tensorrt:
+            rows = engine_kernel_estimates(session, view.params, view.result, view.tensorrt,
+                                           gpu, batch)
+            rows["layer"] = rows["engine"].str.removeprefix("TRTEngineOp_") + ": " + rows["layer"]
+            what = "kernel"
+        else:
+            rows = pd.DataFrame({"layer": [*estimate["engines"], "TF ops outside engines"],
+                                 "estimated_ms": [*estimate["engines"].values(),
+                                                  estimate["native_ops_ms"]]})
+            what = "engine"
+        figure = kernel_estimate_chart(rows, estimate["gpu"], estimate["label"], what=what)
+        self.figures[f"estimate per {what}"] = figure
+        self.note.value = note_html(estimate["label"] + ("" if view.tensorrt else
+                                    ". Per kernel once TensorRT's verdicts are made (Summary)"))
         self.table.value = table_html(estimate_table([estimate]))
         self.show(self.out, figure)
         return self.figures

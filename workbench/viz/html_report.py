@@ -374,7 +374,7 @@ def estimate_html(session: ConversionSession, data: ConversionView, gpu: str,
     )
     from workbench.viz.estimate_charts import estimate_table, sweep_estimate_chart
 
-    estimates = [conversion_estimate(session, data.params, gpu, b, data.result)
+    estimates = [conversion_estimate(session, data.params, gpu, b, data.result, data.tensorrt)
                  for b in batch_sizes]
     engines = pd.DataFrame({"engine": list(estimates[0]["engines"]),
                             f"estimated ms at batch {batch_sizes[0]}":
