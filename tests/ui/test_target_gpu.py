@@ -91,3 +91,16 @@ def test_tune_tab_ranks_finished_trials_by_the_picked_gpu(app: Workbench) -> Non
     app.target_gpu.set(None)  # back to what this CPU measured
     assert tab.result.recommended["trial_id"] == "mss1"
     assert "estimated" not in tab.table.value
+
+
+def test_profiling_tab_estimates_the_kernels_tensorrt_built(app: Workbench) -> None:
+    pytest.importorskip("tensorrt_rtx", reason='needs TensorRT-RTX: pip install '
+                                               '"tftrt-workbench[tensorrt]"')
+    app.set_params({"minimum_segment_size": 4})
+    app.check_tensorrt()  # the Summary tab's button: TensorRT-RTX builds the one engine
+    app.target_gpu.set("T4")
+    kernels = app.figures["estimate per kernel"]
+    assert "Kernel times estimated for Tesla T4" in kernels.layout.title.text
+    assert all(label.startswith("000_000: ") for label in kernels.data[0].y)
+    assert "every engine from the kernels TensorRT built" in app.profile_tab.estimate.note.value
+    app.target_gpu.set(None)
