@@ -288,6 +288,16 @@ class TrtGraphConverterV2:
 
         return export(self.session, format, output, self._params, batch_sizes=batch_sizes)
 
+    def estimate(self, target_gpu: str, batch_size: int = 1) -> dict[str, Any]:
+        """The converted model's latency estimated for `target_gpu` ("T4", "NVIDIA A100 80GB
+        PCIe", ...) at `batch_size`, as `convert --target-gpu` gives it: gpu, batch_size,
+        converted_ms, native_ms, engines_ms, native_ops_ms, engines (per engine), label;
+        engines TensorRT built (`tensorrt_verdicts()`) from their kernels."""
+        from workbench.profiling.conversion_estimate import conversion_estimate
+
+        return conversion_estimate(self.session, self._params, target_gpu, batch_size,
+                                   self.result, tensorrt=self._tensorrt)
+
     def sweep(self, thresholds: Sequence[int] = range(1, 65)) -> list[ConversionResult]:
         """The conversion for every `minimum_segment_size` in `thresholds`, at once."""
         return self.session.sweep(self._params, thresholds)

@@ -45,6 +45,7 @@ from workbench.ui.tabs import (
     ValidationTab,
     headline_html,
 )
+from workbench.ui.target_gpu import TargetGpu
 from workbench.ui.tasks import TaskBody, TaskRunner
 from workbench.ui.tune_tab import TuneTab
 from workbench.ui.verdicts import TensorRTVerdicts, error_line
@@ -88,6 +89,7 @@ class Workbench:
         self._open_args = (signature_key, tags, output_node_names)
         self._background = background
         self.controls = Controls(params or ConversionParams())
+        self.target_gpu = TargetGpu(lambda: self.session)  # estimates for a GPU, if picked
         self._make_tabs()
         self._lay_out()
         self.picker.value = model if isinstance(model, str) else ""
@@ -98,19 +100,21 @@ class Workbench:
         # TensorRT's verdicts (engine -> JSON object) per parameters they were made for.
         self.tensorrt: dict[ConversionParams, dict[str, dict]] = self._verdicts.by_params
         self.controls.observe(self.refresh)
+        self.target_gpu.observe(self.refresh)
         self._start_loading()
 
     def _make_tabs(self) -> None:
         self.summary_tab = SummaryTab(on_tensorrt=self.check_tensorrt,
                                       on_engine=self.show_engine_in_graph)
         self.nonconversion_tab = NonconversionTab(on_show=self.show_in_graph)
-        self.graph_tab = GraphTab()
-        self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops)
+        self.graph_tab = GraphTab(self.target_gpu)
+        self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops, target=self.target_gpu)
         self.validation_tab = ValidationTab(on_check=self._check_clicked,
                                             on_per_engine=self._per_engine_clicked)
         self.runs_tab = RunsTab(self.store, on_keep=self._keep_clicked)
-        self.profile_tab = ProfileTab(on_profile=self.profile)
-        self.tune_tab = TuneTab(self.set_params, self.store.root, self._background)
+        self.profile_tab = ProfileTab(on_profile=self.profile, target=self.target_gpu)
+        self.tune_tab = TuneTab(self.set_params, self.store.root, self._background,
+                                self.target_gpu)
         self.export_tab = ExportTab(on_export=self._export_clicked)
         self.tab_list: list[Tab] = [  # registering a tab: one line here, or add_tab()
             self.summary_tab, self.nonconversion_tab, self.graph_tab, self.charts_tab,
@@ -248,7 +252,8 @@ class Workbench:
 
     def _lay_out(self) -> None:
         """The frame (`layout.py`); its widgets are the app's attributes too."""
-        self.layout = AppLayout(self.controls, self.tab_list, list(self.models))
+        self.layout = AppLayout(self.controls, self.tab_list, list(self.models),
+                                [self.target_gpu.widget])
         for name in ("status", "progress", "cancel_button", "headline", "knob_notes", "picker",
                      "open_button", "tabs", "footer", "widget"):
             setattr(self, name, getattr(self.layout, name))

@@ -18,7 +18,8 @@ from workbench.ui.tabs import Tab
 class AppLayout:
     """The app's widgets around the tabs and controls."""
 
-    def __init__(self, controls: Controls, tabs: Sequence[Tab], models: Sequence[str]):
+    def __init__(self, controls: Controls, tabs: Sequence[Tab], models: Sequence[str],
+                 under_picker: Sequence[widgets.Widget] = ()):
         self.status = widgets.HTML(note_html("starting"))
         self.status.add_class("wb-status")
         self.progress = widgets.FloatProgress(value=0, min=0, max=1,
@@ -36,7 +37,7 @@ class AppLayout:
         self.tabs = widgets.Tab(children=[tab.widget for tab in tabs],
                                 titles=[tab.title for tab in tabs])
         self.footer = widgets.HTML()
-        self.widget = widgets.HBox([self._left(controls), self._main()])
+        self.widget = widgets.HBox([self._left(controls, under_picker), self._main()])
         self.widget.add_class("wb-app")
 
     def _main(self) -> widgets.VBox:
@@ -46,10 +47,10 @@ class AppLayout:
                              self.tabs, self.footer],
                             layout=widgets.Layout(flex="1 1 auto", min_width="0"))
 
-    def _left(self, controls: Controls) -> widgets.VBox:
+    def _left(self, controls: Controls, under_picker: Sequence[widgets.Widget]) -> widgets.VBox:
         picker = widgets.VBox([widgets.HTML("<b>Model</b>"),
                                widgets.HBox([self.picker, self.open_button])])
-        return widgets.VBox([picker, controls.box()],
+        return widgets.VBox([picker, *under_picker, controls.box()],
                             layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}"))
 
     def set_status(self, text: str, error: bool = False) -> None:
