@@ -45,6 +45,16 @@ assert check.validation.outputs[0].nan + check.validation.outputs[0].inf > 0
 worst = ranking.engines[0]
 assert "Square" in worst.ops and worst.inf > 0
 """,
+    "05_native_fallback": """
+inside = (served.batch <= 4) & served.length.between(16, 32)
+assert (served["served by"] == "engines").eq(inside).all(), served
+assert (served.loc[~inside, "engines that fell back"] == len(converter.result.engines)).all()
+assert "no optimization profile" in next(iter(model.native_runs[engine]))
+assert "User disallowed engine native segment execution" in refusal
+assert (served_fixed["served by"] == "engines").all()
+assert (building.builds == 1).all() and (building.native_calls == 0).all()
+assert (refusing.cached_engines == 0).all() and (refusing.native_calls == 2).all()
+""",
 }
 
 
@@ -53,7 +63,7 @@ assert "Square" in worst.ops and worst.inf > 0
 ], ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path) -> None:
     # Run from a scratch copy so experiment stores and outputs never land in the repo.
-    if path.stem == "05_profiling":
+    if path.stem == "08_profiling":
         fixture_path()  # it walks through the shared trtexec exports
     copy = tmp_path / path.name
     shutil.copy(path, copy)
