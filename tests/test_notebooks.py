@@ -27,6 +27,14 @@ CHECKS = {
 assert app.error is None and len(app.result.engines) == 13, app.result.engines
 assert app.tabs.titles[-2:] == ("Tune", "Export") and len(app.tabs.titles) == 9
 """,
+    "01_quickstart": """
+assert len(converter.result.engines) == 1
+reasons = set(converter.report.nonconversion.reason)
+assert 'The input "shape" for Reshape must be a constant in implicit batch mode.' in reasons
+assert accuracy > 0.85
+assert dynamic.result.percent_converted > converter.result.percent_converted
+assert difference < 1e-4 and plain_difference < 1e-4
+""",
     "02_minimum_segment_size": """
 engines = [len(r.engines) for r in sweep]
 converted = [r.converted_nodes for r in sweep]
@@ -44,6 +52,21 @@ assert not check.validation.passed  # FP16 overflows inside the middle engine
 assert check.validation.outputs[0].nan + check.validation.outputs[0].inf > 0
 worst = ranking.engines[0]
 assert "Square" in worst.ops and worst.inf > 0
+""",
+    "04_dynamic_shapes": """
+assert dynamic.result.percent_converted > implicit.result.percent_converted
+assert dynamic.result.total_nodes != implicit.result.total_nodes  # the text explains why
+assert len(batch_reasons) > 0
+best = implicit.advice[0]
+assert best.setting == "use_dynamic_shape"
+assert best.percent_converted == dynamic.result.percent_converted  # measured, not estimated
+by_strategy = guide.set_index("strategy")["profiles"]
+assert by_strategy["Range"] == "[4-8, 128-384]"
+assert by_strategy["ImplicitBatchModeCompatible"] == "[1-8, 128], [1-4, 384]"
+accepts = {s: any(p.accepts((request,) * 3) for p in optimization_profiles(shape_sets, s))
+           for s in strategies}
+assert accepts == {"Range": True, "Optimal": False, "Range+Optimal": True,
+                   "ImplicitBatchModeCompatible": False}
 """,
     "05_native_fallback": """
 inside = (served.batch <= 4) & served.length.between(16, 32)
