@@ -23,6 +23,7 @@ from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
 from workbench.graph.functions import function_refs
 from workbench.graph.layout import cpu_runnable
 from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
+from workbench.graph.variables import read_name, variable_nodes, variable_op
 from workbench.lazy import tf
 
 if TYPE_CHECKING:
@@ -157,7 +158,8 @@ def _native_graph_def(segment: SegmentGraph, weights: Sequence[str]) -> GraphDef
     """The GraphDef the `<engine>_native_segment` function is made of: the Consts named in
     `weights` become its trailing arguments (`TensorRTWeightPH_<i>`, for the caller to feed),
     made from the lifted form (the segment's GraphDef is then not made)."""
-    return _consts_as_arguments(segment.lifted(), weights) if weights else segment.graph_def
+    return (_consts_as_arguments(segment.lifted(), weights, segment.engine.name) if weights
+            else segment.graph_def)
 
 
 def _function_def_of(segment: SegmentGraph, graph_def: GraphDef, weights: int) -> FunctionDef:
@@ -180,19 +182,29 @@ def _function_def_of(segment: SegmentGraph, graph_def: GraphDef, weights: int) -
     return fdef
 
 
-def _consts_as_arguments(lifted: LiftedGraph, weights: Sequence[str]) -> GraphDef:
+def _consts_as_arguments(lifted: LiftedGraph, weights: Sequence[str],
+                         segment_name: str = "") -> GraphDef:
     """The segment's GraphDef with the Consts named in `weights` as argument Placeholders,
-    made from its lifted form: its weights are not copied (a large Const not fed is put back)."""
+    made from its lifted form: its weights are not copied (a large Const not fed is put back).
+    A Const that was a variable (graph/variables.py) reads the variable its argument brings."""
     from tensorflow.core.framework import graph_pb2
 
     from workbench.engines.weights import stand_in
 
     renamed = {name: f"{WEIGHT_PREFIX}{i}" for i, name in enumerate(weights)}
+    reads = dict(renamed)  # what a fed Const's consumers read
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(lifted.graph_def.versions)
     out.library.CopyFrom(lifted.graph_def.library)
     for node in lifted.graph_def.node:
         tensor = lifted.weights.get(node.name)
+        op = variable_op(node)
+        if node.name in renamed and op:  # a variable: its native segment reads it again
+            value = node.attr["value"].tensor if tensor is None else tensor
+            out.node.extend(variable_nodes(node.name, renamed[node.name], value, op,
+                                           shared_name=f"{segment_name}/{node.name}"))
+            reads[node.name] = read_name(node.name, op)
+            continue
         if node.name in renamed:
             out.node.append(stand_in(renamed[node.name], tensor))
             continue
@@ -209,7 +221,7 @@ def _consts_as_arguments(lifted: LiftedGraph, weights: Sequence[str]) -> GraphDe
             if ref.node not in renamed:
                 copy.input.append(text)
             elif not text.startswith("^"):
-                copy.input.append(renamed[ref.node])
+                copy.input.append(reads[ref.node])
     return out
 
 
