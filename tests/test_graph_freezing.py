@@ -93,6 +93,12 @@ def test_native_segments_read_a_tf2_models_variables(resource_model: Path, tmp_p
     monkeypatch.setenv("TF_TRT_EXPERIMENTAL_FEATURES", FEATURE)
     converter = convert_and_save(resource_model, tmp_path / "converted")
     assert converter.freeze is False
+    # In process, TF-TRT's converted GraphDef: the engine takes the variables' handles.
+    described = converter._converted_graph_def
+    [engine] = [n for n in described.node if n.op == "TRTEngineOp"]
+    assert list(engine.attr["InT"].list.type).count(tf.resource.as_datatype_enum) == 2
+    [segment] = [f for f in described.library.function if f.signature.name.endswith("segment")]
+    assert [n.op for n in segment.node_def].count("ReadVariableOp") == 2
     [ops] = native_segment_ops(tmp_path / "converted")
     assert ops.count("ReadVariableOp") == 2  # the small and the wide variable
     assert ops.count("Const") == 1  # only the 45

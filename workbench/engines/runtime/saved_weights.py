@@ -22,14 +22,17 @@ if TYPE_CHECKING:
     from workbench.engines.segment import SegmentGraph
 
 
-def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph]) -> LiftedGraph:
+def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph],
+                       variables_only: bool = False) -> LiftedGraph:
     """The converted GraphDef, `lifted` (`RuntimeGraph.lifted_converted`), with its native
     segment functions (`with_native_functions`), every large
     weight, top-level or in a segment, a top-level Placeholder named after its Const (one per
     Const of the prepared graph, so a weight two segments read is fed once). A segment's
     weights become trailing arguments of its function and inputs of its call node. Engines in
     a loop frame keep theirs (a node may not read two frames), as do segments called from
-    inside library functions."""
+    inside library functions. A Const that was a variable (graph/variables.py) is fed
+    whatever its size, a resource handle where its segment reads it with `ReadVariableOp`;
+    `variables_only` feeds only those (the in-process description, `engine_nodes`)."""
     from workbench.engines.runtime.hybrid import engines_in_loops, with_native_functions
 
     in_loops = engines_in_loops(lifted.graph_def)
@@ -41,7 +44,8 @@ def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph]) ->
         if name not in calls or name in in_loops:
             continue
         segment_lifted = segment.lifted()
-        found = {n: t for n, t in segment_lifted.weights.items() if is_stored(t)}
+        found = {} if variables_only else {
+            n: t for n, t in segment_lifted.weights.items() if is_stored(t)}
         variables = _variables(segment_lifted)
         found.update({n: tensor for n, (_, tensor) in variables.items()})
         per_engine[name] = list(found)
@@ -66,6 +70,11 @@ def _feed_weights(call: NodeDef, names: list[str], graph_def: GraphDef) -> None:
     del call.input[:]
     call.input.extend([*data, *names, *(t for t in inputs if t.startswith("^"))])
     call.attr["Tin"].list.type.extend(dtypes[n] for n in names)
+
+
+def has_variables(segments: Sequence[SegmentGraph]) -> bool:
+    """Some segment holds a Const that was a variable (TF-TRT's disable_graph_freezing)."""
+    return any(_variables(segment.lifted()) for segment in segments)
 
 
 def _variables(lifted: LiftedGraph) -> dict[str, tuple[str, TensorProto]]:
