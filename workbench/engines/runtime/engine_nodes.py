@@ -104,11 +104,15 @@ def _with_native_functions(converted: GraphDef, segments: Sequence[Any]) -> Grap
     resource input from a top-level Placeholder named as the variable's capture."""
     from tensorflow.core.framework import graph_pb2
 
-    from workbench.engines.runtime.saved_weights import has_variables, lift_saved_weights
+    from workbench.engines.runtime.saved_weights import lift_saved_weights
     from workbench.engines.weights import LiftedGraph
+    from workbench.graph.variables import VARIABLE_OP_ATTR
 
-    if not has_variables(segments):
-        return with_native_functions(converted, segments)
+    out = with_native_functions(converted, segments)
+    if not any(VARIABLE_OP_ATTR in node.attr
+               for function in out.library.function for node in function.node_def):
+        return out
+    del out
     copy = graph_pb2.GraphDef()
     copy.CopyFrom(converted)
     return lift_saved_weights(LiftedGraph(copy), segments, variables_only=True).graph_def

@@ -72,11 +72,6 @@ def _feed_weights(call: NodeDef, names: list[str], graph_def: GraphDef) -> None:
     call.attr["Tin"].list.type.extend(dtypes[n] for n in names)
 
 
-def has_variables(segments: Sequence[SegmentGraph]) -> bool:
-    """Some segment holds a Const that was a variable (TF-TRT's disable_graph_freezing)."""
-    return any(_variables(segment.lifted()) for segment in segments)
-
-
 def _variables(lifted: LiftedGraph) -> dict[str, tuple[str, TensorProto]]:
     """The segment's Consts that were variables (graph/variables.py, any size): their
     variable op and value."""
