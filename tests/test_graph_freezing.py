@@ -170,3 +170,33 @@ def test_a_variable_of_another_dtype_stays_out_of_engines(tmp_path: Path,
                                      use_dynamic_shape=True, minimum_segment_size=1)
     frozen.convert()
     assert any("unknown" in n for e in frozen.result.engines for n in e.nodes)
+
+
+class ReadOutside(tf.Module):
+    """v1 read by the engine and by a Maximum left native: out = a*v1 + b*v2 - 45, max(a, v1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.v1 = tf.Variable(np.full([1, 1, 1], 13.0, np.float32))
+        self.v2 = tf.Variable(np.full([1, 1, 1], 37.0, np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1, 1], tf.float32, name="a"),
+                                  tf.TensorSpec([None, 1, 1], tf.float32, name="b")])
+    def __call__(self, a: tf.Tensor, b: tf.Tensor) -> dict[str, tf.Tensor]:
+        return {"sum": a * self.v1 + b * self.v2 - 45.0, "top": tf.maximum(a, self.v1)}
+
+
+def test_a_variable_also_read_outside_engines_is_fed_as_its_value(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = ReadOutside()
+    tf.saved_model.save(module, str(tmp_path / "model"),
+                        signatures=module.__call__.get_concrete_function())
+    monkeypatch.setenv("TF_TRT_EXPERIMENTAL_FEATURES", FEATURE)
+    monkeypatch.setenv("TF_TRT_OP_DENYLIST", "Maximum")
+    convert_and_save(tmp_path / "model", tmp_path / "converted")
+    [ops] = native_segment_ops(tmp_path / "converted")
+    assert ops.count("ReadVariableOp") == 1  # v2; v1's value comes from the top level
+    outputs = tf.saved_model.load(str(tmp_path / "converted")).signatures["serving_default"](
+        a=tf.ones([4, 1, 1]), b=2 * tf.ones([4, 1, 1]))
+    np.testing.assert_allclose(outputs["sum"].numpy(), np.full([4, 1, 1], 42.0))
+    np.testing.assert_allclose(outputs["top"].numpy(), np.full([4, 1, 1], 13.0))

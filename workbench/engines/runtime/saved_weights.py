@@ -38,6 +38,10 @@ def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph],
     in_loops = engines_in_loops(lifted.graph_def)
     calls = {n.name: n for n in lifted.graph_def.node if n.op == "PartitionedCall"}
     top_level = {n.name for n in lifted.graph_def.node}
+    # A variable also read outside engines stays a Const at the top level: its segments get
+    # its value, as any weight's (a handle cannot be fed from it).
+    outside = set(top_level)
+    read: set[str] = set()
     per_engine: dict[str, list[str]] = {}
     for segment in segments:
         name = segment.engine.name
@@ -46,8 +50,9 @@ def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph],
         segment_lifted = segment.lifted()
         found = {} if variables_only else {
             n: t for n, t in segment_lifted.weights.items() if is_stored(t)}
-        variables = _variables(segment_lifted)
+        variables = {n: v for n, v in _variables(segment_lifted).items() if n not in outside}
         found.update({n: tensor for n, (_, tensor) in variables.items()})
+        read.update(variables)
         per_engine[name] = list(found)
         for weight, tensor in found.items():
             if weight not in top_level:
@@ -57,7 +62,8 @@ def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph],
                 top_level.add(weight)
             lifted.weights.setdefault(weight, tensor)
         _feed_weights(calls[name], per_engine[name], lifted.graph_def)
-    lifted.graph_def = with_native_functions(lifted.graph_def, segments, per_engine)
+    lifted.graph_def = with_native_functions(lifted.graph_def, segments, per_engine,
+                                             frozenset(read))
     return lifted
 
 
