@@ -124,6 +124,13 @@ class TrtGraphConverterV2:
         ).validated()
         if dynamic_shape_profile_strategy is not None and not use_dynamic_shape:
             logger.warning("dynamic_shape_profile_strategy is ignored without use_dynamic_shape")
+        # TF-TRT's disable_graph_freezing: native segments keep the variable reads
+        # (graph/variables.py), in dynamic shape mode only.
+        self.freeze = "disable_graph_freezing" not in environment.EXPERIMENTAL_FEATURES.read()
+        if not self.freeze and not use_dynamic_shape:
+            logger.warning("Disabling graph freezing is only possible in dynamic shape mode. "
+                           "The graph will be frozen.")
+            self.freeze = True
         self._session: ConversionSession | None = None
         self._result: ConversionResult | None = None
         self._converted_func: Any = None
@@ -163,7 +170,7 @@ class TrtGraphConverterV2:
         self._session = ConversionSession.open(
             self._model, self._signature_key, self._tags, self._output_node_names,
             disable_non_trt_optimizers=self._test_only_disable_non_trt_optimizers,
-            prepare_for=self._target,
+            prepare_for=self._target, keep_variables=not self.freeze,
         )
         self._result = self._session.convert(self._params)
         _log_nonconversion_report(self._result)

@@ -54,7 +54,8 @@ class ConversionSession:
 
     def __init__(self, loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
                  cache: bool = True, fast_freeze: bool = True,
-                 prepare_for: PreparationTarget | str | None = None):
+                 prepare_for: PreparationTarget | str | None = None,
+                 keep_variables: bool = False):
         self.loaded = loaded
         # The device TF-TRT's Grappler run saw (graph/gpu.py): a GPU, the T4 by default, or
         # "cpu" for Grappler on this machine.
@@ -62,6 +63,9 @@ class ConversionSession:
         self.disable_non_trt_optimizers = disable_non_trt_optimizers  # TF-TRT's test-only flag
         self.cache = cache  # read and write the prepared-graph cache (workbench.graph.cache)
         self.fast_freeze = fast_freeze  # off: TensorFlow's own freezing (graph/freeze.py)
+        # TF-TRT's disable_graph_freezing: Consts that were variables are marked as such
+        # (graph/variables.py), and native segments read variables again.
+        self.keep_variables = keep_variables
         self._optimized: OptimizedGraph | None = None
         self._prepared: dict[bool, PreparedGraph] = {}
         self._segmentations: dict[tuple, Segmentation] = {}
@@ -78,6 +82,7 @@ class ConversionSession:
         disable_non_trt_optimizers: bool = False,
         cache: bool = True,
         prepare_for: PreparationTarget | str | None = None,
+        keep_variables: bool = False,
     ) -> ConversionSession:
         """Loads `model` (SavedModel dir, Keras model or `.keras`, frozen `.pb`).
 
@@ -87,7 +92,8 @@ class ConversionSession:
         """
         start = time.perf_counter()
         loaded = load_model(model, signature_key, tags, output_node_names, input_node_names)
-        session = cls(loaded, disable_non_trt_optimizers, cache, prepare_for=prepare_for)
+        session = cls(loaded, disable_non_trt_optimizers, cache, prepare_for=prepare_for,
+                      keep_variables=keep_variables)
         session.timings["load_s"] = time.perf_counter() - start
         return session
 
@@ -95,7 +101,8 @@ class ConversionSession:
     def optimized(self) -> OptimizedGraph:
         if self._optimized is None:
             self._optimized = cached_optimize(self.loaded, self.disable_non_trt_optimizers,
-                                              self.cache, self.fast_freeze, self.target)
+                                              self.cache, self.fast_freeze, self.target,
+                                              self.keep_variables)
             self.timings.update(self._optimized.timings)
         return self._optimized
 
@@ -107,7 +114,7 @@ class ConversionSession:
         if target == self.target:
             return self.optimized
         return cached_optimize(self.loaded, self.disable_non_trt_optimizers, self.cache,
-                               self.fast_freeze, target)
+                               self.fast_freeze, target, self.keep_variables)
 
     def prepared(self, precision_mode: str = "FP32") -> PreparedGraph:
         """The graph the segmenter sees; FP16 differs only by its split Casts."""

@@ -26,6 +26,7 @@ from workbench.conversion.operands import (
 from workbench.conversion.ops import QUANTIZATION_OPS, REGISTRY
 from workbench.conversion.ops.misc import read_variable_weights
 from workbench.graph.nodes import Graph, Node, TensorRef
+from workbench.graph.variables import VARIABLE_OP_ATTR
 
 __all__ = ["INPUT_FAILURE", "ValidatorSettings", "convert_input", "supported_op_types",
            "validate_node"]
@@ -52,8 +53,11 @@ def validate_node(graph: Graph, node: Node, settings: ValidatorSettings) -> str 
         return INPUT_FAILURE + str(error)
     if node.op in settings.fake_ops:
         return None  # the registry hands out the FakeOp converter, which always validates
+    # A Const that was a variable (disable_graph_freezing, graph/variables.py) is checked as
+    # TF-TRT's variable converters checked it: float or half only.
+    op = "VariableV2" if node.attr(VARIABLE_OP_ATTR) else node.op
     try:
-        REGISTRY[node.op](Ctx(graph, node, inputs, settings))
+        REGISTRY[op](Ctx(graph, node, inputs, settings))
     except Reject as error:
         return str(error)
     except (IndexError, TypeError, ValueError) as error:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 from workbench.conversion.result import EngineInfo
-from workbench.engines.weights import LiftedGraph, large_const, lift_weights, stand_in
+from workbench.engines.weights import LiftedGraph, large_const, lift_weights, stand_in_for
 from workbench.errors import WorkbenchError
 from workbench.graph.layout import cpu_runnable
 from workbench.graph.nodes import DTYPE_ENUMS, Graph, TensorRef, TensorSpec, numpy_dtype
@@ -188,7 +188,7 @@ def _copy_node(segment: GraphDef, node_def: NodeDef, members: set[str],
     if tensor is not None:
         assert weights is not None
         weights[node_def.name] = tensor
-        segment.node.append(stand_in(node_def.name, tensor, node_def.device))
+        segment.node.append(stand_in_for(node_def, tensor))
         return
     copy = segment.node.add()
     copy.CopyFrom(node_def)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.graph.nodes import VALUE_LISTS, dtype_enum, element_count
+from workbench.graph.variables import VARIABLE_OP_ATTR
 from workbench.lazy import tf
 
 if TYPE_CHECKING:
@@ -45,6 +46,15 @@ def stand_in(name: str, tensor: TensorProto, device: str = "") -> NodeDef:
     node.attr["dtype"].type = tensor.dtype
     node.attr["shape"].shape.CopyFrom(tensor.tensor_shape)
     return node
+
+
+def stand_in_for(node: NodeDef, tensor: TensorProto) -> NodeDef:
+    """The Placeholder standing in for the Const `node`; a Const that was a variable stays
+    known as one (graph/variables.py)."""
+    placeholder = stand_in(node.name, tensor, node.device)
+    if VARIABLE_OP_ATTR in node.attr:
+        placeholder.attr[VARIABLE_OP_ATTR].CopyFrom(node.attr[VARIABLE_OP_ATTR])
+    return placeholder
 
 
 def stored_weight(node: NodeDef, inputs: Sequence[str] | None = None) -> TensorProto | None:
@@ -156,5 +166,5 @@ def lift_weights(graph_def: GraphDef,
             out.node.append(node)
         else:
             lifted.weights[node.name] = tensor
-            out.node.append(stand_in(node.name, tensor, node.device))
+            out.node.append(stand_in_for(node, tensor))
     return lifted

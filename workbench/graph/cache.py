@@ -63,21 +63,23 @@ def max_bytes() -> int:
 
 def cached_optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
                     use_cache: bool = True, fast_freeze: bool = True,
-                    target: PreparationTarget | str | None = None) -> OptimizedGraph:
+                    target: PreparationTarget | str | None = None,
+                    keep_variables: bool = False) -> OptimizedGraph:
     """`optimize`, read from the cache when an entry matches, stored there otherwise."""
     target = preparation_target(target)
     root = cache_dir() if use_cache else None
     start = time.perf_counter()
-    key = model_key(loaded, disable_non_trt_optimizers, fast_freeze, target) if root else None
+    key = model_key(loaded, disable_non_trt_optimizers, fast_freeze, target,
+                    keep_variables) if root else None
     if root is None or key is None:
-        return optimize(loaded, disable_non_trt_optimizers, fast_freeze, target)
+        return optimize(loaded, disable_non_trt_optimizers, fast_freeze, target, keep_variables)
     hash_s = time.perf_counter() - start
     hit = read_entry(root, key)
     if hit is not None:
         hit.timings = {"hash_s": hash_s, "cache_read_s": time.perf_counter() - start - hash_s}
         hit.target = target
         return hit
-    optimized = optimize(loaded, disable_non_trt_optimizers, fast_freeze, target)
+    optimized = optimize(loaded, disable_non_trt_optimizers, fast_freeze, target, keep_variables)
     optimized.timings["hash_s"] = hash_s
     fp32_shapes(optimized)  # finish() needs them next; stored with the graph
     start = time.perf_counter()
@@ -90,7 +92,8 @@ def cached_optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = Fals
 
 
 def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool,
-              fast_freeze: bool = True, target: PreparationTarget | None = None) -> str | None:
+              fast_freeze: bool = True, target: PreparationTarget | None = None,
+              keep_variables: bool = False) -> str | None:
     """The entry key for `loaded`, or None when it has no files to hash (in-memory Keras)."""
     path = Path(loaded.source)
     files = model_files(path) if loaded.kind in ("saved_model", "keras", "graph_def") else None
@@ -107,6 +110,7 @@ def model_key(loaded: LoadedModel, disable_non_trt_optimizers: bool,
         "outputs": loaded.output_names,
         "disable_non_trt_optimizers": disable_non_trt_optimizers,
         "fast_freeze": fast_freeze,  # the same graph either way, but a separate entry
+        **({"keep_variables": True} if keep_variables else {}),  # old keys stay valid
         "prepare_for": (target or CPU).key,  # the GPU's compute capability, or "cpu"
         # The layout optimizer keeps NHWC on Ampere+ only while TensorFloat-32 is on.
         "tf32": tf32_enabled() if (target or CPU).is_gpu else None,

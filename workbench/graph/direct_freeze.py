@@ -40,6 +40,7 @@ from workbench.graph.freeze import (
     take_weights,
 )
 from workbench.graph.functions import function_refs, rename_changed_functions
+from workbench.graph.variables import variable_origins
 from workbench.lazy import tf
 from workbench.tf_private import freezing, grappler
 from workbench.tf_private.functions import op_def
@@ -79,7 +80,7 @@ def freeze_saved_model(path: Path, meta_graph: Any, signature_key: str,
     # Functions kept (not inlined) get names of their content: the saved names are only
     # unique within their SavedModel, and TensorFlow registers them process-wide.
     rename_changed_functions(pruned, function_pb2.FunctionDefLibrary())
-    return FrozenGraph(pruned, feeds, outputs, weights, groups)
+    return FrozenGraph(pruned, feeds, outputs, weights, groups, variable_origins(inlined))
 
 
 # --- the signature's function -------------------------------------------------------------

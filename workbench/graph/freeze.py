@@ -28,6 +28,7 @@ from typing import Any
 
 from workbench.errors import ModelLoadError
 from workbench.graph.nodes import element_count
+from workbench.graph.variables import variable_origins
 
 MIN_STAND_IN_ELEMENTS = 1024  # smaller weights stay in: they cost nothing to carry
 MAX_RETRIES = 3  # Grappler reruns with fewer stand-ins before it runs on the real weights
@@ -56,6 +57,7 @@ class FrozenGraph:
     outputs: list[str]
     weights: dict[str, Any] = field(default_factory=dict)  # stand-in Const -> real TensorProto
     groups: dict[str, int] = field(default_factory=dict)  # stand-in Const -> equal-weights group
+    variables: dict[str, str] = field(default_factory=dict)  # Const -> variable op (variables.py)
 
 
 def freeze_function(function: Any, fast: bool = True,
@@ -64,11 +66,12 @@ def freeze_function(function: Any, fast: bool = True,
     become stand-ins."""
     from workbench.tf_private import freezing
 
-    reject_variable_updates(function.graph.as_graph_def(), signature)
+    unfrozen = function.graph.as_graph_def()
+    reject_variable_updates(unfrozen, signature)
     if not fast:
         frozen = freezing.convert_variables_to_constants_v2(function)
         return FrozenGraph(frozen.graph.as_graph_def(), _names(frozen.inputs),
-                           _names(frozen.outputs))
+                           _names(frozen.outputs), variables=variable_origins(unfrozen))
     # The steps of convert_variables_to_constants_v2, with stand-ins taken before the import.
     converter = _converter_data(freezing.eager_converter_data())(
         func=function, lower_control_flow=True, aggressive_inlining=False)
@@ -79,7 +82,7 @@ def freeze_function(function: Any, fast: bool = True,
     del written
     frozen = freezing.construct_concrete_function(function, graph_def, converted)
     return FrozenGraph(frozen.graph.as_graph_def(), _names(frozen.inputs),
-                       _names(frozen.outputs), weights, groups)
+                       _names(frozen.outputs), weights, groups, variable_origins(unfrozen))
 
 
 def hold_out_large_values(tensor_data: dict[str, Any], graph_def: Any) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from workbench.graph.gpu import (
 )
 from workbench.graph.loading import LoadedModel, find_meta_graph, read_saved_model_proto
 from workbench.graph.nodes import Graph, TensorSpec
+from workbench.graph.variables import mark_variables
 from workbench.lazy import tf
 from workbench.quiet import environment_level, filtered_stderr
 from workbench.tf_private import grappler
@@ -95,7 +96,8 @@ class PreparedGraph:
 
 def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
              fast_freeze: bool = True,
-             target: PreparationTarget | str | None = None) -> OptimizedGraph:
+             target: PreparationTarget | str | None = None,
+             keep_variables: bool = False) -> OptimizedGraph:
     """Freezes the signature function and runs TF-TRT's Grappler configuration once.
 
     `target` is the device Grappler prepares for (graph/gpu.py): a GPU, by default the T4, as
@@ -107,12 +109,16 @@ def optimize(loaded: LoadedModel, disable_non_trt_optimizers: bool = False,
     load (graph/direct_freeze.py), and keeps large weights out of the import and Grappler
     (graph/freeze.py); same result. Off, it is TensorFlow's own
     `convert_variables_to_constants_v2` of the loaded signature throughout.
+    `keep_variables` (TF-TRT's `disable_graph_freezing`) marks the Consts that were variables
+    (graph/variables.py).
     """
     target = preparation_target(target)
     timings: dict[str, float] = {}
     frozen, fallback = _freeze(loaded, fast_freeze, timings)
     start = time.perf_counter()
     graph_def = frozen.graph_def
+    if keep_variables:
+        mark_variables(graph_def, frozen.variables)
     canonical_loops(graph_def)
     move_gather_axes_into_loops(graph_def)
     for node in graph_def.node:

@@ -83,7 +83,7 @@ def tftrt_graph_def(graph: Any,
     held = graph.converted_held
     segments_held = [s.graph_def_held for s in graph.segments]
     try:
-        out = with_native_functions(graph.converted_graph_def, graph.segments)
+        out = _with_native_functions(graph.converted_graph_def, graph.segments)
     finally:
         if not held:
             graph.release_converted()
@@ -96,6 +96,26 @@ def tftrt_graph_def(graph: Any,
                 node.attr["f"].func.name == native_function_name(node.name):
             _as_engine_node(node, infos[node.name], attrs_of(node.name))
     return out
+
+
+def _with_native_functions(converted: GraphDef, segments: Sequence[Any]) -> GraphDef:
+    """`with_native_functions`; where native segments read variables (TF-TRT's
+    disable_graph_freezing), each engine also takes those variables, as TF-TRT's did: a
+    resource input from a top-level Placeholder named as the variable's capture."""
+    from tensorflow.core.framework import graph_pb2
+
+    from workbench.engines.runtime.saved_weights import lift_saved_weights
+    from workbench.engines.weights import LiftedGraph
+    from workbench.graph.variables import VARIABLE_OP_ATTR
+
+    out = with_native_functions(converted, segments)
+    if not any(VARIABLE_OP_ATTR in node.attr
+               for function in out.library.function for node in function.node_def):
+        return out
+    del out
+    copy = graph_pb2.GraphDef()
+    copy.CopyFrom(converted)
+    return lift_saved_weights(LiftedGraph(copy), segments, variables_only=True).graph_def
 
 
 def _as_engine_node(node: NodeDef, info: EngineInfo, attrs: dict[str, Any]) -> None:

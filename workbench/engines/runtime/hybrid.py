@@ -23,6 +23,7 @@ from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
 from workbench.graph.functions import function_refs
 from workbench.graph.layout import cpu_runnable
 from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
+from workbench.graph.variables import read_name, variable_nodes, variable_op
 from workbench.lazy import tf
 from workbench.tf_private import eager
 from workbench.tf_private.functions import graph_to_function_def
@@ -155,11 +156,13 @@ def _reachable(nodes: list[Any], fetch_nodes: Sequence[str]) -> list[Any]:
     return [n for n in nodes if n.name in keep]
 
 
-def _native_graph_def(segment: SegmentGraph, weights: Sequence[str]) -> GraphDef:
+def _native_graph_def(segment: SegmentGraph, weights: Sequence[str],
+                      variables: frozenset[str] = frozenset()) -> GraphDef:
     """The GraphDef the `<engine>_native_segment` function is made of: the Consts named in
     `weights` become its trailing arguments (`TensorRTWeightPH_<i>`, for the caller to feed),
     made from the lifted form (the segment's GraphDef is then not made)."""
-    return _consts_as_arguments(segment.lifted(), weights) if weights else segment.graph_def
+    return (_consts_as_arguments(segment.lifted(), weights, segment.engine.name, variables)
+            if weights else segment.graph_def)
 
 
 def _function_def_of(segment: SegmentGraph, graph_def: GraphDef, weights: int) -> FunctionDef:
@@ -180,19 +183,31 @@ def _function_def_of(segment: SegmentGraph, graph_def: GraphDef, weights: int) -
     return fdef
 
 
-def _consts_as_arguments(lifted: LiftedGraph, weights: Sequence[str]) -> GraphDef:
+def _consts_as_arguments(lifted: LiftedGraph, weights: Sequence[str],
+                         segment_name: str = "", variables: frozenset[str] = frozenset()
+                         ) -> GraphDef:
     """The segment's GraphDef with the Consts named in `weights` as argument Placeholders,
-    made from its lifted form: its weights are not copied (a large Const not fed is put back)."""
+    made from its lifted form: its weights are not copied (a large Const not fed is put back).
+    A Const named in `variables` (one that was a variable, graph/variables.py) reads the
+    variable its argument brings."""
     from tensorflow.core.framework import graph_pb2
 
     from workbench.engines.weights import stand_in
 
     renamed = {name: f"{WEIGHT_PREFIX}{i}" for i, name in enumerate(weights)}
+    reads = dict(renamed)  # what a fed Const's consumers read
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(lifted.graph_def.versions)
     out.library.CopyFrom(lifted.graph_def.library)
     for node in lifted.graph_def.node:
         tensor = lifted.weights.get(node.name)
+        op = variable_op(node) if node.name in variables else None
+        if node.name in renamed and op:  # a variable: its native segment reads it again
+            value = node.attr["value"].tensor if tensor is None else tensor
+            out.node.extend(variable_nodes(node.name, renamed[node.name], value, op,
+                                           shared_name=f"{segment_name}/{node.name}"))
+            reads[node.name] = read_name(node.name, op)
+            continue
         if node.name in renamed:
             out.node.append(stand_in(renamed[node.name], tensor))
             continue
@@ -209,7 +224,7 @@ def _consts_as_arguments(lifted: LiftedGraph, weights: Sequence[str]) -> GraphDe
             if ref.node not in renamed:
                 copy.input.append(text)
             elif not text.startswith("^"):
-                copy.input.append(renamed[ref.node])
+                copy.input.append(reads[ref.node])
     return out
 
 
@@ -227,7 +242,8 @@ def engines_in_loops(converted: GraphDef) -> set[str]:
 
 
 def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph],
-                          weights: dict[str, list[str]] | None = None) -> GraphDef:
+                          weights: dict[str, list[str]] | None = None,
+                          variables: frozenset[str] = frozenset()) -> GraphDef:
     """The converted GraphDef with every native segment function in its library; `weights`
     names, by engine, the Consts its function takes as arguments (see _native_graph_def)."""
     from tensorflow.core.framework import graph_pb2
@@ -238,7 +254,7 @@ def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph],
     in_loops = engines_in_loops(converted)
     for segment in segments:
         fed = (weights or {}).get(segment.engine.name, ())
-        graph_def = _native_graph_def(segment, fed)
+        graph_def = _native_graph_def(segment, fed, variables)
         fdef = _function_def_of(segment, graph_def, len(fed))
         if segment.engine.name in in_loops:
             fdef.attr[NOINLINE].b = True

@@ -195,7 +195,8 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     from their protos)."""
     from workbench.engines.runtime.hybrid import wrap_converted
     from workbench.engines.runtime.saved_weights import lift_saved_weights
-    from workbench.engines.weights import as_variable
+    from workbench.engines.weights import SMALL_CONST, as_variable
+    from workbench.graph.variables import DT_RESOURCE
 
     lifted = lift_saved_weights(graph.lifted_converted(), graph.segments)
     protos = lifted.weights
@@ -203,8 +204,11 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
 
     def variable(name: str) -> Any:  # each proto let go once it is a variable
         tensor = protos.pop(name)
-        return tf.Variable(captured[name], trainable=False) if name in captured else \
-            as_variable(tensor, stored.get(name))
+        if name in captured:
+            return tf.Variable(captured[name], trainable=False)
+        if element_count(tensor) <= SMALL_CONST:  # a small variable (graph/variables.py)
+            return tf.Variable(tf.make_ndarray(tensor), trainable=False)
+        return as_variable(tensor, stored.get(name))
 
     # Largest first: a weight not `stored` has its bytes and its variable held at once, the
     # fewer other variables by then the lower the peak.
@@ -214,7 +218,13 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     graph.release_converted()
     for segment in graph.segments:
         segment.release()
-    weight_specs = [tf.TensorSpec(v.shape, v.dtype) for v in module.weights]
+    # Variables the native segments read themselves (TF-TRT's disable_graph_freezing,
+    # graph/variables.py) are fed as their handles.
+    handles = {n.name for n in lifted.graph_def.node
+               if n.op == "Placeholder" and n.attr["dtype"].type == DT_RESOURCE}
+    by_handle = [n in handles for n in names]
+    weight_specs = [tf.TensorSpec([], tf.resource) if handle else tf.TensorSpec(v.shape, v.dtype)
+                    for v, handle in zip(module.weights, by_handle, strict=True)]
     native = wrap_converted(lifted.graph_def, [*graph.input_tensors,
                                                *(f"{n}:0" for n in names)],
                             [*graph.feed_specs(), *weight_specs], graph.output_tensors)
@@ -223,7 +233,8 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
 
     @tf.function(input_signature=graph.feed_specs(), autograph=False)
     def serve(*args: Any) -> dict[str, Any]:
-        weights = [tf.convert_to_tensor(v) for v in module.weights]
+        weights = [v.handle if handle else tf.convert_to_tensor(v)
+                   for v, handle in zip(module.weights, by_handle, strict=True)]
         return dict(zip(names, native(*args, *weights), strict=True))
 
     module.serve = serve
