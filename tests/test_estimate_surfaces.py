@@ -48,7 +48,8 @@ def test_the_sweep_is_estimated_once_per_set_of_engines(map_fn_session):
     assert sweep_advice(table, 1) == (
         f"Tesla T4 (estimated): minimum_segment_size=4 makes 1 engine(s), estimated "
         f"{table['converted_ms'].iloc[3]:.3f} ms against {table['converted_ms'].iloc[0]:.3f} ms"
-        " for the current 1 (4 engines): more, smaller engines are estimated slower than fewer")
+        " for the current 1 (4 engines), every threshold from its TF nodes' shapes: more, "
+        "smaller engines are estimated slower than fewer")
     assert sweep_advice(table, 4) == ""  # already the fastest
     figure = sweep_estimate_chart(table)
     assert "Estimated latency on Tesla T4" in figure.layout.title.text

@@ -120,7 +120,8 @@ def sweep_advice(table: pd.DataFrame, current: int) -> str:
     return (f"{table.attrs['gpu']} (estimated): minimum_segment_size={threshold} makes "
             f"{engines} engine(s), estimated {best['converted_ms']:.3f} ms against "
             f"{now['converted_ms']:.3f} ms for the current {current} ({int(now['engines'])} "
-            "engines): more, smaller engines are estimated slower than fewer")
+            "engines), every threshold from its TF nodes' shapes: more, smaller engines are "
+            "estimated slower than fewer")
 
 
 def estimate_line(estimate: dict[str, Any], label: bool = True) -> str:
