@@ -245,7 +245,7 @@ class Workbench:
         self.progress = widgets.FloatProgress(value=0, min=0, max=1,
                                               layout=widgets.Layout(width="200px"))
         self.cancel_button = widgets.Button(description="Cancel", icon="stop",
-                                            layout=widgets.Layout(width="90px"))
+                                            layout=widgets.Layout(width="auto", flex="0 0 auto"))
         self.cancel_button.on_click(lambda _b: self._runner.cancel())
         self.headline = widgets.HTML()
         self.knob_notes = widgets.HTML()

@@ -31,13 +31,14 @@ class GraphTab:
     title = "Segment graph"
 
     def __init__(self) -> None:
+        # Buttons as wide as their labels; rows wrap in a narrow app (JupyterLab's sidebar open).
         self.choice = widgets.ToggleButtons(options=list(GRAPH_VIEWS), value="Converted",
-                                            style={"button_width": "105px"})
+                                            style={"button_width": "auto"})
         self.engine = widgets.Dropdown(description="engine", options=[])
         self.search = widgets.Text(placeholder="find a node, op type or scope",
                                    continuous_update=False, layout=widgets.Layout(width="260px"))
         self.group = widgets.Dropdown(description="group", options=[("", None)],
-                                      layout=widgets.Layout(width="420px"))
+                                      layout=widgets.Layout(width="420px", max_width="100%"))
         self.crumbs = widgets.HBox()
         self.note = widgets.HTML()
         self.html = widgets.HTML()
@@ -54,8 +55,9 @@ class GraphTab:
         self.search.observe(lambda change: self.find(change["new"]), names="value")
         self.group.observe(self._group_chosen, names="value")
         self.widget = widgets.VBox([
-            widgets.HBox([self.choice, self.engine]),
-            widgets.HBox([self.search, self.group]), self.crumbs, self.note, self.html])
+            widgets.HBox([self.choice, self.engine], layout={"flex_flow": "row wrap"}),
+            widgets.HBox([self.search, self.group], layout={"flex_flow": "row wrap"}),
+            self.crumbs, self.note, self.html])
 
     def update(self, view: ConversionView) -> None:
         if self._view is None or view.graph is not self._view.graph:
