@@ -31,9 +31,13 @@ SOURCES = ROOT / "notebooks"
 KEPT = ROOT / "docs" / "notebooks"
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+APP_CLASS = "wb-app"  # the app's outermost widget (workbench.ui)
 APP_SCREENSHOT = (  # the page is site/notebooks/NAME.html; the picture docs/images/workbench.png
     '<p><em>In JupyterLab this cell shows the app; a screenshot of it (taken by the browser '
     'tests):</em></p><img src="../images/workbench.png" alt="The workbench app" width="900">')
+OTHER_WIDGET = "<p><em>An interactive widget: it shows when the notebook runs in JupyterLab."\
+    "</em></p>"
 
 
 def source_digest(notebook: nbformat.NotebookNode) -> str:
@@ -84,9 +88,12 @@ def render(path: Path, timeout_s: int = 1200) -> Path:
         shutil.copy(path, Path(scratch) / path.name)  # runs beside nothing of the repo's
         NotebookClient(notebook, timeout=timeout_s, kernel_name="python3", record_timing=False,
                        resources={"metadata": {"path": scratch}}).execute()
+    widgets = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    apps = {model for model, saved in widgets.items()
+            if APP_CLASS in saved.get("state", {}).get("_dom_classes", ())}
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            cell.outputs = [_readable_offline(out, f"{path.stem}-{i}")
+            cell.outputs = [_readable_offline(out, f"{path.stem}-{i}", apps)
                             for i, out in enumerate(cell.outputs)]
             _refuse_errors(path, cell)
     notebook.metadata.pop("widgets", None)  # widget state: the page would fetch a renderer
@@ -97,7 +104,8 @@ def render(path: Path, timeout_s: int = 1200) -> Path:
     return KEPT / path.name
 
 
-def _readable_offline(output: nbformat.NotebookNode, div_id: str) -> nbformat.NotebookNode:
+def _readable_offline(output: nbformat.NotebookNode, div_id: str,
+                      apps: set[str]) -> nbformat.NotebookNode:
     data = output.get("data", {})
     if PLOTLY in data:
         import plotly.io
@@ -106,7 +114,8 @@ def _readable_offline(output: nbformat.NotebookNode, div_id: str) -> nbformat.No
                                  div_id=f"plotly-{div_id}")
         output.data = {"text/html": html}
     elif WIDGET in data:
-        output.data = {"text/html": APP_SCREENSHOT}
+        app = data[WIDGET].get("model_id") in apps
+        output.data = {"text/html": APP_SCREENSHOT if app else OTHER_WIDGET}
     return output
 
 
