@@ -164,6 +164,25 @@ def test_site_notebooks_are_executed_copies_of_the_notebooks():
         assert "widgets" not in notebook["metadata"], copy.name
 
 
+def test_a_rendered_copy_reads_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A plotly figure becomes HTML drawing with the site's plotly.js; a widget, a note."""
+    import nbformat
+
+    render = tool("render_notebooks")
+    monkeypatch.setenv("PLOTLY_RENDERER", "plotly_mimetype")  # as `main` sets it
+    lesson = tmp_path / "lesson.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import plotly.graph_objects as go\ngo.Figure(go.Bar(y=[1]))"),
+        nbformat.v4.new_code_cell("import ipywidgets\nipywidgets.IntSlider()")]), lesson)
+    copy = nbformat.read(render.render(lesson, tmp_path / "kept"), as_version=4)
+    figure, widget = (cell.outputs[0].data for cell in copy.cells)
+    assert set(figure) == {"text/html"} and 'class="plotly-graph-div"' in figure["text/html"]
+    assert "plotly.min.js" not in figure["text/html"]  # plotly.js comes from the site
+    assert widget == {"text/html": render.OTHER_WIDGET}
+    assert copy.metadata.workbench.source_sha256 == render.source_digest(nbformat.read(
+        lesson, as_version=4)) and "widgets" not in copy.metadata
+
+
 def test_a_notebook_copy_goes_stale_when_its_cells_change():
     render = tool("render_notebooks")
     import nbformat

@@ -78,8 +78,8 @@ def samples_used(paths: list[Path]) -> list[str]:
     return [name for name in sample_models.NAMES if f'"{name}"' in code or f"'{name}'" in code]
 
 
-def render(path: Path, timeout_s: int = 1200) -> Path:
-    """Executes `path` in a scratch folder and writes its executed copy to docs/notebooks/."""
+def render(path: Path, kept: Path = KEPT, timeout_s: int = 1200) -> Path:
+    """Executes `path` in a scratch folder and writes its executed copy into `kept`."""
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
@@ -99,9 +99,9 @@ def render(path: Path, timeout_s: int = 1200) -> Path:
     notebook.metadata.pop("widgets", None)  # widget state: the page would fetch a renderer
     notebook.metadata["workbench"] = {
         "source_sha256": digest, "note": "executed copy for the site: tools/render_notebooks.py"}
-    KEPT.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, KEPT / path.name)
-    return KEPT / path.name
+    kept.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, kept / path.name)
+    return kept / path.name
 
 
 def _readable_offline(output: nbformat.NotebookNode, div_id: str,
