@@ -161,6 +161,9 @@ def test_site_notebooks_are_executed_copies_of_the_notebooks():
         kinds = {o["output_type"] for o in outputs}
         kinds |= {mime for o in outputs for mime in o.get("data", {})}
         assert not kinds & {"error", render.PLOTLY, render.WIDGET}, (copy.name, kinds)
+        html = "".join(part for o in outputs for part in o.get("data", {}).get("text/html", ""))
+        figures = re.findall(r'<div id="([^"]+)" class="plotly-graph-div"', html)
+        assert len(figures) == len(set(figures)), f"{copy.name}: figures share an id"
         assert "widgets" not in notebook["metadata"], copy.name
 
 

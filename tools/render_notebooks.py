@@ -91,9 +91,9 @@ def render(path: Path, kept: Path = KEPT, timeout_s: int = 1200) -> Path:
     widgets = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     apps = {model for model, saved in widgets.items()
             if APP_CLASS in saved.get("state", {}).get("_dom_classes", ())}
-    for cell in notebook.cells:
+    for c, cell in enumerate(notebook.cells):
         if cell.cell_type == "code":
-            cell.outputs = [_readable_offline(out, f"{path.stem}-{i}", apps)
+            cell.outputs = [_readable_offline(out, f"{path.stem}-{c}-{i}", apps)
                             for i, out in enumerate(cell.outputs)]
             _refuse_errors(path, cell)
     notebook.metadata.pop("widgets", None)  # widget state: the page would fetch a renderer
