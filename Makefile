@@ -82,7 +82,7 @@ screenshots: install
 		tests/ui/test_tuning_browser.py
 	cp $(SHOTS)/01_before_slider.png docs/images/workbench.png
 	cp $(SHOTS)/01_nonconversion_report.png docs/images/nonconversion-report.png
-	cp $(SHOTS)/01_segment_graph_full.png docs/images/segment-graph.png
+	cp $(SHOTS)/01_segment_graph_opened.png docs/images/segment-graph.png
 	cp $(SHOTS)/02_validation.png docs/images/validation.png
 	cp $(SHOTS)/03_charts.png docs/images/charts.png
 	cp $(SHOTS)/02_runs.png docs/images/runs.png

@@ -10,7 +10,9 @@ set, the model is fitted on the others and judged on it: the model-level error (
 kernels plus one engine launch against trtexec's GPU compute time; for the ControlNet, which has
 none, against its per-layer times less profiling overhead; for the H100, against ResNet-50's
 convolutions summed and the whole ResNet-50 fused as TensorRT fuses it) and the per-layer rank
-correlation (Spearman).
+correlation (Spearman). Then, with the final coefficients and never fitted on, the H100's kernels of
+other architectures (`results/gpu_h100_held_out.json`, made by `benchmarks/gpu_held_out.py`:
+MobileNetV2, EfficientNet-B0, a BERT-base encoder layer): the out-of-sample check.
 
 The fit: least squares on log(time) over every timed kernel. trtexec's per-layer profile
 synchronises around each layer, so its per-layer times exceed the real ones by a few
@@ -37,18 +39,21 @@ from workbench.profiling.estimate import (
     KINDS,
     PRECISIONS,
     KernelWork,
+    as_kernels,
     kernel_time_ms,
     kernel_work,
 )
-from workbench.profiling.trtexec import fixtures_dir
+from workbench.profiling.trtexec import fixtures_dir, read_trtexec_kernels
 
 H100_RESULTS = Path(__file__).resolve().parent / "results" / "gpu_h100.json"
+# Measured on the H100 and never fitted on (benchmarks/gpu_held_out.py): the out-of-sample check.
+H100_HELD_OUT = Path(__file__).resolve().parent / "results" / "gpu_h100_held_out.json"
 # The ControlNet export records no GPU; its README infers the A10 (TensorRT Hackathon 2023).
 FIXTURE_GPU = {"controlnet-a10-fp16": "NVIDIA A10"}
 
 
 @dataclass
-class Kernel:
+class TimedKernel:
     name: str
     layer_type: str
     work: KernelWork
@@ -59,7 +64,7 @@ class Kernel:
 class TimedSet:
     name: str
     gpu: GpuFacts
-    kernels: list[Kernel]
+    kernels: list[TimedKernel]
     references: dict[str, float] = field(default_factory=dict)  # model-level figures, ms
     groups: dict[str, list[int]] = field(default_factory=dict)  # kernels summed per reference
     launches: int = 1  # engine launches per reference
@@ -76,7 +81,7 @@ def fixture_sets(profile_overhead_ms: float | None = None) -> tuple[list[TimedSe
         info = _one(folder, ["engine.graph.json", "layerinfo.json"])
         metadata = folder / "engine.profile.metadata.json"
         meta = json.loads(metadata.read_text()) if metadata.is_file() else None
-        layers = {layer["Name"]: layer for layer in json.loads(info.read_text())["Layers"]}
+        layers = {kernel.name: kernel for kernel in read_trtexec_kernels(info).kernels}
         records = [r for r in json.loads(profile.read_text()) if "name" in r]
         timed = [(layers[r["name"]], float(r.get("medianMs", r["averageMs"]))) for r in records
                  if r["name"] in layers]
@@ -94,8 +99,7 @@ def fixture_sets(profile_overhead_ms: float | None = None) -> tuple[list[TimedSe
     overhead = statistics.median(overheads) if profile_overhead_ms is None else profile_overhead_ms
     sets = []
     for name, gpu, timed, perf in raw:
-        kernels = [Kernel(layer["Name"], layer.get("LayerType", ""), work,
-                          max(ms - overhead, 0.3 * ms))
+        kernels = [TimedKernel(layer.name, layer.type, work, max(ms - overhead, 0.3 * ms))
                    for layer, ms in timed if (work := kernel_work(layer)).kind != "free"]
         if perf:
             reference = {"trtexec GPU compute time": perf["GPU Compute Time"][3]}
@@ -116,8 +120,9 @@ def h100_set(path: Path = H100_RESULTS) -> TimedSet | None:
     kernels, references, groups = [], {}, {}
     for key, layers in measured["layers"].items():
         first = len(kernels)
-        kernels += [Kernel(layer["Name"], layer["LayerType"], kernel_work(layer),
-                           layer["measured_ms"]) for layer in layers]
+        kernels += [TimedKernel(kernel.name, kernel.type, kernel_work(kernel),
+                                layer["measured_ms"])
+                    for kernel, layer in zip(as_kernels(layers), layers, strict=True)]
         model = measured["models"].get(key)
         if model:
             indices = list(range(first, len(kernels)))
@@ -127,6 +132,53 @@ def h100_set(path: Path = H100_RESULTS) -> TimedSet | None:
                 references[f"{key} fused model"] = model["fused_model_ms"]
                 groups[f"{key} fused model"] = indices
     return TimedSet(f"h100-pytorch ({gpu.name})", gpu, kernels, references, groups, launches=0)
+
+
+def held_out_sets(path: Path = H100_HELD_OUT) -> list[TimedSet]:
+    """The H100's kernels of architectures never fitted on, one set per architecture
+    (MobileNetV2, EfficientNet-B0, a BERT encoder layer); each configuration (batch,
+    precision) gives two references: its layers summed and the whole model (PyTorch's, with
+    more kernels than TensorRT would run)."""
+    if not path.is_file():
+        return []
+    measured = json.loads(path.read_text())["data"]["measurements"]
+    gpu = gpu_facts(measured["device"]["name"])
+    sets: dict[str, TimedSet] = {}
+    for key, layers in measured["layers"].items():
+        if not layers:
+            continue
+        model, _, config = key.rpartition("_b")
+        timed = sets.setdefault(model, TimedSet(f"{model} (H100, held out)", gpu, [],
+                                                launches=0))
+        first = len(timed.kernels)
+        timed.kernels += [TimedKernel(kernel.name, kernel.type, kernel_work(kernel),
+                                      layer["measured_ms"])
+                          for kernel, layer in zip(as_kernels(layers), layers, strict=True)]
+        indices = list(range(first, len(timed.kernels)))
+        figures = measured["models"][key]
+        for what, ms in (("layers", figures["layers_sum_ms"]), ("whole model",
+                                                                  figures["model_ms"])):
+            if ms:
+                timed.references[f"b{config} {what}"] = ms
+                timed.groups[f"b{config} {what}"] = indices
+    return list(sets.values())
+
+
+def held_out_errors(results: list[dict]) -> dict:
+    """Median and worst absolute error of the held-out references, layers summed and whole
+    models apart, with every reference's signed error."""
+    found: dict = {"layers": [], "whole model": []}
+    signed = {}
+    for result in results:
+        for key, error in result["model_level"].items():
+            found["whole model" if key.endswith("whole model") else "layers"].append(
+                abs(error["error"]))
+            signed[f"{result['set'].split(' ')[0]} {key}"] = error["error"]
+    return {**{f"{stat}_abs_{what.replace(' ', '_')}_error": fn(values)
+               for what, values in found.items() if values
+               for stat, fn in (("median", statistics.median), ("max", max))},
+            "median_spearman": statistics.median(r["spearman"] for r in results),
+            "references": signed}
 
 
 # --- The fit -------------------------------------------------------------------------------
@@ -236,6 +288,10 @@ def main(argv: list[str]) -> None:
         in_sample["set"] += " with its Hopper scales (in sample)"
         results.append(in_sample)
     _print(results)
+    held_out = [judge(timed, final) for timed in held_out_sets()]
+    if held_out:  # judged with the final coefficients, Hopper's scales included; never fitted
+        print("\nOut of sample on the H100 (benchmarks/gpu_held_out.py; never fitted on):")
+        _print(held_out)
     fixture_errors = [abs(e["error"]) for r in results[:len(sets)]
                       for e in r["model_level"].values()]
     h100_errors = {key: e["error"] for r in results[len(sets):len(sets) + 1]
@@ -249,6 +305,8 @@ def main(argv: list[str]) -> None:
         "median_spearman": statistics.median(r["spearman"] for r in results[:len(sets)]),
         "h100_resnet50_errors": h100_errors,
         "h100_resnet50_errors_with_hopper_scales": scaled_errors}
+    if held_out:
+        final["errors"]["h100_held_out"] = held_out_errors(held_out)
     final["fitted_by"] = ("python benchmarks/estimate.py --fit: least squares on log kernel "
                           "time over the six trtexec fixture sets; 'architecture' scales for "
                           "Hopper then on the H100's cuDNN kernels (gpu_h100.json)")
@@ -276,16 +334,28 @@ def main(argv: list[str]) -> None:
             "sample): whole model fused, batch 1/8/32, FP16; FP32", "; ".join(", ".join(
                 f"{100 * scaled_errors[f'resnet50_b{b}_{p} fused model']:+.0f}%"
                 for b in (1, 8, 32)) for p in ("fp16", "fp32"))))
+    if held_out:
+        summary = final["errors"]["h100_held_out"]
+        figures.append(record.figure(
+            "GPU latency estimate out of sample on the H100 (MobileNetV2, EfficientNet-B0, a "
+            "BERT encoder layer; batch 1/8/32, FP16/FP32; never fitted on): layers summed, "
+            "median / worst; whole PyTorch model, median / worst; median Spearman",
+            f"{100 * summary['median_abs_layers_error']:.0f}% / "
+            f"{100 * summary['max_abs_layers_error']:.0f}%; "
+            f"{100 * summary['median_abs_whole_model_error']:.0f}% / "
+            f"{100 * summary['max_abs_whole_model_error']:.0f}%; "
+            f"{summary['median_spearman']:.2f}"))
     rows = [[r["set"], r["gpu"], r["kernels"], r["spearman"], f"{100 * e['error']:+.0f}% "
              f"({e['estimated_ms']:.3f} vs {e['measured_ms']:.3f} ms, {key})"]
-            for r in results for key, e in r["model_level"].items()
+            for r in results + held_out for key, e in r["model_level"].items()
             ]
     details = {"title": "GPU latency estimate, leave-one-out per set (H100: fitted on the "
-                        "fixtures only, then with Hopper scales fitted on it)",
+                        "fixtures only, then with Hopper scales fitted on it; then the H100's "
+                        "held-out architectures, never fitted on)",
                "columns": ["held-out set", "GPU", "kernels", "Spearman", "model-level error"],
                "rows": rows}
     record.write("estimate", figures, details=details,
-                 data={"leave_one_out": results, "coefficients": final})
+                 data={"leave_one_out": results, "held_out": held_out, "coefficients": final})
 
 
 def _print(results: list[dict]) -> None:

@@ -65,50 +65,127 @@ def _text_sample(names: tuple[str, ...]) -> tuple[dict, dict]:
     import tensorflow as tf
 
     ids = np.random.default_rng(0).integers(2, 100, (2, SEQUENCE)).astype(np.int32)
-    values = {"token_ids": ids, "input_word_ids": ids, "segment_ids": np.zeros_like(ids),
-              "input_type_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids),
-              "input_mask": np.ones_like(ids)}
+
+    def value(name: str) -> object:  # ids, all-ones masks, zero segment/type ids
+        if name.endswith(("token_ids", "word_ids")):
+            return ids
+        return np.ones_like(ids) if name.endswith("mask") else np.zeros_like(ids)
+
     specs = {k: tf.TensorSpec([None, SEQUENCE], tf.int32, name=k) for k in names}
-    return specs, {k: values[k] for k in names}
+    return specs, {k: value(k) for k in names}
 
 
 def export_keras_hub(out: Path) -> dict:
     import keras
+
+    keras.utils.set_random_seed(0)
+    return _keras_hub_text(out) | _keras_hub_vision(out)
+
+
+def _keras_hub_text(out: Path) -> dict:
+    """Encoders, decoders and encoder-decoders, two layers of width 32."""
     import keras_hub
     import numpy as np
     import tensorflow as tf
 
-    keras.utils.set_random_seed(0)
-    tiny = dict(vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=32,
-                intermediate_dim=64, max_sequence_length=SEQUENCE)
+    models = keras_hub.models
+    small = dict(vocabulary_size=100, num_layers=2, hidden_dim=32, intermediate_dim=64)
+    tiny = dict(small, num_heads=2, max_sequence_length=SEQUENCE)
+    hidden = lambda m, x: {"hidden": m(x, training=False)}  # noqa: E731
+    every = lambda m, x: dict(m(x, training=False))  # noqa: E731
     done = {}
     specs, sample = _text_sample(("token_ids", "segment_ids", "padding_mask"))
-    bert = keras_hub.models.BertBackbone(**tiny)
+    bert = models.BertBackbone(**tiny)
     done |= _save(out, "keras_hub_bert_backbone", bert, specs, sample,
                   lambda m, x: {"sequence_output": m(x, training=False)["sequence_output"]})
-    classifier = keras_hub.models.BertTextClassifier(backbone=bert, num_classes=3,
-                                                     preprocessor=None)
+    classifier = models.BertTextClassifier(backbone=bert, num_classes=3, preprocessor=None)
     done |= _save(out, "keras_hub_bert_classifier", classifier, specs, sample,
                   lambda m, x: {"logits": m(x, training=False)})
     specs, sample = _text_sample(("token_ids", "padding_mask"))
-    done |= _save(out, "keras_hub_gpt2_backbone", keras_hub.models.GPT2Backbone(**tiny), specs,
-                  sample, lambda m, x: {"hidden": m(x, training=False)})
-    resnet = keras_hub.models.ResNetBackbone(
-        input_conv_filters=[64], input_conv_kernel_sizes=[3], stackwise_num_filters=[64, 32],
-        stackwise_num_blocks=[1, 1], stackwise_num_strides=[1, 2], block_type="basic_block",
-        image_shape=(32, 32, 3))
-    image = np.random.default_rng(1).standard_normal((2, 32, 32, 3)).astype(np.float32)
-    done |= _save(out, "keras_hub_resnet_backbone", resnet,
-                  {"images": tf.TensorSpec([None, 32, 32, 3], tf.float32, name="images")},
-                  {"images": image}, lambda m, x: {"features": m(x["images"], training=False)},
+    done |= _save(out, "keras_hub_gpt2_backbone", models.GPT2Backbone(**tiny), specs, sample,
+                  hidden)
+    heads = dict(num_query_heads=4, num_key_value_heads=2)
+    done |= _save(out, "keras_hub_llama_backbone", models.LlamaBackbone(**heads, **small),
+                  specs, sample, hidden)
+    done |= _save(out, "keras_hub_gemma_backbone",
+                  models.GemmaBackbone(**heads, head_dim=8, **small), specs, sample, hidden)
+    specs, sample = _text_sample(("encoder_token_ids", "encoder_padding_mask",
+                                  "decoder_token_ids", "decoder_padding_mask"))
+    done |= _save(out, "keras_hub_t5_backbone",
+                  models.T5Backbone(num_heads=2, dropout=0.0, **small), specs, sample, every)
+    done |= _save(out, "keras_hub_bart_backbone",
+                  models.BartBackbone(dropout=0.0, **tiny), specs, sample, every)
+    specs, sample = _text_sample(("decoder_token_ids", "decoder_padding_mask"))
+    mels = (2 * SEQUENCE, 8)  # audio frames x mel bins
+    specs["encoder_features"] = tf.TensorSpec([None, *mels], tf.float32, name="encoder_features")
+    sample["encoder_features"] = (
+        np.random.default_rng(4).standard_normal((2, *mels)).astype(np.float32))
+    whisper = models.WhisperBackbone(num_heads=2, num_mels=mels[1], **small,
+                                     max_encoder_sequence_length=mels[0],
+                                     max_decoder_sequence_length=SEQUENCE)
+    return done | _save(out, "keras_hub_whisper_backbone", whisper, specs, sample, every)
+
+
+def _keras_hub_vision(out: Path) -> dict:
+    """Classification backbones, a detector with its NMS, and two segmenters, at 32-64 px."""
+    import keras_hub
+    import numpy as np
+    import tensorflow as tf
+
+    models = keras_hub.models
+
+    def resnet(size: int, filters: list[int]) -> object:
+        return models.ResNetBackbone(
+            input_conv_filters=[64], input_conv_kernel_sizes=[3],
+            stackwise_num_filters=filters, stackwise_num_blocks=[1] * len(filters),
+            stackwise_num_strides=[1] + [2] * (len(filters) - 1), block_type="basic_block",
+            image_shape=(size, size, 3))
+
+    def images(size: int, batch: int | None = None) -> tuple[dict, dict]:
+        spec = tf.TensorSpec([batch, size, size, 3], tf.float32, name="images")
+        value = np.random.default_rng(1).standard_normal((batch or 2, size, size, 3))
+        return {"images": spec}, {"images": value.astype(np.float32)}
+
+    def features(training: bool) -> object:
+        return lambda m, x: {"features": m(x["images"], training=training)}
+
+    def masks(m: object, x: dict) -> dict:
+        return {"masks": m(x["images"], training=False)}
+
+    done = {}
+    small = resnet(32, [64, 32])
+    done |= _save(out, "keras_hub_resnet_backbone", small, *images(32), features(False),
                   text=False)
     # Served in training mode, its BatchNormalizations update their statistics: TensorFlow
     # cannot freeze it; the workbench says so and how to export for inference.
-    done |= _save(out, "keras_hub_resnet_training_mode", resnet,
-                  {"images": tf.TensorSpec([None, 32, 32, 3], tf.float32, name="images")},
-                  {"images": image}, lambda m, x: {"features": m(x["images"], training=True)},
+    done |= _save(out, "keras_hub_resnet_training_mode", small, *images(32), features(True),
                   text=False)
-    return done
+    vit = models.ViTBackbone(image_shape=(64, 64, 3), patch_size=16, num_layers=2, num_heads=2,
+                             hidden_dim=32, mlp_dim=64)
+    done |= _save(out, "keras_hub_vit_backbone", vit, *images(64), features(False), text=False)
+    pyramid = models.RetinaNetBackbone(image_encoder=resnet(64, [64, 32, 32, 32]), min_level=3,
+                                       max_level=5, use_p5=False, image_shape=(64, 64, 3))
+    retinanet = models.RetinaNetObjectDetector(backbone=pyramid, num_classes=4,
+                                               pre_logits_num_conv_layers=2)
+    # Its NMS (two while loops) needs a static batch.
+    done |= _save(out, "keras_hub_retinanet", retinanet, *images(64, batch=1),
+                  lambda m, x: dict(m.decode_predictions(m(x["images"], training=False),
+                                                         x["images"])), text=False)
+    deeplab = models.DeepLabV3Backbone(
+        image_encoder=resnet(64, [64, 32, 32, 32]), spatial_pyramid_pooling_key="P4",
+        upsampling_size=4, dilation_rates=[2, 4], low_level_feature_key="P2",
+        image_shape=(64, 64, 3))
+    done |= _save(out, "keras_hub_deeplabv3",
+                  models.DeepLabV3ImageSegmenter(backbone=deeplab, num_classes=3),
+                  *images(64), masks, text=False)
+    mit = models.MiTBackbone(
+        layerwise_depths=[1, 1], num_layers=2, layerwise_num_heads=[1, 2],
+        layerwise_sr_ratios=[2, 1], max_drop_path_rate=0.0, layerwise_patch_sizes=[7, 3],
+        layerwise_strides=[4, 2], image_shape=(64, 64, 3), hidden_dims=[16, 32])
+    segformer = models.SegFormerImageSegmenter(
+        backbone=models.SegFormerBackbone(image_encoder=mit, projection_filters=32),
+        num_classes=3)
+    return done | _save(out, "keras_hub_segformer", segformer, *images(64), masks, text=False)
 
 
 def export_model_garden(out: Path) -> dict:

@@ -10,12 +10,8 @@ from conftest import fixture_path, run_cli
 
 from workbench.graph.gpu import preparation_target
 from workbench.graph.gpu_facts import GPU_FACTS, UnknownGpuError, gpu_facts
-from workbench.profiling.estimate import (
-    estimate_engine,
-    kernel_work,
-    load_coefficients,
-    read_layer_info,
-)
+from workbench.profiling.estimate import estimate_engine, kernel_work, load_coefficients
+from workbench.profiling.trtexec import read_trtexec_kernels
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -44,20 +40,24 @@ def test_every_gpu_has_its_facts_and_source_and_prepares_graphs_for_its_capabili
     assert gpu_facts("T4").peak_tflops("tf32") == gpu_facts("T4").fp32_tflops  # Turing: no TF32
 
 
-def _layers(name: str) -> list[dict]:
+def _layers(name: str) -> list:
+    """The kernels of a fixture's layer-info file, through the one loader of such files."""
     folder = fixture_path(name)
     path = folder / "engine.graph.json"
-    return read_layer_info(path if path.is_file() else folder / "layerinfo.json")
+    return list(read_trtexec_kernels(path if path.is_file() else folder / "layerinfo.json")
+                .kernels)
 
 
 def test_a_convolutions_work_comes_from_its_shapes_and_weights():
-    first = next(layer for layer in _layers("keras-resnet50-rtx3090-fp16")
-                 if layer["LayerType"] == "CaskConvolution")
+    first = next(kernel for kernel in _layers("keras-resnet50-rtx3090-fp16")
+                 if kernel.type == "CaskConvolution")
     work = kernel_work(first)
     # ResNet-50's 7x7/2 stem: 118 M multiply-adds per image, batch 32.
     assert work.kind == "gemm" and work.precision == "fp16"
     assert work.flops == pytest.approx(2 * 32 * 112 * 112 * 64 * 7 * 7 * 3)
-    assert work.bytes == pytest.approx(2 * (32 * 3 * 224 * 224 + 32 * 64 * 112 * 112 + 9408))
+    # Inputs, outputs, weights and bias in FP16.
+    assert work.bytes == pytest.approx(2 * (32 * 3 * 224 * 224 + 32 * 64 * 112 * 112 + 9408
+                                            + 64))
 
 
 @pytest.mark.parametrize("name", ["keras-resnet50-rtx3090-fp16", "keras-resnet50-rtx3090-fp32",
@@ -87,11 +87,22 @@ def test_a_faster_gpu_is_estimated_faster():
     assert totals == sorted(totals, reverse=True)
 
 
+def test_a_layer_info_file_without_shapes_is_a_one_line_error():
+    from workbench.errors import WorkbenchError
+
+    with pytest.raises(WorkbenchError, match="--profilingVerbosity=detailed"):
+        estimate_engine(read_trtexec_kernels({"Layers": ["conv1 + relu1", "fc"]}), "T4")
+
+
 def test_the_error_note_quotes_the_measured_leave_one_out_error():
     errors = load_coefficients()["errors"]
     note = estimate_engine(_layers("torch-resnet18-a100-fp32"), "T4")["error_note"]
     assert note.startswith("estimated for Tesla T4")
     assert f"median {100 * errors['median_abs_model_error']:.0f}%" in note
+    # ... and the error on an H100's layers of architectures it was never fitted on.
+    held_out = errors["h100_held_out"]
+    assert (f"out of sample on an H100: median {100 * held_out['median_abs_layers_error']:.0f}%"
+            in note)
 
 
 def test_cli_estimate_json_follows_the_contract():
@@ -154,20 +165,81 @@ def test_resnet50_on_a_t4_fp16_beats_fp32_and_both_beat_native_tf(resnet50_sessi
     assert from_nodes["engines_ms"] == pytest.approx(from_kernels, rel=0.5)
 
 
-def test_cli_convert_target_gpu_adds_the_estimate():
+@pytest.fixture(scope="module")
+def digits_documents(tmp_path_factory):
+    """`convert digits_cnn --json --target-gpu A100 --target-batch-size 4`, from TF nodes
+    only and with TensorRT's kernels (`--tensorrt`)."""
     import sample_models
 
     model = str(sample_models.build("digits_cnn"))
-    done = run_cli("convert", model, "--json", "--target-gpu", "A100", "--target-batch-size",
-                   "4")
-    assert done.returncode == 0, done.stderr
-    document = json.loads(done.stdout)
+    cache = str(tmp_path_factory.mktemp("cache"))
+    documents = {}
+    for flags in ((), ("--tensorrt",)):
+        done = run_cli("convert", model, "--json", *flags, "--target-gpu", "A100",
+                       "--target-batch-size", "4", env={"WORKBENCH_CACHE_DIR": cache})
+        assert done.returncode == 0, done.stderr
+        documents["kernels" if flags else "nodes"] = json.loads(done.stdout)
+    return documents
+
+
+def test_cli_convert_target_gpu_adds_the_estimate(digits_documents):
+    document = digits_documents["nodes"]
     estimate = document["estimate"]
     assert {"gpu", "batch_size", "converted_ms", "native_ms", "engines_ms",
             "native_ops_ms"} <= set(estimate)
     assert estimate["gpu"] == "NVIDIA A100 80GB PCIe" and estimate["batch_size"] == 4
     assert document["engines"] and all(e["estimated_ms"] > 0 for e in document["engines"])
+    assert all(e["estimated_from"] == "tf_nodes" for e in document["engines"])
     assert estimate["engines_ms"] == pytest.approx(sum(e["estimated_ms"]
                                                        for e in document["engines"]))
-    unknown = run_cli("convert", model, "--target-gpu", "GTX 480")
+    unknown = run_cli("convert", "no/model", "--target-gpu", "GTX 480")
     assert unknown.returncode == 2 and "Unknown GPU 'GTX 480'" in unknown.stderr
+
+
+# --- convert --tensorrt --target-gpu: engines estimated from the kernels TensorRT built ------
+
+def _tensor(shape, dtype="FP16"):
+    from workbench.engines.backends.tensorrt_kernels import KernelTensor
+
+    return KernelTensor("t", tuple(shape), dtype, dtype)
+
+
+def test_a_fused_kernel_gets_the_flops_of_the_convolution_it_holds_once():
+    from workbench.engines.backends.tensorrt_kernels import Kernel
+    from workbench.profiling.estimate import KernelWork, engine_work, with_batch
+
+    conv = KernelWork("gemm", 1e9, 1e6, "fp16", 20.0)
+    relu = KernelWork("memory", 0.0, 1e6, "fp16", 0.0)
+    softmax = KernelWork("norm", 0.0, 1e4, "fp16", 0.0)
+    kernels = [  # as TensorRT-RTX lists them: a generated kernel preparing the convolution's
+        # input names it too; the convolution runs in the `correlation` kernel
+        Kernel("__myl_CastResh_myl0_1", "kgen", (), ("conv",), (_tensor([-1, 3, 8, 8], "FP32"),),
+               (_tensor([-1, 4, 8, 8]),)),
+        Kernel("conv", "correlation", (), ("conv", "relu"), (_tensor([-1, 4, 8, 8]),),
+               (_tensor([-1, 16, 8, 8]),), (_tensor([16, 4, 3, 3]),)),
+        Kernel("__myl_Soft_myl0_3", "kgen", (), ("softmax",), (_tensor([-1, 16]),),
+               (_tensor([-1, 16]),)),
+        Kernel("__mye1_0", "shape_call", ()),
+    ]
+    works = engine_work([with_batch(k, 8) for k in kernels],
+                        {"conv": conv, "relu": relu, "softmax": softmax})
+    assert [w.kind for w in works] == ["memory", "gemm", "norm", "free"]
+    assert works[1].flops == 1e9 and works[0].flops == 0
+    # Bytes are the kernel's own tensors at batch 8 and TensorRT's datatypes, weights too.
+    assert works[0].bytes == 8 * 3 * 64 * 4 + 8 * 4 * 64 * 2
+    assert works[1].bytes == 2 * (8 * 4 * 64 + 8 * 16 * 64 + 16 * 4 * 9)
+
+
+def test_cli_convert_tensorrt_target_gpu_estimates_engines_from_their_kernels(
+        digits_documents):
+    kernels, nodes = digits_documents["kernels"], digits_documents["nodes"]
+    engines = [engine["tensorrt"] for engine in kernels["engines"]]
+    assert engines and all(e["estimated_from"] == "tensorrt_kernels" and e["estimated_ms"] > 0
+                           for e in engines)
+    assert "every engine from the kernels TensorRT built" in kernels["estimate"]["label"]
+    assert kernels["estimate"]["engines_ms"] == pytest.approx(
+        sum(e["estimated_ms"] for e in engines))
+    # Same engines, same native TF; the two bases agree to a factor of 1.5 on this small CNN.
+    assert kernels["estimate"]["native_ms"] == pytest.approx(nodes["estimate"]["native_ms"])
+    assert kernels["estimate"]["engines_ms"] == pytest.approx(nodes["estimate"]["engines_ms"],
+                                                              rel=0.5)

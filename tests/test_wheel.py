@@ -64,6 +64,7 @@ def test_wheel_installs_and_runs(tmp_path: Path, tiny_saved_model: Path) -> None
     with zipfile.ZipFile(wheel) as files:  # the engine op's source, compiled on first use
         assert "workbench/engines/runtime/native_op/ort_engine_op.cc" in files.namelist()
         assert "workbench/checks/templates/tftrt_script.py.tmpl" in files.namelist()
+        assert "workbench/ui/js/drawing.js" in files.namelist()
     venv = tmp_path / "venv"
     try:
         run(sys.executable, "-m", "venv", venv, cwd=tmp_path)

@@ -189,6 +189,13 @@ def _add_graph_command(commands: argparse._SubParsersAction) -> None:
                        help="open and highlight the nodes whose name or op type matches")
     graph.add_argument("--list", action="store_true",
                        help="print the groups (id, nodes, converted) instead of drawing")
+    graph.add_argument("--tensorrt", action="store_true",
+                       help="write each engine's TensorRT kernels (or why TensorRT refused it) "
+                            "in its box (TensorRT-RTX's builder; no GPU needed)")
+    graph.add_argument("--target-gpu", default=None, metavar="NAME",
+                       help="write each engine's estimated time on this GPU in its box")
+    graph.add_argument("--target-batch-size", type=int, default=1, metavar="N",
+                       help="with --target-gpu: the batch size estimated (default: 1)")
     graph.add_argument("-o", "--output", default=None, help="FILE.svg, FILE.dot or FILE.png")
     graph.set_defaults(run=_run_graph)
 
@@ -202,6 +209,14 @@ def _run_graph(args: argparse.Namespace) -> int:
             raise WorkbenchError("say where to draw: -o FILE.svg, FILE.dot or FILE.png "
                                  "(or --list)")
         drawing_format(args.output)
+    if args.tensorrt:  # before the slow model load, as `convert` does
+        from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
+
+        require_tensorrt()
+    if args.target_gpu:
+        from workbench.graph.gpu_facts import gpu_facts
+
+        gpu_facts(args.target_gpu)
     session = _open_session(args)
     result = session.convert(params)
     graph = session.prepared(params.precision_mode).graph
@@ -211,10 +226,15 @@ def _run_graph(args: argparse.Namespace) -> int:
         for line in ScopeTree.build(graph, result).outline():
             print(line)
         return 0
+    from workbench.viz.overlays import engine_overlays
+
+    overlays = engine_overlays(
+        _tensorrt_verdicts(session, result, params) if args.tensorrt else None,
+        _gpu_estimate(session, result, params, args) if args.target_gpu else None)
     drawing = write_scope_drawing(
         graph, result, args.output, view="engine" if args.engine else args.view,
         engine=args.engine,
-        open_groups=_split(args.open), depth=args.depth, search=args.find)
+        open_groups=_split(args.open), depth=args.depth, search=args.find, overlays=overlays)
     print(f"wrote {args.output} ({drawing.boxes} boxes, {len(drawing.highlight)} highlighted)")
     return 0
 
@@ -303,10 +323,11 @@ def _run_estimate(args: argparse.Namespace) -> int:
     import json
 
     from workbench.graph.gpu_facts import gpu_facts
-    from workbench.profiling.estimate import estimate_engine, estimate_text, read_layer_info
+    from workbench.profiling.estimate import estimate_engine, estimate_text
+    from workbench.profiling.trtexec import read_trtexec_kernels
 
     gpu = gpu_facts(args.gpu)  # an unknown name fails before the file is read
-    document = estimate_engine(read_layer_info(args.trtexec_graph), gpu)
+    document = estimate_engine(read_trtexec_kernels(args.trtexec_graph), gpu)
     print(json.dumps(document) if args.json else estimate_text(document))
     return 0
 
@@ -421,7 +442,8 @@ def _run_convert(args: argparse.Namespace) -> int:
     result = session.convert(params)
     advice = advise(session, params)
     tensorrt = _tensorrt_verdicts(session, result, params) if args.tensorrt else None
-    estimate = _gpu_estimate(session, result, params, args) if args.target_gpu else None
+    estimate = _gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu \
+        else None
     if args.json:
         report = ConversionReport(result, advice, tensorrt=tensorrt)
         print(report.to_json() if estimate is None
@@ -451,23 +473,27 @@ def _run_convert(args: argparse.Namespace) -> int:
 
 
 def _gpu_estimate(session: ConversionSession, result: Any, params: ConversionParams,
-                  args: argparse.Namespace) -> dict:
-    from workbench.profiling.estimate_graph import graph_estimate
+                  args: argparse.Namespace, tensorrt: dict[str, dict] | None = None) -> dict:
+    """The estimate for --target-gpu: engines TensorRT built (--tensorrt) from their kernels."""
+    from workbench.profiling.estimate_graph import engine_kernels, graph_estimate
 
     if args.target_batch_size < 1:
         raise WorkbenchError(f"--target-batch-size must be 1 or more, not {args.target_batch_size}")
     graph = session.prepared(params.precision_mode).graph
     return graph_estimate(graph, result.engines, args.target_gpu, params.precision_mode,
-                          args.target_batch_size)
+                          args.target_batch_size, kernels=engine_kernels(tensorrt or {}))
 
 
 def _with_estimate(document: dict, estimate: dict) -> dict:
     """The convert document with each engine's estimated time (inside its TensorRT verdict
-    when there is one) and the model's estimate at the top."""
+    when there is one, with what it was estimated from) and the model's estimate at the top."""
+    basis = estimate.get("engine_basis", {})
     for engine in document["engines"]:
-        estimated = estimate["engines"].get(engine["name"])
-        (engine["tensorrt"] if "tensorrt" in engine else engine)["estimated_ms"] = estimated
-    document["estimate"] = {key: value for key, value in estimate.items() if key != "engines"}
+        target = engine["tensorrt"] if "tensorrt" in engine else engine
+        target["estimated_ms"] = estimate["engines"].get(engine["name"])
+        target["estimated_from"] = basis.get(engine["name"])
+    document["estimate"] = {key: value for key, value in estimate.items()
+                            if key not in ("engines", "engine_basis")}
     return document
 
 

@@ -11,7 +11,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.ui import Workbench
 from workbench.ui.store import ExperimentStore
 from workbench.viz.hierarchy import ROOT
-from workbench.viz.scope_graphs import HIGHLIGHT
+from workbench.viz.scope_graphs import FRAME, GROUP_BOX, HIGHLIGHT
 
 pytestmark = pytest.mark.slow
 
@@ -96,14 +96,46 @@ def test_graph_groups_open_close_search_and_report_rows(app: Workbench) -> None:
     assert tab.open == {ROOT} and gid not in tab.open
     tab.search.value = "CombinedNonMaxSuppression"  # the detector's rejected NMS
     assert tab.highlight and HIGHLIGHT in app.svg
-    # A non-conversion report row leads to its nodes, highlighted, on the Segment graph tab.
+    # A click on a non-conversion report row (the message the browser sends) leads to its
+    # nodes, highlighted, on the Segment graph tab.
     app.tabs.selected_index = 0
-    row = next(v for _, v in app.nonconversion_tab.rows.options if v and "Resize" in v[0])
-    app.nonconversion_tab.rows.value = row
+    index, row = next((i, r) for table, rows in app.nonconversion_tab.rows.items()
+                      for i, r in enumerate(rows) if "Resize" in r[0])
+    table = next(t for t, rows in app.nonconversion_tab.rows.items() if row in rows)
+    assert f"wb-rows-{table}" in app.nonconversion_tab.html.value
+    app.nonconversion_tab.html._handle_custom_msg({"table": table, "row": index}, [])
     assert app.tabs.selected_index == app.tab_list.index(tab)
     assert tab.highlight == {u.name for u in app.result.unconverted
                              if (u.op, u.reason) == row}
     assert all(tree.representative(n, tab.open) == n for n in tab.highlight)
+    clicks_in_the_drawing_and_the_engine_table(app)  # the same app: one model load less
+
+
+def clicks_in_the_drawing_and_the_engine_table(app: Workbench) -> None:
+    tab, tree = app.graph_tab, app.graph_tab.tree
+    assert tree is not None
+    tab.close_below(ROOT)  # the detector's first view opens every group
+    collapsed, _ = tree.visible(tab.open)
+    gid = collapsed[0]
+    assert f"<title>{GROUP_BOX}{gid}</title>" in app.svg  # what a click sends back
+    tab.html._handle_custom_msg({"click": f"{GROUP_BOX}{gid}"}, [])
+    assert gid in tab.open and f"<title>{FRAME}{gid}</title>" in app.svg
+    assert tab.html.focus == f"{FRAME}{gid}"  # the drawing centres the opened group
+    tab.html._handle_custom_msg({"click": f"{FRAME}{gid}"}, [])  # its frame's title closes it
+    assert gid not in tab.open
+    node = next(n for n in tab.tree.op_of if tree.representative(n, tab.open) == n)
+    tab.html._handle_custom_msg({"click": node}, [])
+    assert tab.highlight == {node} and node in tab.note.value and HIGHLIGHT in app.svg
+    tab.html._handle_custom_msg({"click": "legend"}, [])  # not a box of the graph: ignored
+    assert tab.highlight == {node}
+    # An engine table row: the engine's box, highlighted, its time on the chosen GPU in it.
+    app.tabs.selected_index = 0
+    name = app.summary_tab._engine_names[1]
+    app.summary_tab.html._handle_custom_msg({"table": "engines", "row": 1}, [])
+    assert app.tabs.selected_index == app.tab_list.index(tab) and tab.highlight == {name}
+    assert tab.html.focus == name and f"{name}: " in tab.note.value
+    tab.gpu.value = "Tesla T4"
+    assert "ms on Tesla T4 (estimated)" in app.svg and "(estimated)" in tab.note.value
 
 
 def test_runs_survive_a_new_app_and_compare(app: Workbench, tmp_path: Path) -> None:

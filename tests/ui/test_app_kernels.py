@@ -27,3 +27,7 @@ def test_kernels_view_asks_for_verdicts_then_draws_the_built_engine(tmp_path: Pa
     assert tab.html.value.count("<svg") == 1
     assert "TRTEngineOp_000_000: " in tab.svg and "kernels holding" in tab.svg
     assert "Conv2D" in tab.svg  # the TF nodes inside the kernel boxes
+    # The converted view carries each built engine's kernel count, in its box and legend.
+    kernels = len(app.tensorrt[app.params]["TRTEngineOp_000_000"]["kernels"])
+    tab.choice.value = "Converted"
+    assert f"{kernels} TensorRT kernel" in tab.svg

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from jupyter_lab import CHROMIUM, chromium_page, jupyter_lab, wait_until
 
+from workbench.viz.scope_graphs import HIGHLIGHT
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = Path(os.environ.get("BROWSER_TEST_NOTEBOOK", REPO / "notebooks" / "00_workbench.ipynb"))
 SCREENSHOTS = REPO / "test-output" / "browser"
@@ -218,6 +220,50 @@ def show_full_graph(page: Any, current: dict[str, Any]) -> None:
                lambda: page_text(page))
 
 
+# The title of a collapsed group's box whose centre lies inside the drawing's viewport.
+GROUP_IN_SIGHT_JS = """() => {
+  const port = document.querySelector('.wb-graph .wb-drawing-port').getBoundingClientRect();
+  const boxes = [...document.querySelectorAll('.wb-graph svg g.node')].filter((g) =>
+    g.querySelector(':scope > title').textContent.startsWith('scope '));
+  const inside = boxes.find((g) => {
+    const r = g.getBoundingClientRect();
+    const [x, y] = [r.left + r.width / 2, r.top + r.height / 2];
+    return x > port.left && x < port.right && y > port.top && y < port.bottom;
+  });
+  return inside ? inside.querySelector(':scope > title').textContent : null;
+}"""
+
+
+def open_group_by_click(page: Any) -> None:
+    """A click on a collapsed group's box in the drawing opens it in place: the anywidget
+    sends the box's name to Python, which redraws with the group's frame."""
+    port = page.locator(".wb-graph .wb-drawing-port").first.bounding_box()
+    page.mouse.move(port["x"] + port["width"] / 2, port["y"] + port["height"] / 2)
+    for _ in range(20):  # the wheel pans the drawing until a collapsed group shows
+        title = page.evaluate(GROUP_IN_SIGHT_JS)
+        if title:
+            break
+        page.mouse.wheel(0, 300)
+    assert title, "no collapsed group in sight after panning the segment graph"
+    page.locator(".wb-graph svg g.node").filter(has=page.locator(f'title:text-is("{title}")')
+                                                ).first.click()
+    frame = "cluster " + title.removeprefix("scope ")
+    wait_until(f"the group {title!r} opening after a click",
+               lambda: frame in state(page)["svg"], UPDATE_TIMEOUT_S, lambda: page_text(page))
+    assert page.locator(".wb-graph .wb-drawing-bar button", has_text="Fit").count() == 1
+
+
+def report_row_leads_to_graph(page: Any) -> None:
+    """A click on a row of the non-conversion report opens the Segment graph tab with that
+    row's nodes highlighted."""
+    page.get_by_role("tab", name="Non-conversion report").click()
+    page.locator(".wb-app table.wb-rows-rejected tbody tr").first.click()
+    current = page.locator(".wb-app .lm-TabBar-tab.lm-mod-current").first
+    wait_until("the Segment graph showing the clicked row's nodes, highlighted",
+               lambda: current.inner_text() == "Segment graph"
+               and HIGHLIGHT in state(page)["svg"], UPDATE_TIMEOUT_S, lambda: page_text(page))
+
+
 def keep_run_and_profile(page: Any) -> None:
     """Keeps the checked run (Runs tab) and profiles native TF and the engines (Profiling tab),
     a screenshot of each: the documentation shows every tab."""
@@ -259,6 +305,10 @@ def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
         screenshot(page, "01_nonconversion_report.png")
         show_full_graph(page, before)
         screenshot(page, "01_segment_graph_full.png")
+        open_group_by_click(page)
+        screenshot(page, "01_segment_graph_opened.png")
+        report_row_leads_to_graph(page)
+        screenshot(page, "01_segment_graph_report_row.png")
         page.get_by_role("tab", name="Summary").click()
         check = validate_and_time(page)
         wait_for_state(page, "the workbench ready after the check", is_idle, 10)

@@ -61,10 +61,11 @@ def read_trtexec(profile: Source, layer_info: Source | None = None, timing: Sour
     """
     profile_label = _label(profile, "profile")
     count, records = _profile_records(_load(profile, "profile"), profile_label)
-    info = {} if layer_info is None else _layer_info(_load(layer_info, "layer info"),
-                                                      _label(layer_info, "layer info"))
-    if info:
-        _warn_unmatched(records, info, _label(layer_info, "layer info"), profile_label)
+    info: dict[str, Kernel] = {}
+    if layer_info is not None:
+        info = {kernel.name: kernel for kernel in read_trtexec_kernels(layer_info).kernels}
+        if info:
+            _warn_unmatched(records, info, _label(layer_info, "layer info"), profile_label)
     summary = None if profile_metadata is None else trtexec_summary(profile_metadata)
     linker = NodeLinker(None if graph is None else ((n.name, n.op) for n in graph.real_nodes))
     stem = _stem(profile)
@@ -252,16 +253,15 @@ def _warn_unmatched(records: list[dict], info: dict, info_label: str, label: str
 
 # --- Rows and metadata ---------------------------------------------------------------------
 
-def _row(record: dict, info: dict | None, linker: NodeLinker, engine: str) -> dict:
+def _row(record: dict, kernel: Kernel | None, linker: NodeLinker, engine: str) -> dict:
     name = record["name"]
     row = {"engine": engine, "layer": name, "avg_ms": record["averageMs"],
            "median_ms": record.get("medianMs"), "time_ms": record.get("timeMs"),
            "tf_nodes": linker.tf_nodes(name)}
-    if info is not None:
-        outputs = info.get("Outputs") or [{}]
-        fmt = outputs[0].get("Format/Datatype") if isinstance(outputs[0], dict) else None
-        row.update(layer_type=info.get("LayerType"), precision=precision_of_format(fmt),
-                   tactic=info.get("TacticName") or info.get("TacticValue"), format=fmt)
+    if kernel is not None:
+        fmt = (kernel.outputs[0].format if kernel.outputs else "") or None
+        row.update(layer_type=kernel.type or None, precision=precision_of_format(fmt),
+                   tactic=kernel.tactic or None, format=fmt)
     return row
 
 

@@ -89,7 +89,8 @@ class Workbench:
         self._open_args = (signature_key, tags, output_node_names)
         self._background = background
         self.controls = Controls(params or ConversionParams())
-        self.summary_tab = SummaryTab(on_tensorrt=self.check_tensorrt)
+        self.summary_tab = SummaryTab(on_tensorrt=self.check_tensorrt,
+                                      on_engine=self.show_engine_in_graph)
         self.nonconversion_tab = NonconversionTab(on_show=self.show_in_graph)
         self.graph_tab = GraphTab()
         self.charts_tab = ChartsTab(on_blocking=self.analyse_blocking_ops)
@@ -119,6 +120,11 @@ class Workbench:
     def show_in_graph(self, op: str, reason: str) -> None:
         """A non-conversion report row's nodes, opened and highlighted in the Segment graph."""
         self.graph_tab.show_row(op, reason)
+        self.tabs.selected_index = self.tab_list.index(self.graph_tab)
+
+    def show_engine_in_graph(self, name: str) -> None:
+        """An engine of the engine table, opened and highlighted in the Segment graph."""
+        self.graph_tab.show_engine(name)
         self.tabs.selected_index = self.tab_list.index(self.graph_tab)
 
     @property

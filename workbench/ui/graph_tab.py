@@ -1,9 +1,12 @@
 """The Segment graph tab: the conversion drawn by name scope (`viz.scope_graphs`).
 
-The first view fits the column; a group opens in place from the `group` list (or a search, or a
-non-conversion report row), the breadcrumb closes what lies below one of its steps. The open
-state survives a new conversion of the same graph (group ids are scope paths), so moving the
-slider redraws the same region.
+The first view fits the column and pans and zooms (`clickable.Drawing`); a group opens in place
+on a click (or from the `group` list, a search, a non-conversion report row or the engine
+table), a click on an open group's frame title closes it, the breadcrumb closes what lies below
+one of its steps, a click on a node or an engine selects it. The open state survives a new
+conversion of the same graph (group ids are scope paths), so moving the slider redraws the same
+region. Engines carry TensorRT's kernels (after the Summary tab's verdicts) and, with a GPU
+chosen, their estimated time.
 """
 
 from __future__ import annotations
@@ -13,16 +16,27 @@ from collections.abc import Iterable
 import ipywidgets as widgets
 
 from workbench.errors import WorkbenchError
+from workbench.graph.gpu_facts import GPU_FACTS
+from workbench.profiling.estimate_graph import graph_estimate
+from workbench.ui.clickable import Drawing
 from workbench.ui.tables import note_html
 from workbench.viz.graphs import inline_svg
-from workbench.viz.hierarchy import ROOT, Focus, ScopeTree, find, focus_on_row
+from workbench.viz.hierarchy import (
+    ROOT,
+    Focus,
+    ScopeTree,
+    find,
+    focus_on,
+    focus_on_engine,
+    focus_on_row,
+)
 from workbench.viz.kernel_graph import verdict_kernel_graph
-from workbench.viz.scope_graphs import scope_drawing
+from workbench.viz.overlays import engine_overlays
+from workbench.viz.scope_graphs import FRAME, GROUP_BOX, scope_drawing
 from workbench.viz.view import ConversionView
 
 GRAPH_VIEWS = {"Converted": "converted", "Full": "full", "One engine": "engine",
                "TensorRT kernels": "kernels"}  # kernels: one engine as TensorRT built it
-SVG_BOX = '<div style="overflow:auto; max-height:800px; max-width:100%">{}</div>'
 
 
 class GraphTab:
@@ -31,18 +45,24 @@ class GraphTab:
     title = "Segment graph"
 
     def __init__(self) -> None:
-        # Buttons as wide as their labels; rows wrap in a narrow app (JupyterLab's sidebar open).
+        # Buttons as wide as their labels (a fixed width cut "TensorRT kernels").
         self.choice = widgets.ToggleButtons(options=list(GRAPH_VIEWS), value="Converted",
                                             style={"button_width": "auto"})
         self.engine = widgets.Dropdown(description="engine", options=[])
         self.search = widgets.Text(placeholder="find a node, op type or scope",
-                                   continuous_update=False, layout=widgets.Layout(width="260px"))
+                                   continuous_update=False, layout=widgets.Layout(width="220px"))
         self.group = widgets.Dropdown(description="group", options=[("", None)],
-                                      layout=widgets.Layout(width="420px", max_width="100%"))
-        self.crumbs = widgets.HBox()
+                                      layout=widgets.Layout(width="340px"))
+        self.gpu = widgets.Dropdown(description="estimate on", options=[("", None)] + [
+            (g.name, g.name) for g in GPU_FACTS], layout=widgets.Layout(width="240px"),
+            tooltip="each engine's estimated time on this GPU, in its box")
+        self.crumbs = _row()
         self.note = widgets.HTML()
-        self.html = widgets.HTML()
+        self.html = Drawing()  # .value: the SVG, or a note saying why there is none
         self.html.add_class("wb-graph")
+        self.html.on_click(self.clicked)
+        self.selected = ""  # the node or engine a click selected
+        self._estimate: tuple[object, str, dict] | None = None  # (result, gpu, document)
         self.svg = ""
         self.tree: ScopeTree | None = None
         self.open: frozenset[str] | None = None  # None: the first view
@@ -54,14 +74,14 @@ class GraphTab:
                             and self.draw(), names="value")
         self.search.observe(lambda change: self.find(change["new"]), names="value")
         self.group.observe(self._group_chosen, names="value")
+        self.gpu.observe(lambda _c: self.draw(), names="value")
         self.widget = widgets.VBox([
-            widgets.HBox([self.choice, self.engine], layout={"flex_flow": "row wrap"}),
-            widgets.HBox([self.search, self.group], layout={"flex_flow": "row wrap"}),
+            _row(self.choice, self.engine), _row(self.search, self.group, self.gpu),
             self.crumbs, self.note, self.html])
 
     def update(self, view: ConversionView) -> None:
         if self._view is None or view.graph is not self._view.graph:
-            self.open, self.highlight, self.focus = None, frozenset(), ROOT
+            self.open, self.highlight, self.focus, self.selected = None, frozenset(), ROOT, ""
         self._view = view
         self.tree = ScopeTree.build(view.graph, view.result)
         if view.engine_names != tuple(self.engine.options):
@@ -96,6 +116,37 @@ class GraphTab:
         if self.tree is not None:
             self._show(find(self.tree, text, self.open or ()))
 
+    def clicked(self, name: str) -> None:
+        """A click in the drawing (a box's Graphviz name): a collapsed group opens, an open
+        group's frame title closes it, a node or an engine is selected (highlighted and
+        described above the drawing)."""
+        tree = self.tree
+        if tree is None or self._view is None:
+            return
+        if name.startswith(GROUP_BOX) and name[len(GROUP_BOX):] in tree.groups:
+            self.open_group(name[len(GROUP_BOX):])
+        elif name.startswith(FRAME) and name[len(FRAME):] in tree.groups:
+            self.close_group(name[len(FRAME):])
+        elif name in tree.op_of or name in self._view.engine_names:
+            self.selected = name
+            self._show(Focus(tree.normalize(self.open or ()), frozenset({name})))
+
+    def show_engine(self, name: str) -> None:
+        """An engine of the engine table: its box in the converted view (its nodes in the
+        others), opened and highlighted."""
+        if self.tree is None or self._view is None:
+            return
+        engine = next((e for e in self._view.result.engines if e.name == name), None)
+        if engine is None:
+            return
+        self.selected = name
+        if GRAPH_VIEWS[self.choice.value] == "converted":
+            self._show(focus_on_engine(self.tree, engine))
+        else:
+            if GRAPH_VIEWS[self.choice.value] in ("engine", "kernels"):
+                self.choice.value = "Full"
+            self._show(focus_on(self.tree, engine.nodes))
+
     def show_row(self, op: str, reason: str | None = None) -> None:
         """A non-conversion report row: its nodes, opened and highlighted."""
         if self.tree is None or self._view is None:
@@ -105,12 +156,28 @@ class GraphTab:
         self._show(focus_on_row(self.tree, self._view.result, op, reason))
 
     def _show(self, focus: Focus, gid: str | None = None) -> None:
-        assert self.tree is not None
+        assert self.tree is not None and self._view is not None
         self.open, self.highlight = focus.open, focus.highlight
-        if gid is None and focus.highlight:
-            gid = self.tree.group_of[min(focus.highlight)]
+        first = min(focus.highlight, default="")
+        if gid is not None:  # a group opened or closed: the drawing centres it
+            self.html.focus = "" if gid == ROOT else \
+                f"{FRAME if gid in self.open else GROUP_BOX}{gid}"
+        elif first:  # a node's group, or the group holding an engine; centred on the box
+            gid = self.tree.group_of.get(first) or self.tree.common_group(
+                next((e.nodes for e in self._view.result.engines if e.name == first), ()))
+            self.html.focus = self._box_of(first)
+        else:
+            self.html.focus = ""
         self.focus = gid or ROOT
         self.draw()
+
+    def _box_of(self, name: str) -> str:
+        """The Graphviz name of the box showing node or engine `name`."""
+        assert self.tree is not None and self.open is not None
+        if name not in self.tree.group_of:  # an engine: in its group, or that group's box
+            return name
+        box = self.tree.representative(name, self.open)
+        return name if box == name else f"{GROUP_BOX}{box}"
 
     def _group_chosen(self, change: dict) -> None:
         if change["new"] is None:
@@ -134,7 +201,8 @@ class GraphTab:
         try:
             drawing = scope_drawing(view.graph, view.result, kind, self.engine.value or "",
                                     open_groups=self.open, highlight=self.highlight,
-                                    errors=view.engine_errors, tree=tree)
+                                    errors=view.engine_errors, tree=tree,
+                                    overlays=engine_overlays(view.tensorrt, self._gpu_estimate()))
             self.svg = inline_svg(drawing.digraph)
         except WorkbenchError as exc:
             self.html.value = note_html(str(exc), error=True)
@@ -142,9 +210,35 @@ class GraphTab:
         self.open = drawing.open
         self._controls(tree, drawing.open)
         found = f"; {len(self.highlight)} highlighted" if self.highlight else ""
-        self.note.value = note_html(f"{drawing.boxes} boxes{found}. Open a group from the list "
-                                    "or search; the path above closes what lies below a step.")
-        self.html.value = SVG_BOX.format(self.svg)
+        chosen = self._describe(self.selected) if self.selected in self.highlight else ""
+        self.note.value = note_html(f"{chosen or f'{drawing.boxes} boxes{found}.'} Click a group "
+                                    "to open it (or pick it from the list, or search); the path "
+                                    "above closes what lies below a step.")
+        self.html.value = self.svg
+
+    def _describe(self, name: str) -> str:
+        """One line on a selected node or engine."""
+        assert self.tree is not None and self._view is not None
+        if name in self.tree.op_of:
+            engine = self.tree.engine_of.get(name)
+            where = f"in {engine}" if engine else f"not converted: {self.tree.reason_of[name]}"
+            return f"{self.tree.op_of[name]} {name}: {where}."
+        engine = next(e for e in self._view.result.engines if e.name == name)
+        extra = engine_overlays(self._view.tensorrt, self._gpu_estimate()).get(name)
+        return (f"{name}: {engine.native_node_count} nodes, {len(engine.inputs)} inputs, "
+                f"{len(engine.outputs)} outputs{f'; {extra}' if extra else ''}.")
+
+    def _gpu_estimate(self) -> dict | None:
+        """The chosen GPU's estimate of this conversion (made once per result and GPU)."""
+        view, gpu = self._view, self.gpu.value
+        if view is None or not gpu:
+            return None
+        if self._estimate is None or self._estimate[0] is not view.result \
+                or self._estimate[1] != gpu:
+            document = graph_estimate(view.graph, view.result.engines, gpu,
+                                      view.params.precision_mode)
+            self._estimate = (view.result, gpu, document)
+        return self._estimate[2]
 
     def _draw_kernels(self, view: ConversionView) -> None:
         """One engine as TensorRT built it (after the Summary tab's TensorRT verdicts)."""
@@ -155,7 +249,7 @@ class GraphTab:
             self.html.value = note_html(str(exc), error=True)
             return
         self.note.value = ""
-        self.html.value = SVG_BOX.format(self.svg)
+        self.html.value = self.svg
 
     def _controls(self, tree: ScopeTree, opened: frozenset[str]) -> None:
         collapsed, _ = tree.visible(opened)
@@ -176,3 +270,8 @@ class GraphTab:
                                     tooltip=f"close what lies in {gid or 'the model'}")
             button.on_click(lambda _b, g=gid: self.close_below(g))
             yield button
+
+
+def _row(*children: widgets.Widget) -> widgets.HBox:
+    """Controls side by side, wrapping in a narrow column (JupyterLab's sidebar open)."""
+    return widgets.HBox(list(children), layout=widgets.Layout(flex_flow="row wrap"))

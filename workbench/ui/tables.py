@@ -40,11 +40,13 @@ STYLE = """
 """
 
 
-def table_html(frame: pd.DataFrame, empty: str = "Nothing to show.") -> str:
-    """A DataFrame as a styled, escaped HTML table."""
+def table_html(frame: pd.DataFrame, empty: str = "Nothing to show.", rows: str = "") -> str:
+    """A DataFrame as a styled, escaped HTML table; with `rows`, its rows take clicks in a
+    `clickable.ClickableRows` (which reports them as table `rows`)."""
     if frame.empty:
         return f'<div class="wb-note">{html.escape(empty)}</div>'
-    table = frame.to_html(index=False, classes="wb-table", border=0, escape=True, justify="left")
+    classes = ["wb-table", "wb-rows", f"wb-rows-{rows}"] if rows else "wb-table"
+    table = frame.to_html(index=False, classes=classes, border=0, escape=True, justify="left")
     return f'<div class="wb-scroll">{table}</div>'
 
 

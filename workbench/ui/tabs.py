@@ -19,6 +19,7 @@ from IPython import get_ipython
 from workbench.checks.conversion_check import parse_batch_sizes, parse_tolerance
 from workbench.conversion.advice import Advice
 from workbench.tf_compat import graph_origin
+from workbench.ui.clickable import ClickableRows
 from workbench.ui.store import ExperimentStore
 from workbench.ui.tables import note_html, pre_html, table_html
 from workbench.viz import charts
@@ -86,9 +87,13 @@ class SummaryTab:
 
     title = "Summary"
 
-    def __init__(self, on_tensorrt: Callable[[], None] | None = None) -> None:
-        self.html = widgets.HTML()
+    def __init__(self, on_tensorrt: Callable[[], None] | None = None,
+                 on_engine: Callable[[str], None] | None = None) -> None:
+        self.html = ClickableRows()  # an engine table row leads to it in the graph (`on_engine`)
         self.html.add_class("wb-summary")
+        self._engine_names: list[str] = []
+        self.html.on_row(lambda table, row: on_engine is not None and table == "engines"
+                         and row < len(self._engine_names) and on_engine(self._engine_names[row]))
         # TensorRT's verdicts run beside the controls (a slider move never waits for them).
         self.tensorrt_button = widgets.Button(
             description="TensorRT verdicts", icon="cogs", layout=widgets.Layout(width="180px"),
@@ -107,10 +112,13 @@ class SummaryTab:
 
     def update(self, view: ConversionView) -> None:
         self.verdict.value = verdict_html(view.tensorrt) if view.tensorrt else ""
+        engines = view.report.engines.drop(columns=["ops"], errors="ignore")
+        self._engine_names = list(engines["name"]) if "name" in engines else []
         self.html.value = (
             advice_html(view.advice)
-            + "<b>Engines</b>"
-            + table_html(view.report.engines.drop(columns=["ops"], errors="ignore"))
+            + "<b>Engines</b> <span class='wb-note'>(click one to see it in the Segment graph)"
+              "</span>"
+            + table_html(engines, rows="engines")
             + "<b>Op histogram per engine</b>" + table_html(view.op_histogram, "No engines.")
             + "<b>As TF-TRT's <code>summary()</code> prints it</b>" + pre_html(view.summary_text)
         )
@@ -122,32 +130,25 @@ class NonconversionTab:
     title = "Non-conversion report"
 
     def __init__(self, on_show: Callable[[str, str], None] | None = None) -> None:
-        self.html = widgets.HTML()
         # A row leads to its nodes in the segment graph (`on_show(op, reason)`).
-        self.rows = widgets.Dropdown(description="show in graph", options=[("", None)],
-                                     layout=widgets.Layout(width="640px"))
-        self.rows.observe(lambda change: self._row_chosen(change["new"], on_show), names="value")
-        self.widget = widgets.VBox([self.rows, self.html]) if on_show else self.html
-
-    def _row_chosen(self, row: tuple[str, str] | None,
-                    on_show: Callable[[str, str], None] | None) -> None:
-        if row is not None and on_show is not None:
-            self.rows.value = None
-            on_show(*row)
+        self.html = ClickableRows()
+        self.rows: dict[str, list[tuple[str, str]]] = {}  # table -> (op, reason) per row
+        self.html.on_row(lambda table, row: on_show is not None
+                         and row < len(self.rows.get(table, ()))
+                         and on_show(*self.rows[table][row]))
+        self.widget = self.html
 
     def update(self, view: ConversionView) -> None:
-        rows = [(r.op, r.reason, r.count) for r in view.rejected.itertuples()]
-        if len(view.left_out):
-            rows += [(op, reason, len(group)) for (op, reason), group
-                     in view.left_out.groupby(["op", "reason"], sort=False)]
-        self.rows.options = [("", None)] + [(f"{op}: {reason} ({count})", (op, reason))
-                                            for op, reason, count in rows]
+        self.rows = {table: list(zip(frame["op"], frame["reason"], strict=True))
+                     for table, frame in (("rejected", view.rejected), ("left_out", view.left_out))
+                     if len(frame)}
         self.html.value = (
-            "<b>Rejected by TF-TRT's candidate test</b>"
-            + table_html(view.rejected, "Every node was a candidate.")
+            "<b>Rejected by TF-TRT's candidate test</b> "
+            + "<span class='wb-note'>(click a row to see its nodes in the Segment graph)</span>"
+            + table_html(view.rejected, "Every node was a candidate.", rows="rejected")
             + "<b>Candidates left outside engines</b> "
             + "<span class='wb-note'>(TF-TRT did not report these)</span>"
-            + table_html(view.left_out, "None.")
+            + table_html(view.left_out, "None.", rows="left_out")
             + "<details><summary>TF-TRT's report text</summary>"
             + pre_html(view.nonconversion_text) + "</details>"
         )

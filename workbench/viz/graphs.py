@@ -511,14 +511,20 @@ def _op_node(dot: graphviz.Digraph, node: Node, fill: str, tooltip: str,
 
 
 def _engine_box(dot: graphviz.Digraph, engine: EngineInfo, index: int, note: str = "",
-                error: float | None = None) -> None:
+                error: float | None = None, overlay: str = "", **attrs: str) -> None:
+    """An engine as one box; `overlay` adds a line (its kernels, its estimated time), `attrs`
+    override the box's Graphviz attributes (a highlight)."""
     suffix = f" ({note})" if note else ""
     fill = engine_color(index) if error is None else error_color(error)
     if error is not None:
         suffix += f"\nmax abs error {error:.2g}"
+    if overlay:
+        suffix += f"\n{overlay}"
     dot.node(engine.name, f"{engine.name}\n[{engine.native_node_count} nodes]{suffix}",
-             shape="box3d", style="filled", fillcolor=fill, color=ENGINE_BORDER,
-             penwidth="1.2", fontsize="10", tooltip=_engine_tooltip(engine))
+             **{"shape": "box3d", "style": "filled", "fillcolor": fill, "color": ENGINE_BORDER,
+                "penwidth": "1.2", "fontsize": "10",
+                "tooltip": _engine_tooltip(engine) + (f"\n{overlay}" if overlay else ""),
+                **attrs})
 
 
 def _engine_tooltip(engine: EngineInfo) -> str:
@@ -540,12 +546,15 @@ def _edges(dot: graphviz.Digraph, edges: Iterable[tuple[str, str, bool]],
 
 
 def _legend(dot: graphviz.Digraph, engines: list[EngineInfo], categories: dict[str, int],
-            caption: str, only: Container[str] | None = None) -> None:
-    """One HTML-table node: engines with their colours (those in `only`, when given),
-    reason categories with counts."""
+            caption: str, only: Container[str] | None = None,
+            notes: Mapping[str, str] | None = None) -> None:
+    """One HTML-table node: engines with their colours (those in `only`, when given) and
+    `notes` (an overlay's line per engine), reason categories with counts."""
+    notes = notes or {}
     rows = [f'<tr><td colspan="2"><b>{escape(caption)}</b></td></tr>']
     rows += [f'<tr><td bgcolor="{engine_color(i)}" width="14"></td>'
-             f'<td align="left">{e.name} [{e.native_node_count}]</td></tr>'
+             f'<td align="left">{e.name} [{e.native_node_count}]'
+             f'{escape(" · " + notes[e.name]) if e.name in notes else ""}</td></tr>'
              for i, e in enumerate(engines) if only is None or e.name in only]
     rows += [f'<tr><td bgcolor="{category_color(c)}" width="14"></td>'
              f'<td align="left">not converted: {escape(c)} ({n})</td></tr>'

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from workbench.conversion.result import ConversionResult
+from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.graph.nodes import Graph
 from workbench.viz.style import reason_category
 
@@ -231,6 +231,19 @@ class ScopeTree:
             lines += self.outline(child, indent + (gid != ROOT))
         return lines
 
+    def common_group(self, names: Iterable[str]) -> str:
+        """The innermost group holding every one of `names` (an engine's place)."""
+        common: list[str] | None = None
+        for name in names:
+            chain = [*self.ancestors(self.group_of[name]), self.group_of[name]]
+            if common is None:
+                common = chain
+            else:
+                size = next((i for i, (a, b) in enumerate(zip(common, chain, strict=False))
+                             if a != b), min(len(common), len(chain)))
+                common = common[:size]
+        return common[-1] if common else ROOT
+
     def normalize(self, open_groups: Iterable[str]) -> frozenset[str]:
         """Known groups plus their ancestors (an open group is seen only through open
         parents); the root is always open. Unknown ids raise KeyError naming them."""
@@ -335,6 +348,14 @@ def focus_on_row(tree: ScopeTree, result: ConversionResult, op: str,
     names = [u.name for u in result.unconverted
              if u.op == op and (reason is None or u.reason == reason)]
     return focus_on(tree, names)
+
+
+def focus_on_engine(tree: ScopeTree, engine: EngineInfo, open_groups: Iterable[str] = ()
+                    ) -> Focus:
+    """An engine's box in the converted view: the group holding all its nodes (where the box
+    sits) opened, the box highlighted."""
+    gid = tree.common_group(n for n in engine.nodes if n in tree.group_of)
+    return Focus(tree.normalize([*open_groups, gid]), frozenset({engine.name}))
 
 
 def _kind(part: str) -> str:

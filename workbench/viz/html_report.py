@@ -403,11 +403,13 @@ def _recommendations(recommendation: Recommendation) -> str:
 
 def _graph_view(kind: str, data: ConversionView) -> str:
     """The Segment graph tab's first view of `kind`, by name scope (`workbench graph` opens
-    more of it)."""
+    more of it); engines carry TensorRT's kernels when the report has its verdicts."""
     from workbench.viz.graphs import inline_svg
+    from workbench.viz.overlays import engine_overlays
     from workbench.viz.scope_graphs import scope_drawing
 
-    drawing = scope_drawing(data.graph, data.result, kind, errors=data.engine_errors)
+    drawing = scope_drawing(data.graph, data.result, kind, errors=data.engine_errors,
+                            overlays=engine_overlays(data.tensorrt))
     return f'<div class="graph" id="graph-{kind}">{inline_svg(drawing.digraph)}</div>'
 
 
