@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := set(names) - set(DRAWERS):
         parser.error(f"no diagram {', '.join(sorted(unknown))}: choose from {', '.join(DRAWERS)}")
     os.chdir(ROOT)  # the commands name the models as the pages do
+    sys.path.insert(0, str(ROOT))  # this checkout's workbench, not an installed one
     import sample_models
 
     for sample in SAMPLES:
