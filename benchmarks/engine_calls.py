@@ -143,7 +143,7 @@ def overhead_section(calls: int, rounds: int, label: str) -> dict[str, Any]:
         for model in (python, compiled):
             check_equal(model, native, {"x": x}, 1e-5)
         engines = len(compiled.ops)
-        with_fallback = python._function_with(frozenset())
+        with_fallback = python.converted_functions.every_engine_with_fallback()
         ms = compare({
             "native": blocking(native, {"x": x}),
             "with fallback cond": lambda: [t.numpy() for t in with_fallback(x)],

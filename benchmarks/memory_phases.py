@@ -133,9 +133,7 @@ def holdings(model: Any, converted: Any, converter: Any) -> Holdings:
         for segment in graph.segments:
             if segment.graph_def_held:
                 held.add(False, "segment GraphDefs", _weight_bytes(segment.graph_def))
-    native = 0
-    if converted._weights is not None:
-        native = sum(t.numpy().nbytes for t in converted._weights[1].values())
+    native = sum(t.numpy().nbytes for t in converted.captured_weights.values())
     held.add(True, "TF weights (native segments)", native)
     if converted._segments is not None:
         for name, runtime in converted._segments.items():

@@ -243,3 +243,19 @@ def test_cli_convert_tensorrt_target_gpu_estimates_engines_from_their_kernels(
     assert kernels["estimate"]["native_ms"] == pytest.approx(nodes["estimate"]["native_ms"])
     assert kernels["estimate"]["engines_ms"] == pytest.approx(nodes["estimate"]["engines_ms"],
                                                               rel=0.5)
+
+
+def test_tune_on_a_t4_ranks_resnet50_fp16_above_fp32_although_the_cpu_timed_it_slower(
+        resnet50_session):
+    from test_estimate_surfaces import measured_trial
+
+    from workbench.tuning import TuneResult
+    from workbench.tuning.estimates import estimate_trials
+
+    # As the issue found on this CPU: emulated FP16 timed slower than FP32.
+    trials = [measured_trial("FP32", 3, 60.0, 1), measured_trial("FP16", 3, 110.0, 1, 1e-3)]
+    assert TuneResult(trials).recommended["trial_id"] == "FP32-3"
+    estimated = TuneResult(trials, estimates=estimate_trials(resnet50_session, trials, "T4"))
+    assert estimated.recommended["trial_id"] == "FP16-3"
+    assert estimated.table.set_index("trial_id")["latency_ms"].to_dict() == {
+        "FP32-3": 60.0, "FP16-3": 110.0}

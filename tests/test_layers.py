@@ -18,7 +18,7 @@ PACKAGE_DIR = ROOT / "workbench"
 
 # Low to high. A module may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
-    ("environment", "errors", "files", "hardware", "lazy", "quiet", "tf_compat"),
+    ("environment", "errors", "files", "hardware", "lazy", "quiet", "tf_compat", "tf_private"),
     ("graph",),
     ("conversion",),
     ("engines",),
@@ -82,6 +82,34 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             if resolved and resolved != module:
                 found.add(resolved)
     return found
+
+
+# TensorFlow's private modules are imported in workbench/tf_private/ only (its docstring says
+# why each is needed): a change of TensorFlow's internals then breaks one place.
+TF_PRIVATE_HOME = "tf_private"
+TF_PRIVATE_PREFIXES = ("tensorflow.python", "tensorflow.compiler")
+
+
+def tf_private_imports(package_dir: Path) -> list[str]:
+    """`module imports name` for every import of a TensorFlow-private module (an `import`,
+    or `importlib.import_module` of a literal name) outside the package's tf_private/."""
+    found = []
+    for module, path in module_files(package_dir).items():
+        if module.split(".")[1:2] == [TF_PRIVATE_HOME]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                names = [str(node.args[0].value)]
+            else:
+                continue
+            found += [f"{module} imports {name}" for name in names
+                      if name.startswith(TF_PRIVATE_PREFIXES)]
+    return sorted(found)
 
 
 def import_graph(package_dir: Path) -> dict[str, set[str]]:
@@ -195,6 +223,25 @@ def test_no_import_cycles():
     found = [f"{' -> '.join(shortest_cycle(graph, c))} ({len(c)} modules in this tangle)"
              for c in cycles(graph)]
     assert not found, "import cycles:\n" + "\n".join(found)
+
+
+def test_tensorflow_private_modules_are_imported_in_tf_private_only():
+    problems = tf_private_imports(PACKAGE_DIR)
+    assert not problems, ("TensorFlow-private imports outside workbench/tf_private/ (add a "
+                          "function there instead):\n" + "\n".join(problems))
+
+
+def test_tf_private_checker_finds_each_kind_of_import(tmp_path):
+    package = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "def f():\n    from tensorflow.python.framework import ops\n",
+        "pkg/b.py": "import importlib\nimportlib.import_module('tensorflow.compiler.x')\n",
+        "pkg/c.py": "import tensorflow.python.eager.context\nimport tensorflow as tf\n",
+        "pkg/tf_private/__init__.py": "from tensorflow.python.grappler import item\n",
+    })
+    assert tf_private_imports(package) == [
+        "pkg.a imports tensorflow.python.framework", "pkg.b imports tensorflow.compiler.x",
+        "pkg.c imports tensorflow.python.eager.context"]
 
 
 def test_architecture_page_states_the_same_order():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -10,7 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import NOISY_TENSORFLOW, REPO, run_cli, user_environment
 
+from workbench.lazy import TENSORFLOW_ENVIRONMENT, LazyModule, before_tensorflow_import
 from workbench.quiet import kept_lines
+
+ALLOCATOR = "TF_ONEDNN_USE_SYSTEM_ALLOCATOR"
 
 ABSL = ("a line of our own\n"
         "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
@@ -37,8 +41,35 @@ def test_kept_lines_by_level() -> None:
 
 
 def _run_python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in user_environment(env).items()
+                   if k not in TENSORFLOW_ENVIRONMENT or k in (env or {})}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, cwd=REPO, env=user_environment(env), timeout=300)
+                          text=True, cwd=REPO, env=environment, timeout=300)
+
+
+def test_importing_workbench_sets_nothing_but_the_import_finder() -> None:
+    done = _run_python("""
+        import os, sys
+        before, finders = dict(os.environ), list(sys.meta_path)
+        import workbench
+        changed = sorted(k for k in {*before, *os.environ} if before.get(k) != os.environ.get(k))
+        added = [type(f).__name__ for f in sys.meta_path if f not in finders]
+        print(changed, added, "tensorflow" in sys.modules)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[] ['_QuietFinder'] False"
+
+
+def test_tensorflow_settings_are_set_just_before_the_lazy_import(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    module = LazyModule("json", before_import=lambda: seen.append("before"))
+    assert not seen  # nothing at creation
+    assert module.dumps([1]) == "[1]" and module.loads("2") == 2
+    assert seen == ["before"]  # once, before the import
+    monkeypatch.setenv(ALLOCATOR, "0")
+    before_tensorflow_import()
+    assert os.environ[ALLOCATOR] == "0"  # the user's value is kept
 
 
 def test_filtered_stderr_on_the_real_descriptor() -> None:
@@ -63,12 +94,14 @@ def test_filtered_stderr_on_the_real_descriptor() -> None:
 @pytest.mark.slow
 def test_import_after_workbench_is_quiet() -> None:
     code = """
-        import workbench, tensorflow as tf
-        print(tf.__version__, type(tf.__loader__).__name__)
+        import os, workbench, tensorflow as tf
+        print(tf.__version__, type(tf.__loader__).__name__,
+              os.environ.get("TF_ONEDNN_USE_SYSTEM_ALLOCATOR"))
     """
     done = _run_python(code, NOISY_TENSORFLOW)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert "Quiet" not in done.stdout  # the wrapper steps aside once TensorFlow is loaded
+    assert done.stdout.split()[-1] == "1"  # set as TensorFlow was imported, by the user
     loud = _run_python(code, {**NOISY_TENSORFLOW, "TF_CPP_MIN_LOG_LEVEL": "0"})
     assert "oneDNN custom operations are on" in loud.stderr  # level 0 keeps everything
 

@@ -7,46 +7,38 @@ TF-TRT; `workbench.doctor()` says what this machine can run;
 `workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tune`);
 `workbench.export(model, format, path, params)` writes a TF-TRT script, ONNX or trtexec
 commands (`workbench.checks.export`). They are
-imported on first use so `import workbench` stays light; it only keeps TensorFlow's
-import-time chatter off stderr (`workbench.quiet`) and picks TensorFlow's CPU allocator.
+imported on first use so `import workbench` stays light.
+
+Importing the package does one thing, and must do it here: it puts an import finder on
+`sys.meta_path` (`workbench.quiet`) that waits for TensorFlow's first import, whoever makes it.
+A notebook's `import workbench` then `import tensorflow as tf` shows none of TensorFlow's
+import-time chatter, and neither do the many routes by which the package itself first imports
+TensorFlow (its lazy handle, `tensorflow.core` protos, TensorFlow-private modules). At that
+moment the finder also sets TensorFlow's environment (`lazy.before_tensorflow_import`: the
+system allocator for CPU tensors, docs/memory.md), then removes itself. Nothing else changes:
+no environment variable is set until TensorFlow is about to start.
 """
 
-import os
+import importlib
 from typing import Any
 
 from workbench import quiet
 
 quiet.install()
-# With oneDNN on (x86 CPUs), TensorFlow's CPU tensors come from a pool that never gives memory
-# back: the checkpoint read and Grappler's constants of a conversion stayed resident (figures
-# in docs/memory.md). The system allocator returns it, at the same speed.
-# TensorFlow reads this at its first tensor, so it applies when workbench is imported first.
-os.environ.setdefault("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1")
+
+# The package's functions, imported on first use: name -> (module, its name there).
+_LAZY_EXPORTS = {
+    "load": ("workbench.engines.runtime.saving", "load_converted"),
+    "inspect_tftrt": ("workbench.engines.backends.tftrt_graph", "inspect_tftrt"),
+    "strip_engines": ("workbench.engines.backends.tftrt_strip", "strip_engines"),
+    "tune": ("workbench.tuning", "tune"),
+    "export": ("workbench.checks.export", "export"),
+    "doctor": ("workbench.diagnosis", "doctor"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "load":
-        from workbench.engines.runtime.saving import load_converted
-
-        return load_converted
-    if name == "inspect_tftrt":
-        from workbench.engines.backends.tftrt_graph import inspect_tftrt
-
-        return inspect_tftrt
-    if name == "strip_engines":
-        from workbench.engines.backends.tftrt_strip import strip_engines
-
-        return strip_engines
-    if name == "tune":
-        from workbench.tuning import tune
-
-        return tune
-    if name == "export":
-        from workbench.checks.export import export
-
-        return export
-    if name == "doctor":
-        from workbench.diagnosis import doctor
-
-        return doctor
-    raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+    if name not in _LAZY_EXPORTS:
+        raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+    module, attribute = _LAZY_EXPORTS[name]
+    return getattr(importlib.import_module(module), attribute)

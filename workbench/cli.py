@@ -6,7 +6,6 @@ Errors are one line on stderr and a non-zero exit code; `--debug` shows the trac
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -68,10 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--tensorrt", action="store_true",
                          help="add TensorRT's verdict on every engine (TensorRT-RTX's parser "
                               "and builder; no GPU needed)")
-    convert.add_argument("--target-gpu", default=None, metavar="NAME",
-                         help="add the latency estimated for this GPU (T4, A100, 'NVIDIA A100 "
-                              "80GB PCIe', ...): converted vs native TF, per engine; labelled "
-                              "estimated, with the model's measured error")
+    _add_target_gpu_argument(convert, "per engine")
     convert.add_argument("--target-batch-size", type=int, default=1, metavar="N",
                          help="with --target-gpu: the batch size estimated (default: 1)")
     convert.set_defaults(run=_run_convert)
@@ -90,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="also rank the engines by error, with measured remedies")
     report.add_argument("--batch-sizes", default="1",
                         help="with --check: comma-separated (default: 1)")
+    _add_target_gpu_argument(report, "at each of --batch-sizes, and the "
+                                     "minimum_segment_size sweep")
     report.add_argument("--tune-store", metavar="DIR",
                         help="add a Tuning section: the trials `workbench tune --store DIR` "
                              "stored for this model")
@@ -114,6 +112,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_target_gpu_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--target-gpu", default=None, metavar="NAME",
+                        help="add the latency estimated for this GPU (T4, A100, 'NVIDIA A100 "
+                             f"80GB PCIe', ...): converted vs native TF, {what}; labelled "
+                             "estimated, with the model's measured error")
+
+
 def _add_tolerance_arguments(parser: argparse.ArgumentParser) -> None:
     for name in ("atol", "rtol"):
         parser.add_argument(f"--{name}", type=float, default=None,
@@ -136,6 +141,7 @@ def _add_check_command(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--per-engine", action="store_true",
                        help="also rank the engines by the error each adds to the outputs, "
                             "with the measured effect of remedies for the worst")
+    _add_target_gpu_argument(check, "at each of --batch-sizes, beside the measured figures")
     check.add_argument("--json", action="store_true",
                        help="print exactly one JSON document on stdout")
     check.set_defaults(run=_run_check)
@@ -266,6 +272,8 @@ def _add_tune_command(commands: argparse._SubParsersAction) -> None:
                       help="seconds a trial may take on its worker before it is given up")
     tune.add_argument("--tensorrt", action="store_true",
                       help="add TensorRT's verdict to every trial (engines TensorRT-RTX builds)")
+    _add_target_gpu_argument(tune, "per trial at the first of --batch-sizes; the Pareto "
+                                   "set and the recommendation then rank by the estimate")
     tune.add_argument("--no-validate", action="store_true",
                       help="do not compare outputs with native TensorFlow")
     tune.add_argument("--retry-failed", action="store_true",
@@ -434,10 +442,9 @@ def _run_convert(args: argparse.Namespace) -> int:
         from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
 
         require_tensorrt()
-    if args.target_gpu:  # an unknown GPU fails before the slow model load
-        from workbench.graph.gpu_facts import gpu_facts
-
-        gpu_facts(args.target_gpu)
+    if args.target_batch_size < 1:
+        raise WorkbenchError(f"--target-batch-size must be 1 or more, not {args.target_batch_size}")
+    _check_target_gpu(args)
     session = _open_session(args)
     result = session.convert(params)
     advice = advise(session, params)
@@ -452,10 +459,18 @@ def _run_convert(args: argparse.Namespace) -> int:
     for line in summary_lines(result):
         print(line)
     if estimate is not None:
-        print(f"GPU latency at batch {estimate['batch_size']}: converted "
-              f"{estimate['converted_ms']:.3f} ms (engines {estimate['engines_ms']:.3f}, native "
-              f"ops {estimate['native_ops_ms']:.3f}) vs native TF {estimate['native_ms']:.3f} ms"
-              f" ({estimate['label']})")
+        from workbench.profiling.conversion_estimate import (
+            estimate_line,
+            sweep_advice,
+            sweep_estimate,
+        )
+
+        print(estimate_line(estimate))
+        sweep = sweep_estimate(session, params, session.sweep(params), args.target_gpu,
+                               args.target_batch_size)
+        advice_line = sweep_advice(sweep, params.validated().minimum_segment_size)
+        if advice_line:
+            print(advice_line)
     for name, verdict in (tensorrt or {}).items():
         outcome = (f"built, {verdict['plan_bytes']} bytes, {verdict['layers']} layers, "
                    f"{verdict['build_s']} s") if verdict["built"] else verdict["error"]
@@ -475,13 +490,18 @@ def _run_convert(args: argparse.Namespace) -> int:
 def _gpu_estimate(session: ConversionSession, result: Any, params: ConversionParams,
                   args: argparse.Namespace, tensorrt: dict[str, dict] | None = None) -> dict:
     """The estimate for --target-gpu: engines TensorRT built (--tensorrt) from their kernels."""
-    from workbench.profiling.estimate_graph import engine_kernels, graph_estimate
+    from workbench.profiling.conversion_estimate import conversion_estimate
 
-    if args.target_batch_size < 1:
-        raise WorkbenchError(f"--target-batch-size must be 1 or more, not {args.target_batch_size}")
-    graph = session.prepared(params.precision_mode).graph
-    return graph_estimate(graph, result.engines, args.target_gpu, params.precision_mode,
-                          args.target_batch_size, kernels=engine_kernels(tensorrt or {}))
+    return conversion_estimate(session, params, args.target_gpu, args.target_batch_size, result,
+                               tensorrt=tensorrt)
+
+
+def _check_target_gpu(args: argparse.Namespace) -> None:
+    """An unknown --target-gpu fails before the slow model load, listing the known ones."""
+    if args.target_gpu:
+        from workbench.profiling.conversion_estimate import target_gpu_name
+
+        target_gpu_name(args.target_gpu)
 
 
 def _with_estimate(document: dict, estimate: dict) -> dict:
@@ -520,6 +540,7 @@ def _run_report(args: argparse.Namespace) -> int:
     params = _conversion_params(args)
     check_report_path(args.output)
     sizes = parse_batch_sizes(args.batch_sizes)
+    _check_target_gpu(args)
     tuning = _stored_tuning(args) if args.tune_store else None
     if args.tensorrt:
         from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
@@ -536,8 +557,13 @@ def _run_report(args: argparse.Namespace) -> int:
 
         per_engine = per_engine_accuracy(session, params, batch_size=sizes[-1],
                                          progress=print_progress)
+    if tuning is not None and args.target_gpu:
+        from workbench.tuning.estimates import with_estimates
+
+        tuning = with_estimates(tuning, session, args.target_gpu, sizes[0])
     path = write_html_report(session, params, args.output, check, tuning, tensorrt,
-                             per_engine=per_engine)
+                             per_engine=per_engine, target_gpu=args.target_gpu,
+                             batch_sizes=sizes)
     print(f"wrote {path}")
     return 0
 
@@ -562,12 +588,12 @@ def _run_profile(args: argparse.Namespace) -> int:
     import warnings
 
     from workbench.profiling.layers import table_document, table_text
-    from workbench.profiling.trtexec import read_trtexec
+    from workbench.profiling.trtexec import read_trtexec, sibling_metadata
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = read_trtexec(args.trtexec_profile, args.layer_info,
-                             profile_metadata=_sibling_metadata(args.trtexec_profile))
+                             profile_metadata=sibling_metadata(args.trtexec_profile))
     for warning in caught:  # e.g. layer info from another engine: say so, keep going
         print(f"workbench: warning: {warning.message}", file=sys.stderr)
     print(json.dumps(table_document(table)) if args.json else table_text(table))
@@ -676,11 +702,13 @@ def _run_check(args: argparse.Namespace) -> int:
 
     params = _conversion_params(args)
     sizes = parse_batch_sizes(args.batch_sizes)
+    _check_target_gpu(args)
     session = _open_session(args)
     check = check_conversion(
         session, params, None if args.json else print_progress,
         batch_sizes=sizes, batches=args.batches, iterations=args.iterations,
-        atol=args.atol, rtol=args.rtol, whole_model=args.whole_model)
+        atol=args.atol, rtol=args.rtol, whole_model=args.whole_model,
+        target_gpu=args.target_gpu)
     per_engine = None
     if args.per_engine:
         from workbench.checks.per_engine import per_engine_accuracy
@@ -693,6 +721,10 @@ def _run_check(args: argparse.Namespace) -> int:
                     "engines": check.engines, "metrics": check.metrics(),
                     "notes": list(check.notes),
                     "latency": json.loads(check.latency.to_json(orient="records"))}
+        if check.estimates:  # per batch size, apart from the measured latency
+            document["estimates"] = [{k: v for k, v in e.items()
+                                      if k not in ("engines", "engine_basis")}
+                                     for e in check.estimates]
         if per_engine is not None:
             document["per_engine"] = per_engine.to_json()
         print(json.dumps(document))
@@ -708,12 +740,14 @@ def _run_tune(args: argparse.Namespace) -> int:
 
     from workbench.checks.conversion_check import parse_batch_sizes
     from workbench.tuning import tune
+    from workbench.tuning.result import ESTIMATE_COLUMNS
 
     result = tune(args.model, _tune_grid(args), batch_sizes=parse_batch_sizes(args.batch_sizes),
                   workers=args.workers, scheduler=args.scheduler, store=args.store,
                   timeout=args.timeout, validate=not args.no_validate,
                   signature_key=args.signature_key, tags=_split(args.tags),
-                  retry_failed=args.retry_failed, tensorrt=args.tensorrt)
+                  retry_failed=args.retry_failed, tensorrt=args.tensorrt,
+                  target_gpu=args.target_gpu)
     for problem in result.problems:
         print(f"workbench: warning: {problem}", file=sys.stderr)
     if args.json:
@@ -721,12 +755,17 @@ def _run_tune(args: argparse.Namespace) -> int:
         return 0
     import pandas as pd
 
+    target = result.target
+    columns = list(TUNE_COLUMNS) + (list(ESTIMATE_COLUMNS) if target else [])
+    latency = f"latency estimated for {target['gpu']}" if target else "latency"
     with pd.option_context("display.width", 200, "display.max_columns", None,
                            "display.max_colwidth", 60):
-        print(result.table[list(TUNE_COLUMNS)].to_string(index=False))
-        print("\nPareto set (latency, max error, % converted):")
-        print(result.pareto[list(TUNE_COLUMNS)].to_string(index=False)
+        print(result.table[columns].to_string(index=False))
+        print(f"\nPareto set ({latency}, max error, % converted):")
+        print(result.pareto[columns].to_string(index=False)
               if len(result.pareto) else "(no trial succeeded)")
+    if target:
+        print(f"\nestimated_*: {target['label']}; latency_ms and speedup: measured here")
     chosen = result.recommended
     print(f"\nrecommended: {chosen['trial_id']} {json.dumps(chosen['params'])}\n  because "
           f"{chosen['reason']}" if chosen else "\nno recommendation: no trial succeeded")
@@ -807,13 +846,6 @@ def _batches(converter: Any, arrays: dict[str, Any], key: str | None, size: int,
     return [{n: a[i:i + size] for n, a in feeds.items()} for i in range(0, stop, size)]
 
 
-def _sibling_metadata(profile: str) -> str | None:
-    """TREx's `<stem>.profile.metadata.json` beside the profile names the GPU, when present."""
-    stem = profile.removesuffix(".json").removesuffix(".profile")
-    path = f"{stem}.profile.metadata.json"
-    return path if stem != profile and os.path.isfile(path) else None
-
-
 def _split(text: str | None) -> tuple[str, ...] | None:
     if text is None:
         return None
@@ -826,7 +858,7 @@ def _quiet_tensorflow(debug: bool) -> None:
     from workbench import quiet
 
     if debug:
-        quiet.uninstall()
+        quiet.install(level=0)  # nothing filtered; TensorFlow's settings still applied
         return
     quiet.only_fatal_lines()
 

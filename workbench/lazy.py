@@ -4,24 +4,45 @@ Importing TensorFlow or ONNX Runtime takes seconds; `import workbench` and the C
 must not pay it. Modules name the library at the top through its handle; the import happens
 at the handle's first attribute (inside `quiet`'s filter, which keeps TensorFlow's import-time
 chatter off stderr).
+
+`before_tensorflow_import()` sets what TensorFlow must find in the environment when it starts;
+it runs just before TensorFlow is first imported, by this handle or by any other route
+(`quiet`'s import finder calls it), so importing the package itself changes no setting.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+# With oneDNN on (x86 CPUs), TensorFlow's CPU tensors come from a pool that never gives memory
+# back: the checkpoint read and Grappler's constants of a conversion stayed resident (figures
+# in docs/memory.md). The system allocator returns it, at the same speed. TensorFlow reads the
+# variable at its first tensor; a value the user set is kept.
+TENSORFLOW_ENVIRONMENT = {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}
+
+
+def before_tensorflow_import() -> None:
+    """The workbench's settings for TensorFlow, into the environment it reads them from."""
+    for name, value in TENSORFLOW_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
 
 
 class LazyModule(ModuleType):
     """A module imported at its first attribute access."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, before_import: Callable[[], None] | None = None):
         super().__init__(name)
         self._module: ModuleType | None = None
+        self._before_import = before_import
 
     def _load(self) -> ModuleType:
         if self._module is None:
+            if self._before_import is not None:
+                self._before_import()
             self._module = importlib.import_module(self.__name__)
         return self._module
 
@@ -32,5 +53,5 @@ class LazyModule(ModuleType):
         return dir(self._load())
 
 
-tf: Any = LazyModule("tensorflow")
+tf: Any = LazyModule("tensorflow", before_tensorflow_import)
 ort: Any = LazyModule("onnxruntime")

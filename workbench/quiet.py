@@ -6,7 +6,9 @@ oneDNN is on by default, e.g. with AVX-512), the CPU-feature guard, TF-TRT's "Co
 TensorRT" in TF <= 2.17. So the first `import tensorflow` runs with file descriptor 2 redirected
 to a file; afterwards only the log lines the level lets through (and anything that is not a log
 line) are written back, and a failed import replays everything. `import workbench` installs
-this; `TF_CPP_MIN_LOG_LEVEL=0` or the CLI's `--debug` keep everything.
+this; `TF_CPP_MIN_LOG_LEVEL=0` or the CLI's `--debug` keep everything. The finder that catches
+the first import also puts the workbench's TensorFlow settings in the environment
+(`lazy.before_tensorflow_import`), whichever route imports TensorFlow first.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+from workbench.lazy import before_tensorflow_import
 
 DEFAULT_LEVEL = 2  # hide INFO and WARNING, as TF_CPP_MIN_LOG_LEVEL=2 does after the import
 SEVERITIES = "IWEF"  # absl/TF severity letters, in TF_CPP_MIN_LOG_LEVEL's order
@@ -152,6 +156,7 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
         if fullname != "tensorflow":
             return None
         uninstall()  # the first import only; this also lets find_spec below skip us
+        before_tensorflow_import()
         spec = importlib.util.find_spec(fullname)
         level = environment_level() if self.level is None else self.level
         if spec is not None and spec.loader is not None and level > 0:
@@ -161,9 +166,13 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
 
 def install(level: int | None = None) -> None:
     """Filters the process's first `import tensorflow` at `level` (None: TF_CPP_MIN_LOG_LEVEL
-    at import time, default 2); does nothing once TensorFlow is imported."""
+    at import time, default 2; 0 filters nothing). Once TensorFlow is imported there is no
+    import to filter, and its settings are set at once (they still count before its first
+    tensor)."""
     uninstall()
-    if "tensorflow" not in sys.modules:
+    if "tensorflow" in sys.modules:
+        before_tensorflow_import()
+    else:
         sys.meta_path.insert(0, _QuietFinder(level))
 
 

@@ -262,7 +262,7 @@ class TrtGraphConverterV2:
             raise RuntimeError("Need to call convert() before tensorrt_verdicts()")
         sets = None
         if input_fn is not None:
-            from workbench.engines.runtime.converted_model import collect_inputs
+            from workbench.engines.runtime.input_sets import collect_inputs
 
             sets = collect_inputs(input_fn, self._converted_func.input_names, "input_fn").sets
         self._tensorrt = conversion_verdicts(self.session, self._converted_func, sets, progress)
@@ -288,6 +288,16 @@ class TrtGraphConverterV2:
 
         return export(self.session, format, output, self._params, batch_sizes=batch_sizes)
 
+    def estimate(self, target_gpu: str, batch_size: int = 1) -> dict[str, Any]:
+        """The converted model's latency estimated for `target_gpu` ("T4", "NVIDIA A100 80GB
+        PCIe", ...) at `batch_size`, as `convert --target-gpu` gives it: gpu, batch_size,
+        converted_ms, native_ms, engines_ms, native_ops_ms, engines (per engine), label;
+        engines TensorRT built (`tensorrt_verdicts()`) from their kernels."""
+        from workbench.profiling.conversion_estimate import conversion_estimate
+
+        return conversion_estimate(self.session, self._params, target_gpu, batch_size,
+                                   self.result, tensorrt=self._tensorrt)
+
     def sweep(self, thresholds: Sequence[int] = range(1, 65)) -> list[ConversionResult]:
         """The conversion for every `minimum_segment_size` in `thresholds`, at once."""
         return self.session.sweep(self._params, thresholds)
@@ -305,18 +315,18 @@ def __getattr__(name: str) -> Any:
     """`save`: TensorFlow's saved_model save module, which TF-TRT's `save()` wrote through;
     imported on use (importing this module does not import TensorFlow)."""
     if name == "save":
-        from tensorflow.python.saved_model import save
+        from workbench.tf_private.tftrt import saved_model_save
 
-        return save
+        return saved_model_save()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_device_scope() -> None:
     """TF-TRT's convert() refused a device scope that is not a GPU. Without a scope the
     workbench converts anywhere (TF-TRT required a GPU): docs/differences.md."""
-    from tensorflow.python.eager import context
+    from workbench.tf_private.eager import device_scope
 
-    device = context.context().device_name
+    device = device_scope()
     if device and "gpu" not in device.lower():
         raise ValueError(f"Specified device is not a GPU: {device}")
 

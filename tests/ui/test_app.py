@@ -134,7 +134,7 @@ def clicks_in_the_drawing_and_the_engine_table(app: Workbench) -> None:
     app.summary_tab.html._handle_custom_msg({"table": "engines", "row": 1}, [])
     assert app.tabs.selected_index == app.tab_list.index(tab) and tab.highlight == {name}
     assert tab.html.focus == name and f"{name}: " in tab.note.value
-    tab.gpu.value = "Tesla T4"
+    app.target_gpu.set("T4")  # the app's one target GPU picker
     assert "ms on Tesla T4 (estimated)" in app.svg and "(estimated)" in tab.note.value
 
 

@@ -25,6 +25,11 @@ from workbench.engines.runtime.converted_model import ConvertedModel, converted_
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.lazy import tf
+from workbench.profiling.conversion_estimate import (
+    conversion_estimates,
+    estimate_line,
+    target_gpu_name,
+)
 from workbench.profiling.latency import measure_latency
 from workbench.profiling.tensorflow import (
     generated_input_notes,
@@ -62,6 +67,9 @@ class ConversionCheck:
     notes: tuple[str, ...] = ()  # how string inputs were generated; what was not measured
     backend: str = ""  # the engine backend and device the engines were built on
     device: str = ""
+    # With a target GPU: per batch size, the latency estimated for it (never measured here;
+    # `profiling.conversion_estimate`), kept apart from `latency` and `metrics()`.
+    estimates: tuple[dict, ...] = ()
 
     def metrics(self) -> dict[str, Any]:
         """Plain numbers for a kept run (plus the backend and device that produced them)."""
@@ -118,6 +126,9 @@ class ConversionCheck:
             if WHOLE in mean:
                 line += f", whole model {mean[WHOLE]:.2f} ms"
             lines.append(line)
+        lines += [estimate_line(e, label=False) for e in self.estimates]
+        if self.estimates:
+            lines.append(f"  ({self.estimates[0]['label']})")
         return "\n".join([*lines, *self.notes])
 
 
@@ -145,15 +156,19 @@ def conversion_check_steps(
     session: ConversionSession, params: ConversionParams, *,
     batch_sizes: Sequence[int] = (1,), batches: int = 2, warmup: int = 3,
     iterations: int = 20, calibration_batches: int | None = None, whole_model: bool = False,
-    compare: bool = True, time_latency: bool = True, **tolerances: Any,
+    compare: bool = True, time_latency: bool = True, target_gpu: str | None = None,
+    **tolerances: Any,
 ) -> Generator[Step, None, ConversionCheck]:
     """Builds the conversion's engines for `batch_sizes`, validates on `batches` generated
     batches of the largest size (`tolerances`: `validate`'s atol, rtol, ...), then times native
     TF and the converted model (and with `whole_model`, the whole model as one engine on the
     backend: what the converted model could reach) at each batch size. Yields progress.
     `compare=False` skips the validation, `time_latency=False` the timing (the tuner's
-    cheaper trials)."""
+    cheaper trials). With `target_gpu`, the latency estimated for that GPU at each batch size
+    is added (`ConversionCheck.estimates`), apart from what was measured."""
     sizes = check_batch_sizes(batch_sizes)
+    if target_gpu:  # an unknown GPU fails before the engines are built
+        target_gpu_name(target_gpu)
     largest = sizes[-1]
     calibration_batches = calibration_batch_count(largest, calibration_batches)
     if batches < 1 or warmup < 0 or iterations < 1 or calibration_batches < 1:
@@ -193,9 +208,11 @@ def conversion_check_steps(
             arrays = list(feeds[batch].values())
             rows.append(_timed(WHOLE, lambda a=arrays: whole.run(a), f"{whole.backend} engine",
                                whole.device, batch, warmup, iterations))
+    estimates = conversion_estimates(session, params, target_gpu, sizes) if target_gpu else ()
     return ConversionCheck(params=params, engines=len(result.engines),
                            validation=report, latency=pd.DataFrame(rows), notes=tuple(notes),
-                           backend=model.backend.name, device=model.backend.device)
+                           backend=model.backend.name, device=model.backend.device,
+                           estimates=estimates)
 
 
 def _whole_model(session: ConversionSession, params: ConversionParams, backend: Backend,

@@ -159,7 +159,8 @@ def function_graph_def(function: Any, library: Any, specs: list[Any] | None
     """A function body as a GraphDef: each argument a Placeholder of its call-site shape,
     each result an Identity `<result>_RetVal`; returns it, the fetches and the arguments."""
     from tensorflow.core.framework import tensor_shape_pb2
-    from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
+
+    from workbench.tf_private.functions import function_def_to_graph_def
 
     shapes = None
     if specs is not None and len(specs) == len(function.signature.input_arg):

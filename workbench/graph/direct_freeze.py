@@ -41,6 +41,8 @@ from workbench.graph.freeze import (
 )
 from workbench.graph.functions import function_refs, rename_changed_functions
 from workbench.lazy import tf
+from workbench.tf_private import freezing, grappler
+from workbench.tf_private.functions import op_def
 
 CHECKPOINT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 VARIABLE_VALUE = "VARIABLE_VALUE"
@@ -107,12 +109,11 @@ def function_graph_def(library: dict[str, Any], name: str) -> tuple[Any, list[st
     its nodes with GraphDef-style inputs, the functions it calls (transitively) as library.
     Returns (graph_def, input tensor names, output tensor names)."""
     from tensorflow.core.framework import graph_pb2
-    from tensorflow.python.framework import versions
 
     fdef = library[name]
     graph_def = graph_pb2.GraphDef()
-    graph_def.versions.producer = versions.GRAPH_DEF_VERSION
-    graph_def.versions.min_consumer = versions.GRAPH_DEF_VERSION_MIN_CONSUMER
+    graph_def.versions.producer = tf.version.GRAPH_DEF_VERSION
+    graph_def.versions.min_consumer = tf.version.GRAPH_DEF_VERSION_MIN_CONSUMER
     shapes = _input_shapes(fdef)
     for index, arg in enumerate(fdef.signature.input_arg):
         node = graph_def.node.add(name=arg.name, op="Placeholder")
@@ -180,9 +181,7 @@ def _flat_output_names(node: Any, library: dict[str, Any]) -> dict[str, str]:
 
 
 def _op_def(op: str, library: dict[str, Any]) -> Any:
-    from tensorflow.python.framework import op_def_registry
-
-    return library[op].signature if op in library else op_def_registry.get(op)
+    return library[op].signature if op in library else op_def(op)
 
 
 def _graph_input(text: str, flat: dict[str, str]) -> str:
@@ -214,15 +213,13 @@ def _callees(node: Any) -> list[str]:
 
 def _as_imported(node: Any) -> None:
     """A NodeDef as TensorFlow's import leaves it: default attrs set, `_output_shapes` gone."""
-    from tensorflow.python.framework import op_def_registry
-
     node.attr.pop("_output_shapes", None)
-    op_def = op_def_registry.get(node.op)
-    if op_def is None:
+    registered = op_def(node.op)
+    if registered is None:
         return  # a library function: no attrs of its own
-    if any(a.name == "shared_name" for a in op_def.attr):
+    if any(a.name == "shared_name" for a in registered.attr):
         raise NotDirect(f"the signature creates a resource ({node.op} {node.name})")
-    for attr in op_def.attr:
+    for attr in registered.attr:
         if attr.HasField("default_value") and attr.name not in node.attr:
             node.attr[attr.name].CopyFrom(attr.default_value)
 
@@ -233,8 +230,6 @@ def _as_imported(node: Any) -> None:
 def _captured_values(path: Path, meta_graph: Any, bound: list[int]) -> list[Any]:
     """The value of each captured object: a variable's from the checkpoint, a constant's from
     the SavedModel's graph."""
-    from tensorflow.python.framework import tensor_util
-
     objects = meta_graph.object_graph_def
     kinds = [objects.nodes[i].WhichOneof("kind") for i in bound]
     other = sorted({k for k in kinds if k not in ("variable", "constant")})
@@ -251,15 +246,13 @@ def _captured_values(path: Path, meta_graph: Any, bound: list[int]) -> list[Any]
         operation = objects.nodes[node_id].constant.operation
         if operation not in consts:
             raise NotDirect(f"captured constant {operation} is not in the SavedModel's graph")
-        values.append(tensor_util.MakeNdarray(consts[operation].attr["value"].tensor))
+        values.append(tf.make_ndarray(consts[operation].attr["value"].tensor))
     return values
 
 
 def _checkpoint_reader(path: Path) -> Any:
-    from tensorflow.python.training import py_checkpoint_reader
-
     try:
-        return py_checkpoint_reader.NewCheckpointReader(str(path / "variables" / "variables"))
+        return tf.train.load_checkpoint(str(path / "variables" / "variables"))
     except Exception as exc:  # TF raises many types; the fallback names it
         raise NotDirect(f"cannot read the checkpoint ({type(exc).__name__})") from None
 
@@ -299,18 +292,15 @@ def _inline(graph_def: Any, fetches: list[str]) -> Any:
     """Grappler's function inlining and control-flow lowering, configured as TensorFlow's
     freezing runs it (`_run_inline_graph_optimization`)."""
     from tensorflow.core.protobuf import config_pb2
-    from tensorflow.python.framework import ops
-    from tensorflow.python.grappler import tf_optimizer
-    from tensorflow.python.training.saver import export_meta_graph
 
     for function in graph_def.library.function:
         function.attr.pop("api_implements", None)  # would keep Keras' LSTM from inlining
-    meta_graph = export_meta_graph(graph_def=graph_def, graph=ops.Graph())
+    meta_graph = grappler.export_meta_graph(graph_def)
     meta_graph.collection_def["train_op"].node_list.value.extend(fetches)
     config = config_pb2.ConfigProto()
     config.graph_options.rewrite_options.min_graph_nodes = -1
     config.graph_options.rewrite_options.optimizers.append("function")
-    return tf_optimizer.OptimizeGraph(config, meta_graph)
+    return grappler.optimize_graph(config, meta_graph)
 
 
 def _to_constants(graph_def: Any, captured: list[str], values: list[Any]
@@ -320,16 +310,12 @@ def _to_constants(graph_def: Any, captured: list[str], values: list[Any]
 
     Its Consts are built with `make_tensor_proto`, which copies a weight's bytes three times
     (VGG16: 1.7 s); the large values are held out (`hold_out_large_values`)."""
-    from tensorflow.python.framework import convert_to_constants as tf_freezing
-    from tensorflow.python.framework import dtypes
-
     names = [name.split(":")[0] for name in captured]
     data = SimpleNamespace(graph_def=graph_def, tensor_data={
-        name: tf_freezing._TensorData(
-            numpy=value, dtype=dtypes.as_dtype(value.dtype).as_datatype_enum, index=i)
+        name: freezing.tensor_data(value, tf.dtypes.as_dtype(value.dtype).as_datatype_enum, i)
         for i, (name, value) in enumerate(zip(names, values, strict=True))})
     written = hold_out_large_values(data.tensor_data, graph_def)
-    converted, _ = tf_freezing._replace_variables_by_constants(data)
+    converted, _ = freezing.replace_variables_by_constants(data)
     return converted, written
 
 

@@ -62,22 +62,22 @@ def freeze_function(function: Any, fast: bool = True,
                     signature: str = "serving_default") -> FrozenGraph:
     """TF-TRT's freezing of `function` (the model's `signature`); with `fast`, large weights
     become stand-ins."""
-    from tensorflow.python.framework import convert_to_constants as tf_freezing
+    from workbench.tf_private import freezing
 
     reject_variable_updates(function.graph.as_graph_def(), signature)
     if not fast:
-        frozen = tf_freezing.convert_variables_to_constants_v2(function)
+        frozen = freezing.convert_variables_to_constants_v2(function)
         return FrozenGraph(frozen.graph.as_graph_def(), _names(frozen.inputs),
                            _names(frozen.outputs))
     # The steps of convert_variables_to_constants_v2, with stand-ins taken before the import.
-    converter = _converter_data(tf_freezing)(
+    converter = _converter_data(freezing.eager_converter_data())(
         func=function, lower_control_flow=True, aggressive_inlining=False)
     written = hold_out_large_values(converter.tensor_data, converter.graph_def)
-    graph_def, converted = tf_freezing._replace_variables_by_constants(converter)
+    graph_def, converted = freezing.replace_variables_by_constants(converter)
     del converter  # its numpy copies of the weights
     weights, groups = take_weights(graph_def, given=written)
     del written
-    frozen = tf_freezing._construct_concrete_function(function, graph_def, converted)
+    frozen = freezing.construct_concrete_function(function, graph_def, converted)
     return FrozenGraph(frozen.graph.as_graph_def(), _names(frozen.inputs),
                        _names(frozen.outputs), weights, groups)
 
@@ -124,11 +124,11 @@ def _layer_scope(node_name: str) -> str:
     return "/".join(parts) or node_name
 
 
-def _converter_data(tf_freezing: Any) -> type:
+def _converter_data(base: type) -> type:
     """TensorFlow's eager converter data, reading each variable without `.numpy()`'s copy
     (the bytes are only read, into the Const; VGG16: 1.3 s and 528 MB less)."""
 
-    class ConverterData(tf_freezing._FunctionConverterDataInEager):
+    class ConverterData(base):
         def _eval(self, tensor: Any) -> Any:
             value = tensor.read_value() if hasattr(tensor, "read_value") else tensor
             return value._numpy() if hasattr(value, "_numpy") else value.numpy()

@@ -101,11 +101,12 @@ def grappler_cluster(target: PreparationTarget) -> Any:
     if not target.is_gpu:
         return None
     from tensorflow.core.protobuf import device_properties_pb2 as dp
-    from tensorflow.python.grappler import cluster
+
+    from workbench.tf_private.grappler import virtual_cluster
 
     gpu = dp.DeviceProperties(type="GPU", vendor="NVIDIA", model=target.name,
                               environment={"architecture": target.compute_capability})
-    return cluster.Cluster(devices=[
+    return virtual_cluster([
         dp.NamedDevice(name=CPU_DEVICE, properties=dp.DeviceProperties(type="CPU")),
         dp.NamedDevice(name=GPU_DEVICE, properties=gpu),
     ])

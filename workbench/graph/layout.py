@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.lazy import tf
+
 # Ops with a channels-first `data_format` that TensorFlow's plain CPU kernels refuse, and which
 # of their inputs carry the data (the others are filters, sizes, ksize/strides tensors).
 DATA_INPUTS = {
@@ -113,14 +115,12 @@ def _perm_const(graph_def: Any, name: str, values: list[int] | int, anchor: str)
     different frames"). Not on a Placeholder, which is in no frame or branch: whoever feeds it
     maps its tensor, and a control input would still ask for the Placeholder itself (a native
     segment's inputs, the model's)."""
-    from tensorflow.python.framework import tensor_util
-
     const = graph_def.node.add(name=name, op="Const")
     source = anchor.split(":")[0].lstrip("^")
     if not any(n.name == source and n.op == "Placeholder" for n in graph_def.node):
         const.input.append("^" + source)
     const.attr["dtype"].type = _int32()
-    const.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(values, "int32"))
+    const.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(values, "int32"))
     return name
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from workbench.errors import WorkbenchError
+from workbench.lazy import tf
 
 SOURCE = "_SOURCE"
 SINK = "_SINK"
@@ -112,9 +113,7 @@ def decode_attr(value: Any) -> Any:
     if kind == "shape":
         return _shape_of(value.shape)
     if kind == "tensor":
-        from tensorflow.python.framework import tensor_util  # heavy import, only when needed
-
-        return tensor_util.MakeNdarray(value.tensor)
+        return tf.make_ndarray(value.tensor)  # imports TensorFlow: only when needed
     if kind == "func":
         return value.func.name
     if kind == "list":

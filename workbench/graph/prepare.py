@@ -37,6 +37,7 @@ from workbench.graph.loading import LoadedModel, find_meta_graph, read_saved_mod
 from workbench.graph.nodes import Graph, TensorSpec
 from workbench.lazy import tf
 from workbench.quiet import environment_level, filtered_stderr
+from workbench.tf_private import grappler
 
 # The optimizers TF-TRT's TrtGraphConverterV2 asks Grappler for, in this order; TF-TRT's own
 # TensorRTOptimizer (our segmenter) runs after them.
@@ -340,16 +341,14 @@ def _disable_non_trt_optimizers(rewrite: Any) -> None:
 
 
 def _optimize_graph(config: Any, graph_def: Any, fetches: list[str], cluster: Any = None) -> Any:
-    from tensorflow.python.grappler import tf_optimizer
-
     # With a virtual GPU, Grappler warns once per node that this TensorFlow has no GPU kernel
     # for it (with every CPU kernel listed): those warnings go below TF_CPP_MIN_LOG_LEVEL.
     quiet = filtered_stderr(environment_level()) if cluster is not None \
         else contextlib.nullcontext()
     try:
         with quiet:
-            return tf_optimizer.OptimizeGraph(config, _meta_graph(graph_def, fetches),
-                                              cluster=cluster)
+            return grappler.optimize_graph(config, _meta_graph(graph_def, fetches),
+                                           cluster=cluster)
     except Exception as exc:
         raise ModelLoadError(f"Grappler could not optimize the graph: {first_line(exc)}") from None
 
@@ -363,12 +362,10 @@ def infer_shapes(graph_def: Any, fetches: list[str]) -> dict[str, list]:
     same shapes, symbolic batch dims included.
     """
     from tensorflow.core.framework import graph_pb2
-    from tensorflow.python.grappler import item as grappler_item
-
     pinned = graph_pb2.GraphDef()
     pinned.CopyFrom(graph_def)
     stand_ins = _pin_placeholder_shapes(pinned)
-    item = grappler_item.Item(_meta_graph(pinned, fetches))
+    item = grappler.grappler_item(_meta_graph(pinned, fetches))
     specs = specs_from_op_properties(item.GetOpProperties())
     for placeholder, stand_in in stand_ins.items():
         if stand_in in specs:

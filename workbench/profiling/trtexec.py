@@ -79,6 +79,14 @@ def read_trtexec(profile: Source, layer_info: Source | None = None, timing: Sour
     return table
 
 
+def sibling_metadata(profile: str | os.PathLike) -> str | None:
+    """TREx's `<stem>.profile.metadata.json` beside the profile names the GPU, when present."""
+    text = str(profile)
+    stem = text.removesuffix(".json").removesuffix(".profile")
+    path = f"{stem}.profile.metadata.json"
+    return path if stem != text and os.path.isfile(path) else None
+
+
 def read_trtexec_dir(directory: str | os.PathLike, **kwargs: Any) -> pd.DataFrame:
     """The `<stem>.profile.json` of a folder with whichever of TREx's sibling files exist.
 

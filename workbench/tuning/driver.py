@@ -20,7 +20,9 @@ from typing import Any
 from workbench.checks.conversion_check import check_batch_sizes
 from workbench.errors import first_line
 from workbench.graph.cache import content_key
+from workbench.profiling.conversion_estimate import target_gpu_name
 from workbench.tuning.cluster import Cluster, connect
+from workbench.tuning.estimates import estimate_trials, open_session
 from workbench.tuning.grid import TuneError, expand_grid
 from workbench.tuning.progress import Progress
 from workbench.tuning.record import TrialRecord, trial_id
@@ -41,15 +43,20 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
          on_trial: Callable[[TrialRecord], None] | None = None,
          cancel: threading.Event | None = None, signature_key: str | None = None,
          tags: Sequence[str] | None = None, retry_failed: bool = False,
-         tensorrt: bool = False) -> TuneResult:
+         tensorrt: bool = False, target_gpu: str | None = None) -> TuneResult:
     """Runs one trial per grid point (keys: `GRID_KEYS`; missing keys take TF-TRT's defaults)
     on an embedded `LocalCluster` of `workers` processes, or on the cluster at `scheduler` or
     behind `client`. Finished trials are stored under `store` (default `./workbench_runs`) and
     reused by the next search; failed and timed-out ones run again with `retry_failed`.
     `on_trial` is told of every trial as it finishes (stored and skipped ones first); setting
     `cancel` stops the search, keeping what finished. `tensorrt` adds TensorRT's verdict
-    (`tensorrt_built`: engines TensorRT-RTX builds), checking first that it is installed."""
+    (`tensorrt_built`: engines TensorRT-RTX builds), checking first that it is installed.
+    `target_gpu` (e.g. "T4") adds each ok trial's latency estimated for that GPU at the first
+    batch size, stored trials included (`tuning.estimates`); the Pareto set and the
+    recommendation then rank by it, the measured figures kept beside it."""
     sizes = tuple(check_batch_sizes(batch_sizes))
+    if target_gpu:  # an unknown GPU fails before any trial runs
+        target_gpu_name(target_gpu)
     if timeout is not None and not timeout > 0:
         raise TuneError(f"timeout must be a number of seconds > 0, got {timeout!r}")
     path = _model_path(model)
@@ -93,8 +100,11 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
             threads = thread_budget(cluster.workers) if cluster.workers else None
             run_specs(cluster, [replace(s, threads=threads) for s in missing], timeout,
                       finished, cancel)
-    return TuneResult([records[t] for t in order if t in records], model=path,
-                      store=trial_store.directory, problems=trial_store.problems)
+    trials = [records[t] for t in order if t in records]
+    estimates = estimate_trials(open_session(path, signature_key, tags), trials, target_gpu,
+                                sizes[0]) if target_gpu else None
+    return TuneResult(trials, model=path, store=trial_store.directory,
+                      problems=trial_store.problems, estimates=estimates)
 
 
 def run_specs(cluster: Cluster, specs: Sequence[TrialSpec], timeout: float | None,

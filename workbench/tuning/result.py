@@ -5,12 +5,17 @@ batch size, lower is better), max abs error against native TensorFlow (lower) an
 converted (higher); an objective no trial measured is left out. The recommendation is the
 fastest Pareto trial whose outputs stay close to native TensorFlow (max error <= ACCURACY_ATOL
 and top-1 agreement >= TOP1_MIN where the model classifies), else the most accurate one.
+
+With estimates for a target GPU (`tune(..., target_gpu=...)`), latency is the estimated one
+(`estimated_ms`, at the first batch size): the Pareto set and the recommendation rank by it,
+and the measured figures stay in their own columns, as what this machine measured.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -30,17 +35,24 @@ COLUMNS = ("trial_id", *PARAM_COLUMNS, "status", "reason", "percent_converted", 
            "recommended", "seconds")
 # column -> True when higher is better
 OBJECTIVES = {"latency_ms": False, "max_abs_error": False, "percent_converted": True}
+# Added with estimates for a target GPU; "estimated_ms" then stands for "latency_ms".
+ESTIMATE_COLUMNS = ("estimated_ms", "estimated_native_ms", "estimated_speedup")
 
 
 class TuneResult:
     """What `tune()` returns; `table`, `pareto` and `recommended` are computed once."""
 
     def __init__(self, trials: list[TrialRecord], model: str | None = None,
-                 store: str | os.PathLike | None = None, problems: list[str] | None = None):
+                 store: str | os.PathLike | None = None, problems: list[str] | None = None,
+                 estimates: Mapping[str, dict[str, Any]] | None = None):
         self.trials = list(trials)
         self.model, self.store = model, store
         self.problems = list(problems or [])  # stored trials that were ignored, and why
+        # trial id -> its estimate for a target GPU (`tuning.estimates`); {} without one
+        self.estimates = dict(estimates or {})
         self.table = _table(self.trials)
+        if self.estimates:
+            _add_estimates(self.table, self.estimates)
         self.table["pareto"] = pareto_mask(self.table)
         self.recommended = recommend(self.table, self.trials)
         chosen = self.recommended["trial_id"] if self.recommended else None
@@ -61,9 +73,26 @@ class TuneResult:
         """`{"trials": [...], "pareto": [...], "recommended": {...}}`: the trials as records,
         the Pareto set as the same records, the recommendation (or None)."""
         on_front = set(self.pareto["trial_id"])
-        return {"trials": [t.to_dict() for t in self.trials],
-                "pareto": [t.to_dict() for t in self.trials if t.trial_id in on_front],
-                "recommended": self.recommended}
+        trials = [self._trial_json(t) for t in self.trials]
+        document = {"trials": trials,
+                    "pareto": [t for t in trials if t["trial_id"] in on_front],
+                    "recommended": self.recommended}
+        if self.estimates:
+            document["estimate"] = dict(self.table.attrs["estimate"])
+        return document
+
+    @property
+    def target(self) -> dict[str, Any] | None:
+        """The target GPU's estimate settings ({"gpu", "batch_size", "label"}), or None."""
+        return self.table.attrs.get("estimate")
+
+    def _trial_json(self, trial: TrialRecord) -> dict[str, Any]:
+        document = trial.to_dict()
+        estimate = self.estimates.get(trial.trial_id)
+        if estimate is not None:  # the trial's engines' and native ops' share, estimated
+            document["estimate"] = {k: estimate[k] for k in (
+                "converted_ms", "native_ms", "engines_ms", "native_ops_ms", "engines")}
+        return document
 
     def __repr__(self) -> str:
         counts = self.table["status"].value_counts().to_dict()
@@ -95,12 +124,32 @@ def _table(trials: list[TrialRecord]) -> pd.DataFrame:
     return table
 
 
+def _add_estimates(table: pd.DataFrame, estimates: Mapping[str, dict[str, Any]]) -> None:
+    """The ESTIMATE_COLUMNS from each trial's estimate; the GPU, batch and label in attrs."""
+    found = [estimates.get(tid) or {} for tid in table["trial_id"]]
+    table["estimated_ms"] = [e.get("converted_ms", math.nan) for e in found]
+    table["estimated_native_ms"] = [e.get("native_ms", math.nan) for e in found]
+    table["estimated_speedup"] = table["estimated_native_ms"] / table["estimated_ms"]
+    first = next(iter(estimates.values()))
+    table.attrs["estimate"] = {"gpu": first["gpu"], "batch_size": first["batch_size"],
+                               "label": first["label"]}
+
+
+def latency_column(table: pd.DataFrame) -> str:
+    """The latency the search ranks by: "estimated_ms" when estimated, else "latency_ms"."""
+    return "estimated_ms" if "estimated_ms" in table and table["estimated_ms"].notna().any() \
+        else "latency_ms"
+
+
 def pareto_mask(table: pd.DataFrame) -> pd.Series:
-    """True for the ok trials no other ok trial beats on every measured objective."""
+    """True for the ok trials no other ok trial beats on every measured objective (latency:
+    the estimated one where the table has it)."""
     ok = table[table["status"] == "ok"]
-    objectives = [c for c in OBJECTIVES if ok[c].notna().any()]
+    latency = latency_column(table)
+    goals = {latency if c == "latency_ms" else c: better for c, better in OBJECTIVES.items()}
+    objectives = [c for c in goals if ok[c].notna().any()]
     # Lower is better for every column of `costs`; a missing figure counts as the worst.
-    costs = pd.DataFrame({c: (-ok[c] if OBJECTIVES[c] else ok[c]).fillna(math.inf)
+    costs = pd.DataFrame({c: (-ok[c] if goals[c] else ok[c]).fillna(math.inf)
                           for c in objectives}, index=ok.index)
     mask = pd.Series(False, index=table.index)
     for index, row in costs.iterrows():
@@ -119,16 +168,19 @@ def recommend(table: pd.DataFrame, trials: list[TrialRecord]) -> dict[str, Any] 
     accurate = accurate[accurate["top1_agreement"].isna()
                         | (accurate["top1_agreement"] >= TOP1_MIN)]
     measured = front["max_abs_error"].notna().any()
+    latency = latency_column(table)
+    target = table.attrs.get("estimate") if latency == "estimated_ms" else None
+    fastest = f"the fastest trial estimated for {target['gpu']}" if target else "the fastest trial"
     if accurate.empty:
-        row = front.sort_values(["max_abs_error", "latency_ms"]).iloc[0]
+        row = front.sort_values(["max_abs_error", latency]).iloc[0]
         why = (f"no trial stays within {ACCURACY_ATOL:g} of native TensorFlow; this one is "
                f"the most accurate")
-    elif accurate["latency_ms"].notna().any():
-        row = accurate.sort_values(["latency_ms", "percent_converted"],
+    elif accurate[latency].notna().any():
+        row = accurate.sort_values([latency, "percent_converted"],
                                    ascending=[True, False]).iloc[0]
-        why = ("the fastest trial whose outputs stay within "
+        why = (f"{fastest} whose outputs stay within "
                f"{ACCURACY_ATOL:g} of native TensorFlow" if measured else
-               "the fastest trial (outputs not compared)")
+               f"{fastest} (outputs not compared)")
     else:
         row = accurate.sort_values(["percent_converted", "engines"],
                                    ascending=[False, True]).iloc[0]
@@ -137,8 +189,43 @@ def recommend(table: pd.DataFrame, trials: list[TrialRecord]) -> dict[str, Any] 
     by_id = {t.trial_id: t for t in trials}
     others = [by_id[i] for i in table.loc[table["status"] == "ok", "trial_id"]
               if i != record.trial_id and i in by_id]
+    if target:
+        estimated = table.loc[table["trial_id"] == record.trial_id].iloc[0]
+        return {"trial_id": record.trial_id, "params": record.params,
+                "reason": f"{why}: {_estimated(estimated, target)}; measured here: "
+                          f"{_figures(record)}{_engines_note(table, target)} "
+                          f"[{target['label']}]"}
     return {"trial_id": record.trial_id, "params": record.params,
             "reason": f"{why}: {_figures(record)}{_next_to(record, others)}"}
+
+
+def _estimated(row: pd.Series, target: dict[str, Any]) -> str:
+    return (f"{row['estimated_ms']:.3f} ms estimated on {target['gpu']} at batch "
+            f"{target['batch_size']} ({row['estimated_speedup']:.2f}x native TF, estimated)")
+
+
+def _engines_note(table: pd.DataFrame, target: dict[str, Any]) -> str:
+    """Where more, smaller engines are estimated slower than fewer: among ok trials that
+    differ only in minimum_segment_size or max_engines, the pair with the largest such gap."""
+    ok = table[(table["status"] == "ok") & table["estimated_ms"].notna()]
+    same = ["precision_mode", "use_dynamic_shape", "dynamic_shape_profile_strategy",
+            "denylist"]
+    worst = None
+    for _, group in ok.groupby(same, dropna=False, sort=False):
+        for more in group.itertuples():
+            for fewer in group.itertuples():
+                gap = more.estimated_ms - fewer.estimated_ms
+                if more.engines > fewer.engines and gap > 0 and (worst is None or gap > worst[0]):
+                    worst = (gap, more, fewer)
+    if worst is None:
+        return ""
+    from workbench.viz.tune_charts import trial_label
+
+    _, more, fewer = worst
+    return (f"; on {target['gpu']}, {trial_label(more._asdict())}'s {more.engines} engines "
+            f"are estimated slower ({more.estimated_ms:.3f} ms) than "
+            f"{trial_label(fewer._asdict())}'s {fewer.engines} ({fewer.estimated_ms:.3f} "
+            "ms): each engine adds its launch, and the smaller ones save little GPU work")
 
 
 def _next_to(chosen: TrialRecord, others: list[TrialRecord]) -> str:

@@ -12,12 +12,12 @@ chosen, their estimated time.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
 from workbench.errors import WorkbenchError
-from workbench.graph.gpu_facts import GPU_FACTS
-from workbench.profiling.estimate_graph import graph_estimate
+from workbench.profiling.estimate_graph import engine_kernels, graph_estimate
 from workbench.ui.clickable import Drawing
 from workbench.ui.tables import note_html
 from workbench.viz.graphs import inline_svg
@@ -35,6 +35,9 @@ from workbench.viz.overlays import engine_overlays
 from workbench.viz.scope_graphs import FRAME, GROUP_BOX, scope_drawing
 from workbench.viz.view import ConversionView
 
+if TYPE_CHECKING:
+    from workbench.ui.target_gpu import TargetGpu
+
 GRAPH_VIEWS = {"Converted": "converted", "Full": "full", "One engine": "engine",
                "TensorRT kernels": "kernels"}  # kernels: one engine as TensorRT built it
 
@@ -44,7 +47,8 @@ class GraphTab:
 
     title = "Segment graph"
 
-    def __init__(self) -> None:
+    def __init__(self, target: TargetGpu | None = None) -> None:
+        self.target = target  # the app's target GPU: each engine's estimated time in its box
         # Buttons as wide as their labels (a fixed width cut "TensorRT kernels").
         self.choice = widgets.ToggleButtons(options=list(GRAPH_VIEWS), value="Converted",
                                             style={"button_width": "auto"})
@@ -53,16 +57,13 @@ class GraphTab:
                                    continuous_update=False, layout=widgets.Layout(width="220px"))
         self.group = widgets.Dropdown(description="group", options=[("", None)],
                                       layout=widgets.Layout(width="340px"))
-        self.gpu = widgets.Dropdown(description="estimate on", options=[("", None)] + [
-            (g.name, g.name) for g in GPU_FACTS], layout=widgets.Layout(width="240px"),
-            tooltip="each engine's estimated time on this GPU, in its box")
         self.crumbs = _row()
         self.note = widgets.HTML()
         self.html = Drawing()  # .value: the SVG, or a note saying why there is none
         self.html.add_class("wb-graph")
         self.html.on_click(self.clicked)
         self.selected = ""  # the node or engine a click selected
-        self._estimate: tuple[object, str, dict] | None = None  # (result, gpu, document)
+        self._estimate: tuple[object, tuple, dict] | None = None  # (result, (gpu, batch), doc)
         self.svg = ""
         self.tree: ScopeTree | None = None
         self.open: frozenset[str] | None = None  # None: the first view
@@ -74,9 +75,8 @@ class GraphTab:
                             and self.draw(), names="value")
         self.search.observe(lambda change: self.find(change["new"]), names="value")
         self.group.observe(self._group_chosen, names="value")
-        self.gpu.observe(lambda _c: self.draw(), names="value")
         self.widget = widgets.VBox([
-            _row(self.choice, self.engine), _row(self.search, self.group, self.gpu),
+            _row(self.choice, self.engine), _row(self.search, self.group),
             self.crumbs, self.note, self.html])
 
     def update(self, view: ConversionView) -> None:
@@ -229,15 +229,17 @@ class GraphTab:
                 f"{len(engine.outputs)} outputs{f'; {extra}' if extra else ''}.")
 
     def _gpu_estimate(self) -> dict | None:
-        """The chosen GPU's estimate of this conversion (made once per result and GPU)."""
-        view, gpu = self._view, self.gpu.value
-        if view is None or not gpu:
+        """The target GPU's estimate of this conversion (made once per result, GPU and batch)."""
+        view, target = self._view, self.target
+        if view is None or target is None or not target.gpu:
             return None
+        key = (target.gpu, target.batch_size)
         if self._estimate is None or self._estimate[0] is not view.result \
-                or self._estimate[1] != gpu:
-            document = graph_estimate(view.graph, view.result.engines, gpu,
-                                      view.params.precision_mode)
-            self._estimate = (view.result, gpu, document)
+                or self._estimate[1] != key:
+            document = graph_estimate(view.graph, view.result.engines, target.gpu,
+                                      view.params.precision_mode, target.batch_size,
+                                      kernels=engine_kernels(view.tensorrt or {}))
+            self._estimate = (view.result, key, document)
         return self._estimate[2]
 
     def _draw_kernels(self, view: ConversionView) -> None:

@@ -22,6 +22,7 @@ from workbench.tf_compat import graph_origin
 from workbench.ui.clickable import ClickableRows
 from workbench.ui.store import ExperimentStore
 from workbench.ui.tables import note_html, pre_html, table_html
+from workbench.ui.target_gpu import EngineEstimate, SweepEstimate, TargetGpu
 from workbench.viz import charts
 from workbench.viz.profile_charts import native_vs_engine_chart, profile_figures
 from workbench.viz.view import ConversionView, Headline
@@ -159,17 +160,23 @@ class ChartsTab:
 
     title = "Charts"
 
-    def __init__(self, on_blocking: Callable[[], None]) -> None:
+    def __init__(self, on_blocking: Callable[[], None], target: TargetGpu | None = None) -> None:
         self.figures: dict[str, Any] = {}
         self.sweep_out, self.sizes_out, self.blocking_out = (widgets.Output() for _ in range(3))
         self.blocking_button = widgets.Button(description="Find blocking op types",
                                               icon="search", layout=widgets.Layout(width="220px"))
         self.blocking_button.on_click(lambda _b: on_blocking())
         self._blocking: pd.DataFrame | None = None
-        self.widget = widgets.VBox([self.sweep_out, self.sizes_out, self.blocking_button,
-                                    self.blocking_out])
+        # The sweep's latency estimated for the app's target GPU, under the measured sweep.
+        self.estimate = SweepEstimate(target, show_figure) if target is not None else None
+        self.widget = widgets.VBox([self.sweep_out,
+                                    *([self.estimate.widget] if self.estimate else []),
+                                    self.sizes_out, self.blocking_button, self.blocking_out])
 
     def update(self, view: ConversionView) -> None:
+        if self.estimate is not None:
+            self.figures.pop("estimate sweep", None)
+            self.figures.update(self.estimate.update(view))
         self.figures["sweep"] = charts.sweep_chart(view.sweep, view.recommendation)
         self.figures["engine_sizes"] = charts.engine_sizes_chart(view.result)
         show_figure(self.sweep_out, self.figures["sweep"])
@@ -299,16 +306,22 @@ class ProfileTab:
 
     title = "Profiling"
 
-    def __init__(self, on_profile: Callable[[], None]) -> None:
+    def __init__(self, on_profile: Callable[[], None], target: TargetGpu | None = None) -> None:
         self.figures: dict[str, Any] = {}
         self.button = widgets.Button(description="Profile native TF and engines",
                                      icon="clock-o", layout=widgets.Layout(width="260px"))
         self.button.on_click(lambda _b: on_profile())
         self.note, self.out = widgets.HTML(), widgets.Output()
         self.table: pd.DataFrame | None = None
-        self.widget = widgets.VBox([self.button, self.note, self.out])
+        # The engines estimated for the app's target GPU; trtexec's layers beside estimates.
+        self.estimate = EngineEstimate(target, show_figure) if target is not None else None
+        self.widget = widgets.VBox([self.button, self.note, self.out,
+                                    *([self.estimate.widget] if self.estimate else [])])
 
     def update(self, view: ConversionView) -> None:
+        if self.estimate is not None:
+            self.figures = {**{k: v for k, v in self.figures.items() if "estimate" not in k},
+                            **self.estimate.update(view)}
         if view.profile is None or view.profile is self.table:
             return
         table = self.table = view.profile
@@ -323,7 +336,8 @@ class ProfileTab:
         if engine_run is not None:
             figures["native TF vs engines"] = native_vs_engine_chart(table, "native TF",
                                                                      engine_run)
-        self.figures = {f"profile: {k}": v for k, v in figures.items()}
+        self.figures = {**{k: v for k, v in self.figures.items() if "estimate" in k},
+                        **{f"profile: {k}": v for k, v in figures.items()}}
         self.out.outputs = ()
         for figure in figures.values():
             append_figure(self.out, figure)

@@ -19,8 +19,10 @@ from workbench.checks.conversion_check import parse_batch_sizes
 from workbench.conversion.params import PRECISION_MODES, PROFILE_STRATEGIES
 from workbench.errors import WorkbenchError
 from workbench.tuning import TrialRecord, TuneResult, expand_grid, tune
+from workbench.tuning.estimates import estimate_trials
 from workbench.ui.tables import note_html, table_html
 from workbench.ui.tabs import show_figure
+from workbench.ui.target_gpu import TargetGpu
 from workbench.ui.tasks import Progress, TaskRunner
 from workbench.viz.tune_charts import (
     pareto_chart,
@@ -43,8 +45,12 @@ class TuneTab:
     title = "Tune"
 
     def __init__(self, on_apply: Callable[[dict[str, Any]], None],
-                 store: str | Path | None = None, background: bool = True):
+                 store: str | Path | None = None, background: bool = True,
+                 target: TargetGpu | None = None):
         self._on_apply = on_apply
+        # With a target GPU picked, trials rank by their estimate for it (cached per trial).
+        self.target = target
+        self._estimates: dict[tuple[str, int, str], dict[str, Any]] = {}
         self.store = store
         self.model: str | None = None
         self.records: list[TrialRecord] = []
@@ -56,6 +62,8 @@ class TuneTab:
         self._runner = TaskRunner(lambda _f, message: self._say(message), self._done,
                                   self._failed, self._cancelled)
         self._build()
+        if target is not None:
+            target.observe(self._retarget)
 
     # --- the tab interface ----------------------------------------------------------------
 
@@ -227,6 +235,7 @@ class TuneTab:
     # --- views ----------------------------------------------------------------------------
 
     def _show(self, result: TuneResult, final: bool = False) -> None:
+        result = self._estimated(result)
         self.result = result
         self.table.value = table_html(readable_table(result.table), "No trials yet.")
         self.figures = tune_figures(result.table) if final else {
@@ -242,6 +251,29 @@ class TuneTab:
         if chosen:
             self.choice.value = chosen["trial_id"]
         self.apply_button.disabled = not ok
+
+    def _estimated(self, result: TuneResult) -> TuneResult:
+        """`result` ranked by the target GPU's estimate, when one is picked."""
+        session = self.target.session_of() if self.target is not None else None
+        gpu = self.target.gpu if self.target is not None else None
+        if session is None or gpu is None:
+            return result
+        batch = self.target.batch_size
+        missing = [t for t in result.trials if (gpu, batch, t.trial_id) not in self._estimates]
+        for trial_id, estimate in estimate_trials(session, missing, gpu, batch).items():
+            self._estimates[(gpu, batch, trial_id)] = estimate
+        found = {t.trial_id: self._estimates[(gpu, batch, t.trial_id)] for t in result.trials
+                 if (gpu, batch, t.trial_id) in self._estimates}
+        return TuneResult(result.trials, model=result.model, store=result.store,
+                          problems=result.problems, estimates=found)
+
+    def _retarget(self) -> None:
+        """The target GPU changed: the finished trials ranked again (none run again)."""
+        if self.records and not self._runner.busy:
+            try:
+                self._show(TuneResult(self.records), final=True)
+            except WorkbenchError as exc:
+                self._say(str(exc), error=True)
 
     def _apply_clicked(self) -> None:
         try:

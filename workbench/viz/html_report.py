@@ -26,6 +26,7 @@ from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.whatif import blocking_op_types
 from workbench.errors import WorkbenchError
+from workbench.profiling.conversion_estimate import target_gpu_name
 from workbench.tf_compat import graph_origin
 from workbench.viz.view import ConversionView, Headline, build_view
 
@@ -101,12 +102,15 @@ def collect(session: ConversionSession, params: ConversionParams,
 def html_report(session: ConversionSession, params: ConversionParams,
                 check: ConversionCheck | None = None, tuning: Any = None,
                 tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
-                per_engine: Any = None) -> str:
+                per_engine: Any = None, target_gpu: str | None = None,
+                batch_sizes: Sequence[int] = (1,)) -> str:
     """The whole report page for converting `session`'s model with `params`; with `check` (a
     `ConversionCheck` of the same parameters), its validation and latency too; with `tuning`
     (a `TuneResult`), the search's trials, Pareto set, recommendation and charts; with
     `tensorrt` (engine -> TensorRT's verdict object), TensorRT's verdict on each engine; with
-    `per_engine` (a `PerEngineAccuracy`), the engines ranked by error and their remedies."""
+    `per_engine` (a `PerEngineAccuracy`), the engines ranked by error and their remedies;
+    with `target_gpu`, the latency estimated for that GPU at `batch_sizes` and along the
+    sweep (`estimate_html`)."""
     data = collect(session, params, check, tensorrt, per_engine=per_engine)
     sections = [
         _section("Parameters", _params_table(data.params)),
@@ -117,6 +121,9 @@ def html_report(session: ConversionSession, params: ConversionParams,
         _section("TF-TRT non-conversion report", _nonconversion(data)),
         _section("Charts", _charts(data)),
         *([_section("Validation and latency", _validation(data))] if data.check else []),
+        *([_section(f"GPU latency estimated for {target_gpu_name(target_gpu)}",
+                    estimate_html(session, data, target_gpu, batch_sizes))]
+          if target_gpu else []),
         *([_section("Per-engine accuracy", _per_engine(data))] if data.per_engine else []),
         *([_section("Tuning", tuning_html(tuning))] if tuning is not None else []),
         _section("Converted graph", _graph_view("converted", data)),
@@ -130,10 +137,12 @@ def write_html_report(
     session: ConversionSession, params: ConversionParams, path: str | os.PathLike,
     check: ConversionCheck | None = None, tuning: Any = None,
     tensorrt: Mapping[str, Mapping[str, Any]] | None = None, per_engine: Any = None,
+    target_gpu: str | None = None, batch_sizes: Sequence[int] = (1,),
 ) -> Path:
     """Writes the report to `path` (whole or not at all) and returns the path."""
     target = check_report_path(path)
-    text = html_report(session, params, check, tuning, tensorrt, per_engine=per_engine)
+    text = html_report(session, params, check, tuning, tensorrt, per_engine=per_engine,
+                       target_gpu=target_gpu, batch_sizes=batch_sizes)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         temp.write_text(text, encoding="utf-8")
@@ -352,6 +361,33 @@ def _per_engine(data: ConversionView) -> str:
     head, *lines = str(report).splitlines()
     return (stale + f"<p>{escape(head)}</p><pre>{escape(chr(10).join(lines))}</pre>"
             + _chart("per-engine", per_engine_chart(report.table())))
+
+
+def estimate_html(session: ConversionSession, data: ConversionView, gpu: str,
+                  batch_sizes: Sequence[int]) -> str:
+    """The conversion's latency estimated for `gpu` at each batch size, per engine, and along
+    the minimum_segment_size sweep, the estimate's label (its measured error) first."""
+    from workbench.profiling.conversion_estimate import (
+        conversion_estimate,
+        sweep_advice,
+        sweep_estimate,
+    )
+    from workbench.viz.estimate_charts import estimate_table, sweep_estimate_chart
+
+    estimates = [conversion_estimate(session, data.params, gpu, b, data.result, data.tensorrt)
+                 for b in batch_sizes]
+    engines = pd.DataFrame({"engine": list(estimates[0]["engines"]),
+                            f"estimated ms at batch {batch_sizes[0]}":
+                                [round(v, 4) for v in estimates[0]["engines"].values()]})
+    sweep = sweep_estimate(session, data.params, data.sweep, gpu, batch_sizes[0])
+    return (f'<p class="note">{escape(estimates[0]["label"])}. Estimated, not measured: '
+            "the measured figures are in their own sections.</p>"
+            + _frame(estimate_table(estimates)) + "<h3>Per engine</h3>" + _frame(engines)
+            + "<h3>Along the minimum_segment_size sweep</h3>"
+            + (f"<p>{escape(advice)}.</p>" if (advice := sweep_advice(
+                sweep, data.params.minimum_segment_size)) else "")
+            + _chart("estimate-sweep", sweep_estimate_chart(
+                sweep, current=data.params.minimum_segment_size)))
 
 
 def tuning_html(result: Any) -> str:

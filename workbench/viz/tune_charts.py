@@ -25,6 +25,7 @@ from workbench.viz.charts import (
     _note,
     _number,
 )
+from workbench.viz.estimate_charts import label_estimate
 
 PARETO_LINE = "#222222"
 RECOMMENDED_COLOR = "#d62728"
@@ -52,8 +53,13 @@ def trial_label(row: dict[str, Any]) -> str:
 
 def pareto_chart(table: pd.DataFrame) -> go.Figure:
     """Latency against max error per finished trial: colour by precision, size by % converted;
-    the Pareto set highlighted and joined, the recommended trial starred, params on hover."""
-    rows, left_out = _plottable(table, ("latency_ms", "max_abs_error"))
+    the Pareto set highlighted and joined, the recommended trial starred, params on hover.
+    With estimates for a target GPU (`estimated_ms`), latency is the estimated one, said so
+    in the title and the axis, with the estimate's label under the plot."""
+    target = estimate_target(table)
+    latency = "estimated_ms" if target else "latency_ms"
+    rows, left_out = _plottable(table, (latency, "max_abs_error"))
+    rows = [{**r, "latency_ms": r[latency]} for r in rows]  # the plane's x, whichever it is
     fig = go.Figure()
     for precision in dict.fromkeys(str(r.get("precision_mode")) for r in rows):
         group = [r for r in rows if str(r.get("precision_mode")) == precision]
@@ -88,17 +94,69 @@ def pareto_chart(table: pd.DataFrame) -> go.Figure:
         meta={"trials": [r["trial_id"] for r in chosen]},
     ))
     errors = [r["max_abs_error"] for r in rows]
-    _layout(fig, _title("Latency against accuracy", rows, "marker size: % converted; ringed: "
+    title = f"Latency estimated for {target['gpu']} against accuracy" if target else \
+        "Latency against accuracy"
+    _layout(fig, _title(title, rows, "marker size: % converted; ringed: "
                         "Pareto set (latency, error, % converted); dotted: its front in this "
                         "plane"), height=480)
     fig.update_layout(legend={"title": {"text": "precision_mode"}})
-    fig.update_xaxes(title_text=f"latency per call, mean (ms){_produced_by(rows)}",
-                     rangemode="tozero")
+    fig.update_xaxes(title_text=(
+        f"latency per call estimated for {target['gpu']} at batch {target['batch_size']} (ms)"
+        if target else f"latency per call, mean (ms){_produced_by(rows)}"), rangemode="tozero")
     # Errors span decades (FP32 1e-6, FP16 1e-3): log, unless a zero error cannot be shown so.
     log = bool(errors) and min(errors) > 0
     fig.update_yaxes(title_text="max abs error vs native TF" + (" (log)" if log else ""),
                      type="log" if log else "linear", exponentformat="e")
     _list_left_out(fig, left_out, "not plotted")
+    if target:
+        label_estimate(fig, target["label"])
+    return fig
+
+
+def estimate_target(table: pd.DataFrame) -> dict[str, Any] | None:
+    """The table's target GPU ({"gpu", "batch_size", "label"}) when it holds estimates."""
+    target = table.attrs.get("estimate")
+    has = "estimated_ms" in table and table["estimated_ms"].notna().any()
+    return target if target and has else None
+
+
+def estimated_latency_chart(table: pd.DataFrame) -> go.Figure:
+    """Estimated latency per configuration for the target GPU, native TF's estimate as a
+    line: the ranking `tune --target-gpu` uses, apart from the measured chart."""
+    target = estimate_target(table) or {"gpu": "?", "batch_size": 1, "label": "estimated"}
+    rows, left_out = _plottable(table, ("estimated_ms",))
+    rows.sort(key=lambda r: r["estimated_ms"])
+    labels = _unique_labels(rows)
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        name=f"converted, estimated for {target['gpu']}", x=labels,
+        y=[r["estimated_ms"] for r in rows],
+        marker={"color": [PRECISION_COLORS.get(str(r.get("precision_mode")),
+                                               OTHER_PRECISION_COLOR) for r in rows],
+                "line": {"color": [RECOMMENDED_COLOR if r.get("recommended") is True
+                                   else "rgba(0,0,0,0)" for r in rows], "width": 3}},
+        texttemplate="%{y:.3~g} ms", textposition="inside", insidetextanchor="start",
+        customdata=[f"{_hover(r)}<br>{r.get('engines')} engine(s); estimated "
+                    f"{_number(r.get('estimated_speedup')) or float('nan'):.2f}x native TF"
+                    for r in rows],
+        hovertemplate="%{customdata}<extra></extra>",
+    ))
+    native = [_number(r.get("estimated_native_ms")) for r in rows]
+    if rows and native[0] is not None:
+        fig.add_hline(y=native[0], line={"dash": "dash", "color": LATENCY_COLORS[0]},
+                      annotation_text=f"native TF, estimated ({native[0]:.3g} ms)",
+                      annotation_position="top left")
+    _layout(fig, _title(f"Estimated latency on {target['gpu']} per configuration", rows,
+                        f"batch {target['batch_size']}; estimated, not measured; outlined "
+                        "red: recommended"), height=max(420, 300 + 8 * len(rows)),
+            showlegend=True)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels,
+                     tickangle=-30)
+    fig.update_layout(legend={"y": -0.3})
+    fig.update_yaxes(title_text=f"ms per call, estimated for {target['gpu']}",
+                     rangemode="tozero")
+    _list_left_out(fig, left_out, "not estimated", below=0.42)
+    label_estimate(fig, target["label"])
     return fig
 
 
@@ -178,9 +236,13 @@ def conversion_chart(table: pd.DataFrame) -> go.Figure:
 
 
 def tune_figures(table: pd.DataFrame) -> dict[str, go.Figure]:
-    """The three charts by name, as `TuneResult.figures()` and the report show them."""
-    return {"pareto": pareto_chart(table), "latency": configuration_latency_chart(table),
-            "conversion": conversion_chart(table)}
+    """The charts by name (with estimates, "estimated latency" too), as
+    `TuneResult.figures()` and the report show them."""
+    figures = {"pareto": pareto_chart(table), "latency": configuration_latency_chart(table)}
+    if estimate_target(table):
+        figures["estimated latency"] = estimated_latency_chart(table)
+    figures["conversion"] = conversion_chart(table)
+    return figures
 
 
 def readable_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -191,7 +253,14 @@ def readable_table(table: pd.DataFrame) -> pd.DataFrame:
     rows = readable.to_dict("records")
     readable["trial"] = [trial_label(r) for r in rows]
     readable["measured on"] = [_producer(r) if r.get("backend") else "" for r in rows]
-    return readable[list(READABLE_COLUMNS)].astype(object).map(_cell)
+    columns = list(READABLE_COLUMNS)
+    target = estimate_target(table)
+    if target:  # the estimate's columns first, named with their GPU: never read as measured
+        estimated = {"estimated_ms": f"estimated ms on {target['gpu']}",
+                     "estimated_speedup": "estimated speed-up"}
+        readable = readable.rename(columns=estimated)
+        columns[2:2] = list(estimated.values())
+    return readable[columns].astype(object).map(_cell)
 
 
 # rows

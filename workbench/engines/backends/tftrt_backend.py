@@ -10,7 +10,6 @@ saved result back with `inspect_tftrt`, the same reader as for any TF-TRT conver
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
 from workbench.tf_compat import LAST_TFTRT_RELEASE, tensorflow_release, tensorflow_version
+from workbench.tf_private import tftrt
 
 if TYPE_CHECKING:
     from workbench.conversion.params import ConversionParams
@@ -37,11 +37,11 @@ def status() -> tuple[bool, str]:
         return False, (f"not available here: TensorFlow {version} has no TF-TRT "
                        f"(removed in 2.18; it needs TensorFlow <= 2.17 built with TensorRT)")
     try:
-        importlib.import_module("tensorflow.python.compiler.tensorrt.trt_convert")
-        utils = importlib.import_module("tensorflow.compiler.tf2tensorrt._pywrap_py_utils")
+        tftrt.trt_convert()
+        enabled = tftrt.tensorrt_enabled()
     except ImportError as error:
         return False, f"not available here: TF-TRT does not import ({error})"
-    if not utils.is_tensorrt_enabled():
+    if not enabled:
         return False, f"not available here: TensorFlow {version} was built without TensorRT"
     return True, ""
 
@@ -91,7 +91,7 @@ def convert_with_tftrt(
     if not ok:
         raise TftrtUnavailableError(f"TF-TRT is {reason}; use workbench.trt_convert (the "
                                     "workbench's own conversion) instead")
-    from tensorflow.python.compiler.tensorrt import trt_convert
+    trt_convert = tftrt.trt_convert()
 
     from workbench.engines.backends.tftrt_graph import inspect_tftrt
 

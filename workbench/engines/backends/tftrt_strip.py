@@ -124,9 +124,9 @@ def _to_segment_call(node: Any, library: dict[str, Any]) -> None:
 
 
 def _stateful(function: Any) -> bool:
-    from tensorflow.python.framework import op_def_registry
+    from workbench.tf_private.functions import op_def
 
-    return any(getattr(op_def_registry.get(n.op), "is_stateful", False)
+    return any(getattr(op_def(n.op), "is_stateful", False)
                for n in function.node_def)
 
 

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import DTYPE_ENUMS, numpy_dtype
+from workbench.lazy import tf
 
 Converter = Callable[["ExportContext", Any], None]
 
@@ -70,13 +71,11 @@ class ExportContext:
 
     def const(self, op: Any, index: int) -> np.ndarray | None:
         """The value of input `index` when TensorFlow can fold it statically."""
-        from tensorflow.python.framework import tensor_util
-
         tensor = op.inputs[index]
         proto = self.const_protos.get(tensor.op.name)
         if proto is not None and tensor.value_index == 0:  # a weight is a Placeholder here
             return _proto_array(proto)
-        return tensor_util.constant_value(tensor)
+        return tf.get_static_value(tensor)
 
     def require_const(self, op: Any, index: int, what: str) -> np.ndarray:
         value = self.const(op, index)
@@ -182,6 +181,4 @@ def _const_array(op: Any) -> np.ndarray:
 
 
 def _proto_array(proto: Any) -> np.ndarray:
-    from tensorflow.python.framework import tensor_util
-
-    return np.asarray(tensor_util.MakeNdarray(proto))
+    return np.asarray(tf.make_ndarray(proto))

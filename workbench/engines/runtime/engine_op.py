@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,7 +161,7 @@ class EngineOp:
         the native segment, until `stop_collecting()`."""
         self._shapes, self._batches = ([], None) if shapes else (None, [])
 
-    def stop_collecting(self) -> tuple[list[ShapeSet], list[tuple[np.ndarray, ...]]]:
+    def stop_collecting(self) -> Collected:
         """The shapes and batches recorded since `start_collecting`; calls run engines again."""
         collected = (self._shapes or [], self._batches or [])
         self._shapes = self._batches = None
@@ -361,6 +362,23 @@ class EngineOp:
         for run in self.native_runs:
             counts[run.reason] = counts.get(run.reason, 0) + 1
         return counts
+
+
+Collected = tuple[list[ShapeSet], list[tuple[np.ndarray, ...]]]  # see stop_collecting
+
+
+@contextmanager
+def collecting_natively(ops: Mapping[str, EngineOp], shapes: bool
+                        ) -> Iterator[dict[str, Collected]]:
+    """Inside the block every op runs its native segment and records its inputs' shapes
+    (`shapes`) or batches; the dict holds what each recorded (by name) once the block ends."""
+    collected: dict[str, Collected] = {}
+    for op in ops.values():
+        op.start_collecting(shapes)
+    try:
+        yield collected
+    finally:
+        collected.update({name: op.stop_collecting() for name, op in ops.items()})
 
 
 def compatible_key(keys: Sequence[CacheKey], shapes: ShapeSet) -> ShapeSet | None:

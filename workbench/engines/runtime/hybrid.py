@@ -24,6 +24,8 @@ from workbench.graph.functions import function_refs
 from workbench.graph.layout import cpu_runnable
 from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
 from workbench.lazy import tf
+from workbench.tf_private import eager
+from workbench.tf_private.functions import graph_to_function_def
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.function_pb2 import FunctionDef
@@ -163,8 +165,6 @@ def _native_graph_def(segment: SegmentGraph, weights: Sequence[str]) -> GraphDef
 def _function_def_of(segment: SegmentGraph, graph_def: GraphDef, weights: int) -> FunctionDef:
     """The native segment function of `graph_def`: placeholders become arguments (then
     `weights` weight arguments), the output Identities' inputs its results."""
-    from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
-
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.import_graph_def(graph_def, name="")
@@ -258,8 +258,6 @@ def converted_function_def(function: FunctionDef, body: FunctionBody,
     `body` is the `FunctionBody` the engines were found in and `segments` their SegmentGraphs:
     the body is rewritten as the top-level graph is (`converted_graph_def`), then turned back
     into a FunctionDef with the function's name, signature order and attributes."""
-    from tensorflow.python.framework.graph_to_function_def import graph_to_function_def
-
     engines = [s.engine for s in segments]
     dtypes = {s.engine.name: ([x.dtype for x in s.input_specs],
                               [x.dtype for x in s.output_specs]) for s in segments}
@@ -443,11 +441,6 @@ def forget_functions(names: Sequence[str]) -> None:
     owners remove them when collected; this is for owners still alive)."""
     import gc
 
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    if any(ctx.has_function(name) for name in names):
+    if eager.has_functions(names):
         gc.collect()
-    for name in names:
-        if ctx.has_function(name):
-            ctx.remove_function(name)
+    eager.remove_functions(names)

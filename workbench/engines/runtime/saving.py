@@ -25,8 +25,9 @@ from typing import Any
 
 from workbench.conversion.result import EngineInfo
 from workbench.engines.profiles import Profile
-from workbench.engines.runtime.converted_model import ConvertedModel, RuntimeGraph
+from workbench.engines.runtime.converted_model import ConvertedModel
 from workbench.engines.runtime.output_check import OutputSpec
+from workbench.engines.runtime.runtime_graph import RuntimeGraph
 from workbench.engines.settings import EngineSettings
 from workbench.engines.weights import LiftedGraph, StoredBytes
 from workbench.errors import WorkbenchError, first_line

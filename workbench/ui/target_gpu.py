@@ -1,0 +1,192 @@
+"""The app's target GPU: a picker (none: CPU measurements only) and what the Charts, Profiling
+and Tune tabs show for the picked GPU.
+
+Every figure here is estimated (`profiling.conversion_estimate`), titled with the GPU and
+"estimated", with the estimate's label (the model's measured error) beside it, and drawn apart
+from what this machine measured. The estimate of a sweep is kept per setting other than
+minimum_segment_size, so moving the threshold slider costs nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+
+from workbench.conversion.session import ConversionSession
+from workbench.errors import WorkbenchError
+from workbench.graph.gpu_facts import GPU_FACTS, gpu_facts
+from workbench.profiling.conversion_estimate import (
+    conversion_estimate,
+    engine_kernel_estimates,
+    estimated_beside_measured,
+    sweep_advice,
+    sweep_estimate,
+)
+from workbench.ui.tables import note_html, table_html
+from workbench.viz.estimate_charts import (
+    estimate_table,
+    kernel_estimate_chart,
+    sweep_estimate_chart,
+)
+from workbench.viz.view import ConversionView
+
+# How a tab puts a figure in an Output (`tabs.show_figure`), handed in: tabs import this module.
+Show = Callable[[widgets.Output, Any], None]
+NO_GPU = "none: CPU measurements only"
+PICK_A_GPU = ("Pick a target GPU (left, under the model) to see the latency estimated for it "
+              "here: estimated, never measured, with the model's measured error.")
+
+
+class TargetGpu:
+    """The picker: a GPU of the datasheet table (`graph.gpu_facts`) and the batch size to
+    estimate at. `observe(callback)` is told of every change; `session_of()` gives the app's
+    open model (None while loading)."""
+
+    def __init__(self, session_of: Callable[[], ConversionSession | None]) -> None:
+        self.session_of = session_of
+        self._listeners: list[Callable[[], None]] = []
+        self.picker = widgets.Dropdown(
+            options=[(NO_GPU, "")] + [(f"{g.short} ({g.name})", g.short) for g in GPU_FACTS],
+            value="", layout=widgets.Layout(width="220px"),
+            tooltip="Estimate the latency on this GPU (charts, profiling, tuning)")
+        self.batch = widgets.BoundedIntText(value=1, min=1, max=4096, description="batch",
+                                            style={"description_width": "38px"},
+                                            layout=widgets.Layout(width="100px"))
+        for widget in (self.picker, self.batch):
+            widget.observe(lambda _change: self._changed(), names="value")
+        self.widget = widgets.VBox([widgets.HTML("<b>Target GPU</b> (estimates)"),
+                                    widgets.HBox([self.picker, self.batch])])
+        self.widget.add_class("wb-target-gpu")
+
+    @property
+    def gpu(self) -> str | None:
+        """The picked GPU's short name, or None (CPU measurements only)."""
+        return self.picker.value or None
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.batch.value)
+
+    def set(self, gpu: str | None, batch_size: int | None = None) -> None:
+        """Picks `gpu` (any name `gpu_facts` knows; None: none) from Python; an unknown GPU is
+        a WorkbenchError listing the known ones."""
+        if batch_size is not None:
+            if batch_size < 1:
+                raise WorkbenchError(f"the estimated batch size must be 1 or more, not "
+                                     f"{batch_size}")
+            self.batch.value = batch_size
+        self.picker.value = gpu_facts(gpu).short if gpu else ""
+
+    def observe(self, callback: Callable[[], None]) -> None:
+        self._listeners.append(callback)
+
+    def _changed(self) -> None:
+        for callback in self._listeners:
+            callback()
+
+
+class SweepEstimate:
+    """The Charts tab's part: latency estimated for the target GPU along the sweep."""
+
+    def __init__(self, target: TargetGpu, show: Show) -> None:
+        self.target, self.show = target, show
+        self.note, self.out = widgets.HTML(), widgets.Output()
+        self.widget = widgets.VBox([self.note, self.out])
+        self._tables: dict[tuple, pd.DataFrame] = {}
+
+    def update(self, view: ConversionView) -> dict[str, Any]:
+        """Redraws for `view`; returns the figures shown by name."""
+        session, gpu = self.target.session_of(), self.target.gpu
+        if session is None or gpu is None:
+            self.note.value, self.out.outputs = note_html(PICK_A_GPU), ()
+            return {}
+        batch = self.target.batch_size
+        key = (id(session), replace(view.params, minimum_segment_size=1), len(view.sweep), gpu,
+               batch)
+        if key not in self._tables:
+            self._tables[key] = sweep_estimate(session, view.params, view.sweep, gpu, batch)
+        table = self._tables[key]
+        figure = sweep_estimate_chart(table, current=view.params.minimum_segment_size)
+        self.show(self.out, figure)
+        # The chart carries the label; the note says when fewer engines are estimated faster.
+        advice = sweep_advice(table, view.params.minimum_segment_size)
+        self.note.value = note_html(advice) if advice else ""
+        return {"estimate sweep": figure}
+
+
+class EngineEstimate:
+    """The Profiling tab's part: the current conversion's engines estimated for the target GPU,
+    and a trtexec profile's layers, measured beside estimated."""
+
+    def __init__(self, target: TargetGpu, show: Show) -> None:
+        self.target, self.show = target, show
+        self.note, self.table, self.out = widgets.HTML(), widgets.HTML(), widgets.Output()
+        self.profile = widgets.Text(placeholder="trtexec --exportProfile JSON",
+                                    layout=widgets.Layout(width="300px"))
+        self.layer_info = widgets.Text(placeholder="trtexec --exportLayerInfo JSON",
+                                       layout=widgets.Layout(width="300px"))
+        self.compare_button = widgets.Button(
+            description="Measured beside estimated", icon="balance-scale",
+            layout=widgets.Layout(width="230px"),
+            tooltip="A trtexec profile's layer times beside the estimate of the same layers")
+        self.compare_button.on_click(lambda _b: self._compare_clicked())
+        self.compare_note, self.compare_out = widgets.HTML(), widgets.Output()
+        self.figures: dict[str, Any] = {}
+        self.widget = widgets.VBox([
+            self.note, self.table, self.out,
+            widgets.HBox([self.profile, self.layer_info, self.compare_button],
+                         layout=widgets.Layout(flex_flow="row wrap")),
+            self.compare_note, self.compare_out])
+
+    def update(self, view: ConversionView) -> dict[str, Any]:
+        """The engines of `view` estimated for the target GPU; returns the figures shown."""
+        session, gpu = self.target.session_of(), self.target.gpu
+        self.figures.pop("estimate per engine", None)
+        self.figures.pop("estimate per kernel", None)
+        if session is None or gpu is None:
+            self.note.value, self.table.value, self.out.outputs = note_html(PICK_A_GPU), "", ()
+            return self.figures
+        batch = self.target.batch_size
+        # TensorRT's verdicts on these settings (Summary tab's button) give the real kernels.
+        estimate = conversion_estimate(session, view.params, gpu, batch, view.result,
+                                       view.tensorrt)
+        if view.tensorrt:
+            rows = engine_kernel_estimates(session, view.params, view.result, view.tensorrt,
+                                           gpu, batch)
+            rows["layer"] = rows["engine"].str.removeprefix("TRTEngineOp_") + ": " + rows["layer"]
+            what = "kernel"
+        else:
+            rows = pd.DataFrame({"layer": [*estimate["engines"], "TF ops outside engines"],
+                                 "estimated_ms": [*estimate["engines"].values(),
+                                                  estimate["native_ops_ms"]]})
+            what = "engine"
+        figure = kernel_estimate_chart(rows, estimate["gpu"], estimate["label"], what=what)
+        self.figures[f"estimate per {what}"] = figure
+        self.note.value = note_html(estimate["label"] + ("" if view.tensorrt else
+                                    ". Per kernel once TensorRT's verdicts are made (Summary)"))
+        self.table.value = table_html(estimate_table([estimate]))
+        self.show(self.out, figure)
+        return self.figures
+
+    def compare(self, profile: str, layer_info: str) -> pd.DataFrame:
+        """A trtexec profile's layers measured beside their estimate for the target GPU (or,
+        with none picked, for the GPU the profile ran on); shown below, and returned."""
+        table = estimated_beside_measured(profile, layer_info, self.target.gpu)
+        figure = kernel_estimate_chart(table, table.attrs["gpu"], table.attrs["label"])
+        self.figures["estimate beside trtexec"] = figure
+        measured, estimated = table["measured_ms"].sum(), table["estimated_ms"].sum()
+        self.compare_note.value = note_html(
+            f"{len(table)} layers: measured {measured:.3f} ms ({table.attrs['measured_on']}), "
+            f"estimated {estimated:.3f} ms for {table.attrs['gpu']}, summed over layers")
+        self.show(self.compare_out, figure)
+        return table
+
+    def _compare_clicked(self) -> None:
+        try:
+            self.compare(self.profile.value.strip(), self.layer_info.value.strip())
+        except WorkbenchError as exc:
+            self.compare_note.value = note_html(str(exc), error=True)
