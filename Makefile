@@ -16,7 +16,8 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Material for MkDocs prints a notice about its successor on every build.
 export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: install system-deps run report test typecheck docs screenshots bench clean
+.PHONY: install system-deps run report test typecheck docs docs-notebooks docs-diagrams screenshots \
+	bench clean
 
 install: $(STAMP) system-deps
 
@@ -63,6 +64,16 @@ test: install typecheck
 # --strict: a broken link, a missing page or a page left out of the nav fails.)
 docs: install
 	$(PY) -m mkdocs build
+
+# The lessons with their outputs, as the site shows them: executes every notebook (about 7 min on
+# 2 cores) into docs/notebooks/, which is kept in git. Rerun after changing a notebook
+# (tests/test_docs.py names the copies out of step); `NOTEBOOKS="03_precision ..."` for some.
+docs-notebooks: install
+	$(PY) tools/render_notebooks.py $(NOTEBOOKS)
+
+# The Concepts pages' diagrams (docs/images/concepts/), drawn by the workbench from the samples.
+docs-diagrams: install
+	$(PY) tools/draw_concept_diagrams.py
 
 # The app's pictures in the README and the docs, taken by the browser tests from the real app.
 SHOTS := test-output/browser

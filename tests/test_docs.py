@@ -9,12 +9,14 @@ by `make test` (a broken link or a page missing from the nav fails it).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -120,12 +122,17 @@ def test_benchmark_table_is_current():
     assert done.returncode == 0, done.stderr
 
 
-def test_cli_reference_covers_every_subcommand():
+def tool(name: str) -> ModuleType:
+    """A module of tools/ (not a package), imported by name."""
     sys.path.insert(0, str(ROOT / "tools"))
     try:
-        import docs_hooks
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "tools"))
+
+
+def test_cli_reference_covers_every_subcommand():
+    docs_hooks = tool("docs_hooks")
     from workbench.cli import _parser
 
     reference = docs_hooks.cli_reference()
@@ -137,6 +144,76 @@ def test_cli_reference_covers_every_subcommand():
                 if option in ("-h", "--help"):
                     continue
                 assert f"`{option}`" in reference, f"{name} {option} missing"
+
+
+def test_site_notebooks_are_executed_copies_of_the_notebooks():
+    """The site renders docs/notebooks/ (tools/render_notebooks.py executes the notebooks into
+    it): one copy per notebook, made from its current cells, with outputs, no error, and
+    nothing that needs a kernel or the network to show."""
+    render = tool("render_notebooks")
+    stale = render.stale_copies()
+    assert not stale, (f"docs/notebooks/ is out of step with notebooks/ for {stale}: run "
+                       f"`make docs-notebooks NOTEBOOKS=\"{' '.join(stale)}\"`")
+    for copy in sorted(render.KEPT.glob("*.ipynb")):
+        notebook = json.loads(copy.read_text())
+        outputs = [o for c in notebook["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
+        assert outputs, f"{copy.name} has no outputs"
+        kinds = {o["output_type"] for o in outputs}
+        kinds |= {mime for o in outputs for mime in o.get("data", {})}
+        assert not kinds & {"error", render.PLOTLY, render.WIDGET}, (copy.name, kinds)
+        html = "".join(part for o in outputs for part in o.get("data", {}).get("text/html", ""))
+        figures = re.findall(r'<div id="([^"]+)" class="plotly-graph-div"', html)
+        assert len(figures) == len(set(figures)), f"{copy.name}: figures share an id"
+        assert "widgets" not in notebook["metadata"], copy.name
+
+
+def test_a_rendered_copy_reads_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A plotly figure becomes HTML drawing with the site's plotly.js; a widget, a note."""
+    import nbformat
+
+    render = tool("render_notebooks")
+    monkeypatch.setenv("PLOTLY_RENDERER", "plotly_mimetype")  # as `main` sets it
+    lesson = tmp_path / "lesson.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import plotly.graph_objects as go\ngo.Figure(go.Bar(y=[1]))"),
+        nbformat.v4.new_code_cell("import ipywidgets\nipywidgets.IntSlider()")]), lesson)
+    copy = nbformat.read(render.render(lesson, tmp_path / "kept"), as_version=4)
+    figure, widget = (cell.outputs[0].data for cell in copy.cells)
+    assert set(figure) == {"text/html"} and 'class="plotly-graph-div"' in figure["text/html"]
+    assert "plotly.min.js" not in figure["text/html"]  # plotly.js comes from the site
+    assert widget == {"text/html": render.OTHER_WIDGET}
+    assert copy.metadata.workbench.source_sha256 == render.source_digest(nbformat.read(
+        lesson, as_version=4)) and "widgets" not in copy.metadata
+
+
+def test_a_notebook_copy_goes_stale_when_its_cells_change():
+    render = tool("render_notebooks")
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    digest = render.source_digest(notebook)
+    notebook.cells[0].outputs = [nbformat.v4.new_output("stream", text="out")]
+    assert render.source_digest(notebook) == digest  # outputs are not the source
+    notebook.cells[0].source = "x = 2"
+    assert render.source_digest(notebook) != digest
+
+
+CONCEPT_PAGES = ("segments.md", "shapes.md", "precision.md", "engine-runtime.md")
+
+
+def test_concept_pages_show_diagrams_the_workbench_draws():
+    """Each of these Concepts pages shows diagrams tools/draw_concept_diagrams.py draws (every
+    one of them shown somewhere), and a `workbench graph` diagram's caption quotes its command."""
+    drawer = tool("draw_concept_diagrams")
+    shown: dict[str, str] = {}
+    for page in CONCEPT_PAGES:
+        text = (ROOT / "docs" / page).read_text()
+        names = re.findall(r"!\[[^\]]*\]\(images/concepts/([^)\s]+)\)", text)
+        assert names, f"docs/{page} shows no diagram of docs/images/concepts/"
+        shown.update(dict.fromkeys(names, text))
+    assert set(shown) == set(drawer.DRAWERS)
+    for name, command in drawer.GRAPH_COMMANDS.items():
+        assert f"workbench graph {command}" in shown[name], f"{name}'s caption: {command}"
 
 
 def test_every_benchmark_writes_its_figures():

@@ -34,7 +34,7 @@ def test_make_run_saves_notebooks_without_outputs(tmp_path: Path) -> None:
         [sys.executable, "-m", "jupyter_server", f"--config={CONFIG}", f"--port={port}",
          "--ip=127.0.0.1", f"--IdentityProvider.token={token}", "--no-browser",
          "--allow-root", f"--ServerApp.root_dir={tmp_path}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=(tmp_path / "server.log").open("w"),
         env={"JUPYTER_CONFIG_DIR": str(tmp_path / ".config"),
              "JUPYTER_RUNTIME_DIR": str(tmp_path / ".runtime"), "PATH": "/usr/bin:/bin"})
     try:
@@ -61,3 +61,4 @@ def test_make_run_saves_notebooks_without_outputs(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(15)
+    assert "Overriding" not in (tmp_path / "server.log").read_text()  # `make run` is quiet

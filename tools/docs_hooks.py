@@ -1,13 +1,17 @@
 """MkDocs hooks: the CLI reference generated from `workbench.cli`'s argument parser at build
-time, and the notebooks and benchmark table published with the site so pages can link them.
+time, the Lessons section of the nav, and the benchmark table and plotly.js published with the
+site.
 
 `docs/cli.md` holds the marker `<!-- cli-reference -->`; every subcommand the parser knows
 (including ones added later) is rendered there, so the reference cannot drift from the code.
+The Lessons are every executed notebook in docs/notebooks/ (tools/render_notebooks.py writes
+them), in name order; a page with plotly figures loads plotly.js once, from the site itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -16,18 +20,50 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI_MARKER = "<!-- cli-reference -->"
-PUBLISHED = ("notebooks/*.ipynb", "benchmarks/README.md")
+LESSONS = ("Lessons", "notebooks")  # the nav section and its folder under docs/
+NAV_AFTER = "Getting started"
+PLOTLY_JS = "javascripts/plotly.min.js"
+
+
+def on_config(config: Any) -> Any:
+    """The Lessons section, after Getting started: one page per notebook copy, titled by its
+    number and heading (a notebook added later appears without editing mkdocs.yml)."""
+    title, folder = LESSONS
+    pages = [{lesson_title(p): f"{folder}/{p.name}"}
+             for p in sorted((ROOT / "docs" / folder).glob("*.ipynb"))]
+    nav = [entry for entry in config["nav"] if title not in entry]
+    after = next(i for i, entry in enumerate(nav) if NAV_AFTER in entry)
+    config["nav"] = [*nav[:after + 1], {title: pages}, *nav[after + 1:]]
+    return config
+
+
+def lesson_title(path: Path) -> str:
+    """"02 Choosing minimum_segment_size" for 02_minimum_segment_size.ipynb: the number, then
+    its first heading up to a colon."""
+    cells = json.loads(path.read_text())["cells"]
+    lines = ["".join(c["source"]).splitlines() for c in cells if c["cell_type"] == "markdown"]
+    heading = next((line[2:] for text in lines for line in text if line.startswith("# ")),
+                   path.stem.partition("_")[2].replace("_", " "))
+    number = path.stem.partition("_")[0]
+    return f"{number} {heading.split(':')[0].replace('`', '')}".strip()
 
 
 def on_files(files: Files, config: Any) -> Files:
-    """Adds the notebooks and the benchmark table to the site (links to them then resolve)."""
-    for pattern in PUBLISHED:
-        for path in sorted(ROOT.glob(pattern)):
-            relative = path.relative_to(ROOT).as_posix()
-            if relative.endswith(".md"):  # published as a file to download, not a page
-                relative = relative.removesuffix(".md") + ".txt"
-            files.append(File.generated(config, relative, abs_src_path=str(path)))
+    """Adds the benchmark table (a file to download, which pages link) and plotly.js."""
+    table = ROOT / "benchmarks" / "README.md"
+    files.append(File.generated(config, "benchmarks/README.txt", abs_src_path=str(table)))
+    from plotly.offline import get_plotlyjs
+
+    files.append(File.generated(config, PLOTLY_JS, content=get_plotlyjs()))
     return files
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    """A page showing plotly figures loads plotly.js in its head, before the figures' scripts."""
+    if 'class="plotly-graph-div"' not in output:
+        return output
+    up = "../" * page.file.url.count("/")
+    return output.replace("</head>", f'<script src="{up}{PLOTLY_JS}"></script>\n</head>', 1)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:

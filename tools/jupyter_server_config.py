@@ -7,6 +7,8 @@ notebook keeps its outputs until it is reloaded.
 
 from typing import Any
 
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+
 
 def strip_outputs(model: dict[str, Any], **_kwargs: Any) -> None:
     """A pre-save hook: drops code cells' outputs and counts, and the saved widget state."""
@@ -19,5 +21,15 @@ def strip_outputs(model: dict[str, Any], **_kwargs: Any) -> None:
     notebook.get("metadata", {}).pop("widgets", None)
 
 
+class OutputStrippingContentsManager(AsyncLargeFileManager):
+    """Jupyter's default contents manager with the hook registered. (Setting the
+    `pre_save_hook` option instead makes Jupyter warn "Overriding existing pre_save_hook" at
+    every start: its validator sees the value it is validating as an older one.)"""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.register_pre_save_hook(strip_outputs)
+
+
 c = get_config()  # noqa: F821 (Jupyter's config loader provides it)
-c.FileContentsManager.pre_save_hook = strip_outputs
+c.ServerApp.contents_manager_class = OutputStrippingContentsManager

@@ -367,7 +367,8 @@ def test_lab_server_stops_with_its_kernels(tmp_path: Path) -> None:
 
 
 # What overflows sideways: the tabs out of their bar, the app out of its output area, a table
-# out of its tab (a table must scroll inside its own box), the notebook out of the window.
+# out of its tab (a table must scroll inside its own box), the notebook out of the window; and
+# a button whose label its width cuts short (an ellipsis).
 LAYOUT_JS = """() => {
   const app = document.querySelector('.wb-app');
   const right = (e) => e.getBoundingClientRect().right;
@@ -382,6 +383,9 @@ LAYOUT_JS = """() => {
     notebook_overflow: notebook.scrollWidth - notebook.clientWidth,
     tables_out: [...app.querySelectorAll('.wb-scroll')]
       .filter((e) => e.offsetParent && right(e) > right(panel) + 1).length,
+    labels_cut: [...app.querySelectorAll('button')]
+      .filter((b) => b.offsetParent && b.scrollWidth > b.clientWidth + 1)
+      .map((b) => b.textContent.trim()),
   };
 }"""
 
@@ -411,7 +415,7 @@ def test_app_fits_the_window_with_the_sidebar_open(tmp_path: Path) -> None:
                 page.get_by_role("tab", name=tab).click()
                 page.wait_for_timeout(500)  # plotly and Lumino settle on the new width
                 layout = page.evaluate(LAYOUT_JS)
-                screenshot(page, f"layout_{width}_{tab.lower()}.png")
+                screenshot(page, f"layout_{width}_{tab.lower().replace(' ', '_')}.png")
                 bad = {k: v for k, v in layout.items() if k != "app_width" and v}
                 if bad:
                     problems[f"{width} px, {tab}"] = {**bad, "app_width": layout["app_width"]}

@@ -114,6 +114,7 @@ def test_compare_runs_chart_leaves_out_layers_without_time(trio):
     rows = len(fig.data[0].y)
     assert rows < len(align_runs(trio))  # zero-time copies dropped
     assert "12.40 ms" in fig.layout.title.text and "2.38 ms" in fig.layout.title.text
+    assert fig.layout.legend.y < 0 and fig.layout.legend.yanchor == "top"  # clear of the title
 
 
 def native_run():
@@ -142,6 +143,7 @@ def test_same_tf_nodes_in_two_runs_sum_the_native_ops_of_a_fused_layer(trio):
     assert [t.name for t in fig.data] == ["TF (tensorflow on CPU (x86_64))",
                                           f"FP32 (trtexec on {RTX})"]
     assert list(fig.data[0].x) == pytest.approx([2.0, 0.7])
+    assert fig.layout.legend.y < 0 and fig.layout.legend.yanchor == "top"  # clear of the title
 
 
 def test_native_vs_engine_without_shared_nodes_says_so():

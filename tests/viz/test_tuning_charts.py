@@ -77,7 +77,7 @@ def test_pareto_chart_plots_finished_trials_by_precision(table: pd.DataFrame) ->
     hover = traces["FP16"].customdata[0]
     assert "FP16 mss=2" in hover and "onnxruntime on CPU" in hover and "Pareto" in hover
     assert fig.layout.yaxis.type == "log"  # errors span decades
-    assert "onnxruntime on CPU" in fig.layout.xaxis.title.text
+    assert "<br><sup>onnxruntime on CPU" in fig.layout.xaxis.title.text  # a line of its own
     assert_renders_offline(fig)
 
 

@@ -49,8 +49,9 @@ class GraphTab:
 
     def __init__(self, target: TargetGpu | None = None) -> None:
         self.target = target  # the app's target GPU: each engine's estimated time in its box
+        # Buttons as wide as their labels (a fixed width cut "TensorRT kernels").
         self.choice = widgets.ToggleButtons(options=list(GRAPH_VIEWS), value="Converted",
-                                            style={"button_width": "105px"})
+                                            style={"button_width": "auto"})
         self.engine = widgets.Dropdown(description="engine", options=[])
         self.search = widgets.Text(placeholder="find a node, op type or scope",
                                    continuous_update=False, layout=widgets.Layout(width="220px"))

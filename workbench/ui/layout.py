@@ -24,8 +24,8 @@ class AppLayout:
         self.status.add_class("wb-status")
         self.progress = widgets.FloatProgress(value=0, min=0, max=1,
                                               layout=widgets.Layout(width="200px"))
-        self.cancel_button = widgets.Button(description="Cancel", icon="stop",
-                                            layout=widgets.Layout(width="90px"))
+        self.cancel_button = widgets.Button(description="Cancel", icon="stop",  # not squeezed
+                                            layout=widgets.Layout(width="auto", flex="0 0 auto"))
         self.headline = widgets.HTML()
         self.knob_notes = widgets.HTML()
         self.picker = widgets.Combobox(

@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from workbench.errors import WorkbenchError
 from workbench.profiling.layers import align_runs, shared_node_groups
-from workbench.viz.charts import FONT, OTHER_PRECISION_COLOR, PRECISION_COLORS
+from workbench.viz.charts import FONT, OTHER_PRECISION_COLOR, PRECISION_COLORS, legend_below
 from workbench.viz.style import ENGINE_COLORS
 
 # One colour per layer type, stable across charts, from a qualitative palette (ten hues that
@@ -172,7 +172,7 @@ def compare_runs_chart(table: pd.DataFrame, runs: Sequence[str] | None = None) -
                        for r in order)
     _layout(fig, f"Layer latency by run, aligned by layer ({totals})", 500, "run",
             barmode="group", bargap=0.2, bargroupgap=0.0)
-    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0})
+    _legend_below(fig, 500)
     fig.update_xaxes(title_text="aligned layer (execution order of the first run)")
     fig.update_yaxes(title_text="average latency (ms)")
     return fig
@@ -197,9 +197,9 @@ def native_vs_engine_chart(table: pd.DataFrame, native_run: str, engine_run: str
                     hovertemplate="%{x:.4f} ms<br>TF nodes:<br>%{customdata}<extra></extra>")
     share = (f"{groups['first_ms'].sum():.2f} ms vs {groups['second_ms'].sum():.2f} ms "
              f"over {len(groups)} groups of TF nodes")
-    _layout(fig, f"Same TF nodes, two runs: {share}", max(360, 110 + 24 * len(groups)),
-            barmode="group")
-    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0})
+    height = max(360, 110 + 24 * len(groups))
+    _layout(fig, f"Same TF nodes, two runs: {share}", height, barmode="group")
+    _legend_below(fig, height)
     fig.update_yaxes(autorange="reversed", title_text="layer (its TF nodes in the hover)")
     fig.update_xaxes(title_text="average latency (ms)")
     return fig
@@ -301,6 +301,13 @@ def _layout(fig: go.Figure, title: str, height: int, legend: str = "", **extra) 
         margin={"l": 70, "r": 40, "t": 70, "b": 60},
         legend={"yanchor": "top", "y": 1.0, "x": 1.01, "title": {"text": legend}}, **extra,
     )
+
+
+def _legend_below(fig: go.Figure, height: int) -> None:
+    """A horizontal legend under the plot: above it, two rows of long run names ran into the
+    title."""
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": legend_below(height),
+                              "x": 0})
 
 
 def _note(fig: go.Figure, text: str) -> None:

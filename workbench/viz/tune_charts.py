@@ -342,8 +342,9 @@ def _producer(row: dict) -> str:
 
 
 def _produced_by(rows: list[dict]) -> str:
+    """The backends and devices, on a line of their own (one line overflowed narrow charts)."""
     producers = list(dict.fromkeys(_producer(r) for r in rows))
-    return f"; {', '.join(producers)}" if producers else ""
+    return f"<br><sup>{', '.join(producers)}</sup>" if producers else ""
 
 
 def _title(title: str, rows: list[dict], note: str) -> str:
