@@ -111,6 +111,8 @@ def test_report_has_the_estimate_section(map_fn_session):
     assert "<h2>GPU latency estimated for Tesla T4</h2>" in page
     assert "chart-estimate-sweep" in page and "leave-one-out" in page
     assert "Estimated, not measured" in page
+    graph = page[page.index('id="graph-converted"'):]  # its engines carry their estimated time
+    assert "ms on Tesla T4 (estimated)" in graph[:graph.index("</svg>")]
 
 
 def test_cli_report_refuses_an_unknown_gpu_before_loading(tmp_path):

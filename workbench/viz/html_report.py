@@ -112,6 +112,7 @@ def html_report(session: ConversionSession, params: ConversionParams,
     with `target_gpu`, the latency estimated for that GPU at `batch_sizes` and along the
     sweep (`estimate_html`)."""
     data = collect(session, params, check, tensorrt, per_engine=per_engine)
+    estimates = _estimates(session, data, target_gpu, batch_sizes) if target_gpu else []
     sections = [
         _section("Parameters", _params_table(data.params)),
         _section("Result", _headline(data.headline) + _knob_notes(data.knob_notes)),
@@ -122,12 +123,12 @@ def html_report(session: ConversionSession, params: ConversionParams,
         _section("Charts", _charts(data)),
         *([_section("Validation and latency", _validation(data))] if data.check else []),
         *([_section(f"GPU latency estimated for {target_gpu_name(target_gpu)}",
-                    estimate_html(session, data, target_gpu, batch_sizes))]
+                    estimate_html(session, data, estimates, batch_sizes))]
           if target_gpu else []),
         *([_section("Per-engine accuracy", _per_engine(data))] if data.per_engine else []),
         *([_section("Tuning", tuning_html(tuning))] if tuning is not None else []),
-        _section("Converted graph", _graph_view("converted", data)),
-        _section("Full graph by engine", _graph_view("full", data)),
+        _section("Converted graph", _graph_view("converted", data, estimates)),
+        _section("Full graph by engine", _graph_view("full", data, estimates)),
         _section("Nodes outside engines", _unconverted(data.report)),
     ]
     return _page(_title(data.result), _header(data), sections)
@@ -363,19 +364,24 @@ def _per_engine(data: ConversionView) -> str:
             + _chart("per-engine", per_engine_chart(report.table())))
 
 
-def estimate_html(session: ConversionSession, data: ConversionView, gpu: str,
+def _estimates(session: ConversionSession, data: ConversionView, gpu: str,
+               batch_sizes: Sequence[int]) -> list[dict]:
+    """The conversion's latency estimated for `gpu` at each batch size."""
+    from workbench.profiling.conversion_estimate import conversion_estimate
+
+    return [conversion_estimate(session, data.params, gpu, b, data.result, data.tensorrt)
+            for b in batch_sizes]
+
+
+def estimate_html(session: ConversionSession, data: ConversionView, estimates: Sequence[dict],
                   batch_sizes: Sequence[int]) -> str:
-    """The conversion's latency estimated for `gpu` at each batch size, per engine, and along
-    the minimum_segment_size sweep, the estimate's label (its measured error) first."""
-    from workbench.profiling.conversion_estimate import (
-        conversion_estimate,
-        sweep_advice,
-        sweep_estimate,
-    )
+    """The conversion's latency estimated for a GPU (`estimates`: one per batch size), per
+    engine, and along the minimum_segment_size sweep, the estimate's label (its measured
+    error) first."""
+    from workbench.profiling.conversion_estimate import sweep_advice, sweep_estimate
     from workbench.viz.estimate_charts import estimate_table, sweep_estimate_chart
 
-    estimates = [conversion_estimate(session, data.params, gpu, b, data.result, data.tensorrt)
-                 for b in batch_sizes]
+    gpu = estimates[0]["gpu"]
     engines = pd.DataFrame({"engine": list(estimates[0]["engines"]),
                             f"estimated ms at batch {batch_sizes[0]}":
                                 [round(v, 4) for v in estimates[0]["engines"].values()]})
@@ -437,15 +443,17 @@ def _recommendations(recommendation: Recommendation) -> str:
     return f'<p class="note">Recommended values:</p><ul class="recs">{items}</ul>'
 
 
-def _graph_view(kind: str, data: ConversionView) -> str:
+def _graph_view(kind: str, data: ConversionView, estimates: Sequence[dict] = ()) -> str:
     """The Segment graph tab's first view of `kind`, by name scope (`workbench graph` opens
-    more of it); engines carry TensorRT's kernels when the report has its verdicts."""
+    more of it); engines carry TensorRT's kernels when the report has its verdicts, and their
+    estimated time at the first batch size when it has a target GPU."""
     from workbench.viz.graphs import inline_svg
     from workbench.viz.overlays import engine_overlays
     from workbench.viz.scope_graphs import scope_drawing
 
     drawing = scope_drawing(data.graph, data.result, kind, errors=data.engine_errors,
-                            overlays=engine_overlays(data.tensorrt))
+                            overlays=engine_overlays(data.tensorrt,
+                                                     estimates[0] if estimates else None))
     return f'<div class="graph" id="graph-{kind}">{inline_svg(drawing.digraph)}</div>'
 
 
