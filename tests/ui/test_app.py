@@ -195,8 +195,11 @@ def test_profiling_tab(app: Workbench) -> None:
 def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench) -> None:
     app.validation_tab.batch_sizes.value = "1, 4"
     app.validation_tab.whole.value = True  # the detector exports whole (its NMS too)
+    app.target_gpu.set("T4")  # estimated apart from what was measured
     app.validation_tab.button.click()
+    app.target_gpu.set(None)
     check = app.check
+    assert "Tesla T4 (estimated), batch 4" in app.validation_tab.note.value
     assert check is not None and check.validation.batches == 2
     assert sorted(set(check.latency["batch_size"])) == [1, 4]
     assert "PASSED: FP32 converted vs native TensorFlow" in app.validation_tab.note.value
@@ -211,6 +214,7 @@ def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench)
     assert run.metrics["validation_passed"] is True
     assert run.metrics["engines_backend"] == "onnxruntime"
     assert run.metrics["converted_ms_b4"] > 0 and run.metrics["max_abs_error"] < 1e-3
+    assert not any("estimated" in key for key in run.metrics)  # measured figures only
     app.controls.minimum_segment_size.value = 12  # other settings: stale, not stored
     assert "other settings" in app.validation_tab.stale.value
     assert app.keep_run("unchecked").metrics == {}

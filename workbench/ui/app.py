@@ -278,7 +278,9 @@ class Workbench:
         """The CLI's `check` (the Validation tab's button): builds the current conversion's
         engines, compares its outputs with native TF on generated batches and times both per
         batch size (background step; `options` go to `conversion_check_steps`: atol, rtol,
-        iterations, ...). `keep_run` then stores the figures with the run."""
+        iterations, ...); with a target GPU picked, its latency estimated there too, shown
+        apart. `keep_run` then stores the measured figures with the run."""
+        options.setdefault("target_gpu", self.target_gpu.gpu)
         self._start_on_session(
             partial(steps.checking, batch_sizes=batch_sizes, batches=batches, **options),
             self._measured("check"), "Validating")
