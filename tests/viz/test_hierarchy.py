@@ -110,6 +110,11 @@ def test_find_and_report_row_open_and_highlight_their_nodes():
                             highlight=row.highlight)
     line = next(s for s in drawing.digraph.body if '"wrap/model/head/Erfc" [' in s)
     assert HIGHLIGHT in line and "Erfc is not supported" in line  # TF-TRT's reason kept
+    # A highlighted engine whose nodes sit in a collapsed group marks that group.
+    shut = scope_drawing(graph, result, "full", open_groups=["wrap/model"],
+                         highlight={"TRTEngineOp_000_000"})
+    group = next(s for s in shut.digraph.body if "block_* ×30" in s)
+    assert HIGHLIGHT in group and "1 match" in group
 
 
 def test_drawing_collapsed_groups_say_what_they_hold():

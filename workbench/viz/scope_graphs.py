@@ -306,6 +306,9 @@ class _Drawer:
         return ROOT if parent is None else parent
 
     def _inside(self, name: str, gid: str) -> bool:
+        """A marked node inside group `gid`, or a marked engine with nodes in it."""
+        if name in self.tree.groups[gid].engines:
+            return True
         owner = self.tree.group_of.get(name)
         return owner is not None and (owner == gid or gid in self.tree.ancestors(owner))
 
