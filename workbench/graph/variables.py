@@ -17,8 +17,6 @@ VARIABLE_OP_ATTR = "_workbench_variable_op"  # on a frozen Const: the variable o
 READ_VARIABLE = "ReadVariableOp"
 REF_VARIABLE = "VariableV2"
 DT_RESOURCE = 20  # types_pb2.DT_RESOURCE
-# TF-TRT's VariableV2 / ReadVariableOp converters take these dtypes only.
-CONVERTIBLE_DTYPES = frozenset({1, 19})  # DT_FLOAT, DT_HALF
 
 
 def variable_origins(graph_def: Any) -> dict[str, str]:
@@ -35,14 +33,11 @@ def variable_origins(graph_def: Any) -> dict[str, str]:
     return origins
 
 
-def mark_variables(graph_def: Any, origins: dict[str, str]) -> int:
-    """Marks the Consts of the frozen `graph_def` that were variables; returns how many."""
-    marked = 0
+def mark_variables(graph_def: Any, origins: dict[str, str]) -> None:
+    """Marks the Consts of the frozen `graph_def` that were variables."""
     for node in graph_def.node:
         if node.op == "Const" and node.name in origins:
             node.attr[VARIABLE_OP_ATTR].s = origins[node.name].encode()
-            marked += 1
-    return marked
 
 
 def variable_op(node: Any) -> str | None:
@@ -67,9 +62,7 @@ def variable_nodes(name: str, argument: str, value: Any, op: str, shared_name: s
 
     dtype, shape = value.dtype, value.tensor_shape
     if op == READ_VARIABLE:
-        handle = node_def_pb2.NodeDef(name=argument, op="Placeholder")
-        handle.attr["dtype"].type = DT_RESOURCE
-        handle.attr["shape"].shape.SetInParent()  # a scalar handle
+        handle = handle_placeholder(argument)
         read = node_def_pb2.NodeDef(name=name, op="ReadVariableOp", input=[argument])
         read.attr["dtype"].type = dtype
         read.attr["_shape"].shape.CopyFrom(shape)
@@ -90,6 +83,16 @@ def variable_nodes(name: str, argument: str, value: Any, op: str, shared_name: s
                                 input=[name, f"^{name}/Assign"])
     read.attr["T"].type = dtype
     return [given, variable, assign, read]
+
+
+def handle_placeholder(name: str) -> Any:
+    """A Placeholder bringing a variable's resource handle (a scalar)."""
+    from tensorflow.core.framework import node_def_pb2
+
+    node = node_def_pb2.NodeDef(name=name, op="Placeholder")
+    node.attr["dtype"].type = DT_RESOURCE
+    node.attr["shape"].shape.SetInParent()
+    return node
 
 
 def read_name(name: str, op: str | None) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from workbench.engines.weights import LiftedGraph, is_stored, stand_in
-from workbench.graph.variables import DT_RESOURCE, READ_VARIABLE, variable_op
+from workbench.graph.variables import READ_VARIABLE, handle_placeholder, variable_op
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.graph_pb2 import GraphDef
@@ -58,7 +58,7 @@ def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph],
             if weight not in top_level:
                 handle = variables.get(weight, ("",))[0] == READ_VARIABLE
                 lifted.graph_def.node.append(
-                    _handle_stand_in(weight) if handle else stand_in(weight, tensor))
+                    handle_placeholder(weight) if handle else stand_in(weight, tensor))
                 top_level.add(weight)
             lifted.weights.setdefault(weight, tensor)
         _feed_weights(calls[name], per_engine[name], lifted.graph_def)
@@ -70,7 +70,8 @@ def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph],
 def _feed_weights(call: NodeDef, names: list[str], graph_def: GraphDef) -> None:
     """The call node's extra data inputs (before its control inputs) and their dtypes (those
     of the top-level Placeholders feeding them)."""
-    dtypes = {n.name: n.attr["dtype"].type for n in graph_def.node if n.name in set(names)}
+    wanted = set(names)
+    dtypes = {n.name: n.attr["dtype"].type for n in graph_def.node if n.name in wanted}
     inputs = list(call.input)
     data = [t for t in inputs if not t.startswith("^")]
     del call.input[:]
@@ -89,13 +90,3 @@ def _variables(lifted: LiftedGraph) -> dict[str, tuple[str, TensorProto]]:
                 node.attr["value"].tensor
             found[node.name] = (op, value)
     return found
-
-
-def _handle_stand_in(name: str) -> NodeDef:
-    """The top-level Placeholder that brings a variable's resource handle."""
-    from tensorflow.core.framework import node_def_pb2
-
-    node = node_def_pb2.NodeDef(name=name, op="Placeholder")
-    node.attr["dtype"].type = DT_RESOURCE
-    node.attr["shape"].shape.SetInParent()
-    return node
