@@ -219,10 +219,7 @@ def _run_graph(args: argparse.Namespace) -> int:
         from workbench.engines.inspection.tensorrt_verdict import require_tensorrt
 
         require_tensorrt()
-    if args.target_gpu:
-        from workbench.graph.gpu_facts import gpu_facts
-
-        gpu_facts(args.target_gpu)
+    _check_target_gpu(args)
     session = _open_session(args)
     result = session.convert(params)
     graph = session.prepared(params.precision_mode).graph
@@ -234,9 +231,10 @@ def _run_graph(args: argparse.Namespace) -> int:
         return 0
     from workbench.viz.overlays import engine_overlays
 
+    tensorrt = _tensorrt_verdicts(session, result, params) if args.tensorrt else None
     overlays = engine_overlays(
-        _tensorrt_verdicts(session, result, params) if args.tensorrt else None,
-        _gpu_estimate(session, result, params, args) if args.target_gpu else None)
+        tensorrt, _gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu
+        else None)
     drawing = write_scope_drawing(
         graph, result, args.output, view="engine" if args.engine else args.view,
         engine=args.engine,

@@ -26,7 +26,7 @@ from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.lazy import tf
 from workbench.profiling.conversion_estimate import (
-    conversion_estimates,
+    conversion_estimate,
     estimate_line,
     target_gpu_name,
 )
@@ -208,7 +208,8 @@ def conversion_check_steps(
             arrays = list(feeds[batch].values())
             rows.append(_timed(WHOLE, lambda a=arrays: whole.run(a), f"{whole.backend} engine",
                                whole.device, batch, warmup, iterations))
-    estimates = conversion_estimates(session, params, target_gpu, sizes) if target_gpu else ()
+    estimates = tuple(conversion_estimate(session, params, target_gpu, b, result)
+                      for b in sizes) if target_gpu else ()
     return ConversionCheck(params=params, engines=len(result.engines),
                            validation=report, latency=pd.DataFrame(rows), notes=tuple(notes),
                            backend=model.backend.name, device=model.backend.device,

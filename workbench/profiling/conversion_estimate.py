@@ -73,13 +73,6 @@ def engine_kernel_estimates(session: ConversionSession, params: ConversionParams
     return pd.DataFrame(rows, columns=["engine", "layer", "layer_type", "estimated_ms"])
 
 
-def conversion_estimates(session: ConversionSession, params: ConversionParams, gpu: str,
-                         batch_sizes: Sequence[int] = (1,)) -> tuple[dict, ...]:
-    """`conversion_estimate` at each batch size (what `check --target-gpu` adds)."""
-    result = session.convert(params.validated())
-    return tuple(conversion_estimate(session, params, gpu, b, result) for b in batch_sizes)
-
-
 def sweep_estimate(session: ConversionSession, params: ConversionParams,
                    results: Sequence[ConversionResult], gpu: str,
                    batch_size: int = 1) -> pd.DataFrame:

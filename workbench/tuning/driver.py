@@ -22,13 +22,13 @@ from workbench.errors import first_line
 from workbench.graph.cache import content_key
 from workbench.profiling.conversion_estimate import target_gpu_name
 from workbench.tuning.cluster import Cluster, connect
-from workbench.tuning.estimates import estimate_trials, open_session
+from workbench.tuning.estimates import estimate_trials
 from workbench.tuning.grid import TuneError, expand_grid
 from workbench.tuning.progress import Progress
 from workbench.tuning.record import TrialRecord, trial_id
 from workbench.tuning.result import TuneResult
 from workbench.tuning.store import TrialStore
-from workbench.tuning.trial import TrialSpec, run_trial, thread_budget
+from workbench.tuning.trial import TrialSpec, run_trial, session_for, thread_budget
 
 DEFAULT_STORE = "workbench_runs"  # the app's runs store (workbench.ui.store) keeps its runs here
 POLL_S = 0.25  # how soon a cancel or a timeout is noticed while trials run
@@ -101,7 +101,7 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
             run_specs(cluster, [replace(s, threads=threads) for s in missing], timeout,
                       finished, cancel)
     trials = [records[t] for t in order if t in records]
-    estimates = estimate_trials(open_session(path, signature_key, tags), trials, target_gpu,
+    estimates = estimate_trials(session_for(path, signature_key, tags), trials, target_gpu,
                                 sizes[0]) if target_gpu else None
     return TuneResult(trials, model=path, store=trial_store.directory,
                       problems=trial_store.problems, estimates=estimates)

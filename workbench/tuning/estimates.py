@@ -25,12 +25,6 @@ def estimate_trials(session: ConversionSession, trials: Sequence[TrialRecord], g
             for t in trials if t.status == "ok"}
 
 
-def open_session(model: str, signature_key: str | None = None,
-                 tags: Sequence[str] | None = None) -> ConversionSession:
-    """The model as the trials opened it (the prepared-graph cache makes this cheap)."""
-    return ConversionSession.open(model, signature_key, tuple(tags) if tags else None)
-
-
 def with_estimates(result: TuneResult, session: ConversionSession, gpu: str | None,
                    batch_size: int = 1) -> TuneResult:
     """`result` ranked by its trials' estimates on `gpu` (None: by what was measured)."""

@@ -74,11 +74,16 @@ def worker_address() -> str:
 
 
 def _session(spec: TrialSpec) -> Any:
+    return session_for(spec.model, spec.signature_key, spec.tags)
+
+
+def session_for(model: str, signature_key: str | None, tags: tuple[str, ...] | None) -> Any:
+    """The model opened once per process (a worker's trials, the driver's estimates)."""
     from workbench.conversion.session import ConversionSession
 
-    key = (spec.model, spec.signature_key, spec.tags)
+    key = (model, signature_key, tags)
     if key not in _sessions:
-        _sessions[key] = ConversionSession.open(spec.model, spec.signature_key, spec.tags)
+        _sessions[key] = ConversionSession.open(model, signature_key, tags)
     return _sessions[key]
 
 
