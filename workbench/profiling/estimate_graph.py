@@ -71,7 +71,7 @@ def graph_estimate(graph: Graph, engines: Sequence[Any], gpu: str | GpuFacts,
     """
     facts = gpu_facts(gpu)
     coefficients = coefficients or load_coefficients()
-    engine_precision = {"FP16": "fp16", "INT8": "int8"}.get(precision_mode.upper(), "fp32")
+    engine_precision = _precision(precision_mode)
     in_engine = {node: engine.name for engine in engines for node in engine.nodes}
     built = {name: list(found) for name, found in (kernels or {}).items() if found}
     engine_ms = {engine.name: ENGINE_OP_OVERHEAD_MS + coefficients["engine_launch_ms"]
@@ -131,10 +131,9 @@ def kernel_estimates(graph: Graph, engine_nodes: Iterable[str], kernels: Sequenc
                      coefficients: dict | None = None) -> list[dict]:
     """Per kernel TensorRT built of one engine (`engine_nodes`, its TF nodes): name, type,
     estimated_ms, kind, flops, bytes, precision at `batch_size` on `gpu` (no engine launch)."""
-    precision = {"FP16": "fp16", "INT8": "int8"}.get(precision_mode.upper(), "fp32")
     return estimate_layers(kernels, gpu, coefficients,
-                           works=kernels_work(graph, engine_nodes, kernels, precision,
-                                              batch_size))
+                           works=kernels_work(graph, engine_nodes, kernels,
+                                              _precision(precision_mode), batch_size))
 
 
 def kernels_work(graph: Graph, engine_nodes: Iterable[str], kernels: Sequence[Kernel],
@@ -175,6 +174,11 @@ def node_kernel(graph: Graph, node: Node, precision: str | None, batch_size: int
                   inputs=tuple(tensor(spec, f"input{i}") for i, spec in enumerate(data_inputs)),
                   outputs=(tensor(output, "output"),), constants=constants,
                   parameters=parameters)
+
+
+def _precision(precision_mode: str) -> str:
+    """The estimate's datatype key for a TF-TRT precision mode (INT8 and FP16 as such)."""
+    return {"FP16": "fp16", "INT8": "int8"}.get(precision_mode.upper(), "fp32")
 
 
 def _kernel_ms(graph: Graph, node: Node, precision: str | None, batch_size: int,
