@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 
 from workbench.errors import WorkbenchError
-from workbench.profiling.estimate_graph import engine_kernels, graph_estimate
 from workbench.ui.clickable import Drawing
 from workbench.ui.tables import note_html
 from workbench.viz.graphs import inline_svg
@@ -63,7 +62,6 @@ class GraphTab:
         self.html.add_class("wb-graph")
         self.html.on_click(self.clicked)
         self.selected = ""  # the node or engine a click selected
-        self._estimate: tuple[object, tuple, dict] | None = None  # (result, (gpu, batch), doc)
         self.svg = ""
         self.tree: ScopeTree | None = None
         self.open: frozenset[str] | None = None  # None: the first view
@@ -229,18 +227,10 @@ class GraphTab:
                 f"{len(engine.outputs)} outputs{f'; {extra}' if extra else ''}.")
 
     def _gpu_estimate(self) -> dict | None:
-        """The target GPU's estimate of this conversion (made once per result, GPU and batch)."""
-        view, target = self._view, self.target
-        if view is None or target is None or not target.gpu:
+        """The target GPU's estimate of this conversion (the one the Profiling tab shows)."""
+        if self._view is None or self.target is None:
             return None
-        key = (target.gpu, target.batch_size)
-        if self._estimate is None or self._estimate[0] is not view.result \
-                or self._estimate[1] != key:
-            document = graph_estimate(view.graph, view.result.engines, target.gpu,
-                                      view.params.precision_mode, target.batch_size,
-                                      kernels=engine_kernels(view.tensorrt or {}))
-            self._estimate = (view.result, key, document)
-        return self._estimate[2]
+        return self.target.estimate(self._view)
 
     def _draw_kernels(self, view: ConversionView) -> None:
         """One engine as TensorRT built it (after the Summary tab's TensorRT verdicts)."""

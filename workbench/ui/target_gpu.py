@@ -49,6 +49,9 @@ class TargetGpu:
     def __init__(self, session_of: Callable[[], ConversionSession | None]) -> None:
         self.session_of = session_of
         self._listeners: list[Callable[[], None]] = []
+        # The last estimate, (view, gpu, batch, document): the Profiling and Segment graph tabs
+        # show the same one, made once per refresh.
+        self._last: tuple[ConversionView, str, int, dict] | None = None
         self.picker = widgets.Dropdown(
             options=[(NO_GPU, "")] + [(f"{g.short} ({g.name})", g.short) for g in GPU_FACTS],
             value="", layout=widgets.Layout(width="220px"),
@@ -80,6 +83,20 @@ class TargetGpu:
                                      f"{batch_size}")
             self.batch.value = batch_size
         self.picker.value = gpu_facts(gpu).short if gpu else ""
+
+    def estimate(self, view: ConversionView) -> dict | None:
+        """`conversion_estimate` of `view` for the picked GPU and batch (None: no GPU picked or
+        no model open), made once per view, GPU and batch."""
+        session, gpu, batch = self.session_of(), self.gpu, self.batch_size
+        if session is None or gpu is None:
+            return None
+        last = self._last
+        if last is None or last[0] is not view or last[1:3] != (gpu, batch):
+            # TensorRT's verdicts on these settings (Summary tab's button) give the real kernels.
+            document = conversion_estimate(session, view.params, gpu, batch, view.result,
+                                           view.tensorrt)
+            self._last = last = (view, gpu, batch, document)
+        return last[3]
 
     def observe(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)
@@ -144,16 +161,13 @@ class EngineEstimate:
 
     def update(self, view: ConversionView) -> dict[str, Any]:
         """The engines of `view` estimated for the target GPU; returns the figures shown."""
-        session, gpu = self.target.session_of(), self.target.gpu
         self.figures.pop("estimate per engine", None)
         self.figures.pop("estimate per kernel", None)
-        if session is None or gpu is None:
+        estimate = self.target.estimate(view)
+        session, gpu, batch = self.target.session_of(), self.target.gpu, self.target.batch_size
+        if estimate is None or session is None or gpu is None:
             self.note.value, self.table.value, self.out.outputs = note_html(PICK_A_GPU), "", ()
             return self.figures
-        batch = self.target.batch_size
-        # TensorRT's verdicts on these settings (Summary tab's button) give the real kernels.
-        estimate = conversion_estimate(session, view.params, gpu, batch, view.result,
-                                       view.tensorrt)
         if view.tensorrt:
             rows = engine_kernel_estimates(session, view.params, view.result, view.tensorrt,
                                            gpu, batch)
