@@ -50,10 +50,6 @@ from workbench.lazy import tf
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
 
-# Kept importable from here, where they lived.
-__all__ = ["ConvertedModel", "InputSets", "RuntimeGraph", "SegmentRuntime", "collect_inputs",
-           "converted_model", "runtime_graph"]
-
 
 class ConvertedModel:
     """The converted signature: callable like TF-TRT's converted function."""
