@@ -24,6 +24,7 @@ from workbench.ui.tables import note_html, table_html
 from workbench.ui.tabs import show_figure
 from workbench.ui.target_gpu import TargetGpu
 from workbench.ui.tasks import Progress, TaskRunner
+from workbench.ui.verdicts import error_line
 from workbench.viz.tune_charts import (
     pareto_chart,
     readable_table,
@@ -222,9 +223,7 @@ class TuneTab:
 
     def _failed(self, exc: BaseException) -> None:
         self._set_running(False)
-        message = str(exc) if isinstance(exc, WorkbenchError) else \
-            f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
-        self._say(f"the search stopped: {message}", error=True)
+        self._say(f"the search stopped: {error_line(exc)}", error=True)
 
     def _cancelled(self) -> None:
         self._set_running(False)
