@@ -109,6 +109,9 @@ def as_variable(tensor: TensorProto, stored: StoredBytes | None = None) -> Any:
     copied whole (that weight: 0.8x its model's weights more)."""
     dtype = tf.as_dtype(tensor.dtype)
     shape = [d.size for d in tensor.tensor_shape.dim]
+    if stored is None and element_count(tensor) <= SMALL_CONST:  # scalars too: one piece
+        with tf.device("CPU:0"):
+            return tf.Variable(as_array(tensor), trainable=False)
     with tf.device("CPU:0"):
         variable = tf.Variable(tf.zeros(shape, dtype), trainable=False)
     rows = max(1, _SLICE_BYTES // max(1, element_count(tensor) // shape[0] * dtype.size))

@@ -195,7 +195,7 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     from their protos)."""
     from workbench.engines.runtime.hybrid import wrap_converted
     from workbench.engines.runtime.saved_weights import lift_saved_weights
-    from workbench.engines.weights import SMALL_CONST, as_variable
+    from workbench.engines.weights import as_variable
     from workbench.graph.variables import DT_RESOURCE
 
     lifted = lift_saved_weights(graph.lifted_converted(), graph.segments)
@@ -206,8 +206,6 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
         tensor = protos.pop(name)
         if name in captured:
             return tf.Variable(captured[name], trainable=False)
-        if element_count(tensor) <= SMALL_CONST:  # a small variable (graph/variables.py)
-            return tf.Variable(tf.make_ndarray(tensor), trainable=False)
         return as_variable(tensor, stored.get(name))
 
     # Largest first: a weight not `stored` has its bytes and its variable held at once, the
