@@ -16,15 +16,27 @@ import-time chatter, and neither do the many routes by which the package itself 
 TensorFlow (its lazy handle, `tensorflow.core` protos, TensorFlow-private modules). At that
 moment the finder also sets TensorFlow's environment (`lazy.before_tensorflow_import`: the
 system allocator for CPU tensors, docs/memory.md), then removes itself. Nothing else changes:
-no environment variable is set until TensorFlow is about to start.
+no environment variable is set until TensorFlow is about to start. Once TensorFlow is imported,
+the workbench's TRTEngineOp is registered if its library is compiled (see below).
 """
 
 import importlib
 from typing import Any
 
-from workbench import quiet
+from workbench import lazy, quiet
+
+
+def _register_engine_op() -> None:
+    from workbench.engines.runtime.native_op.trt_engine_op import register_if_compiled
+
+    register_if_compiled()
+
 
 quiet.install()
+# Saved converted models hold TF-TRT's TRTEngineOp nodes: registered as soon as TensorFlow is
+# imported (when the workbench compiled its op library before), plain `tf.saved_model.load`
+# loads them as it loaded TF-TRT's.
+lazy.after_tensorflow_import(_register_engine_op)
 
 # The package's functions, imported on first use: name -> (module, its name there).
 _LAZY_EXPORTS = {

@@ -640,9 +640,11 @@ def _run_validate(args: argparse.Namespace) -> int:
 
 def _add_strip_command(commands: argparse._SubParsersAction) -> None:
     strip = commands.add_parser(
-        "strip-engines", help="write a model TF-TRT converted with every TRTEngineOp replaced by "
-                              "its native segment: TensorFlow >= 2.18 and TF Serving load it")
-    strip.add_argument("model", help="the SavedModel directory TF-TRT's save() wrote")
+        "strip-engines", help="write a model TF-TRT (or the workbench) converted with every "
+                              "TRTEngineOp replaced by its native segment: TensorFlow >= 2.18 "
+                              "and TF Serving load it without the workbench")
+    strip.add_argument("model", help="the SavedModel directory TF-TRT's (or the workbench's) "
+                                     "save() wrote")
     strip.add_argument("-o", "--output", required=True, metavar="DIR",
                        help="the new SavedModel's directory (new or empty)")
     strip.add_argument("--debug", action="store_true", help="show tracebacks")

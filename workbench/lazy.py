@@ -8,12 +8,14 @@ chatter off stderr).
 `before_tensorflow_import()` sets what TensorFlow must find in the environment when it starts;
 it runs just before TensorFlow is first imported, by this handle or by any other route
 (`quiet`'s import finder calls it), so importing the package itself changes no setting.
+`after_tensorflow_import(callback)` runs a callback just after that import, by either route.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -31,6 +33,28 @@ def before_tensorflow_import() -> None:
         os.environ.setdefault(name, value)
 
 
+_after_import: list[Callable[[], None]] = []
+
+
+def tensorflow_imported() -> bool:
+    return hasattr(sys.modules.get("tensorflow"), "__version__")  # set once its import ends
+
+
+def after_tensorflow_import(callback: Callable[[], None]) -> None:
+    """Runs `callback` once TensorFlow is imported, by whichever route (now, if it is)."""
+    if tensorflow_imported():
+        callback()
+    else:
+        _after_import.append(callback)
+
+
+def run_after_import_callbacks() -> None:
+    """What `after_tensorflow_import` deferred: `quiet`'s finder calls it once TensorFlow is
+    imported, the lazy handle too (for an import the finder did not see)."""
+    while _after_import:
+        _after_import.pop(0)()
+
+
 class LazyModule(ModuleType):
     """A module imported at its first attribute access."""
 
@@ -44,6 +68,8 @@ class LazyModule(ModuleType):
             if self._before_import is not None:
                 self._before_import()
             self._module = importlib.import_module(self.__name__)
+            if self.__name__ == "tensorflow":
+                run_after_import_callbacks()
         return self._module
 
     def __getattr__(self, attr: str) -> Any:

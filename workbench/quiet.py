@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from workbench.lazy import before_tensorflow_import
+from workbench.lazy import before_tensorflow_import, run_after_import_callbacks
 
 DEFAULT_LEVEL = 2  # hide INFO and WARNING, as TF_CPP_MIN_LOG_LEVEL=2 does after the import
 SEVERITIES = "IWEF"  # absl/TF severity letters, in TF_CPP_MIN_LOG_LEVEL's order
@@ -139,8 +139,9 @@ class _QuietLoader(importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         module.__loader__ = module.__spec__.loader = self._loader  # nobody keeps the wrapper
-        with filtered_stderr(self._level):
+        with filtered_stderr(self._level) if self._level > 0 else contextlib.nullcontext():
             self._loader.exec_module(module)
+            run_after_import_callbacks()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
@@ -159,7 +160,7 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
         before_tensorflow_import()
         spec = importlib.util.find_spec(fullname)
         level = environment_level() if self.level is None else self.level
-        if spec is not None and spec.loader is not None and level > 0:
+        if spec is not None and spec.loader is not None:
             spec.loader = _QuietLoader(spec.loader, level)
         return spec
 

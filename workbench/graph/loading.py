@@ -181,12 +181,22 @@ def find_meta_graph(proto: Any, tags: Sequence[str], path: Path) -> Any:
     )
 
 
+def saved_by_workbench(path: Path) -> bool:
+    """A converted model the workbench's save() wrote (its manifest in the assets)."""
+    return (path / "assets" / "workbench_converted.json").is_file()
+
+
 def _reject_tftrt_graph(meta_graph: Any, path: Path) -> None:
     """An already converted model has TRTEngineOps, which TensorFlow >= 2.18 cannot load."""
     graph = meta_graph.graph_def
     ops = {n.op for n in graph.node}
     for fn in graph.library.function:
         ops.update(n.op for n in fn.node_def)
+    if "TRTEngineOp" in ops and saved_by_workbench(path):
+        raise ModelLoadError(
+            f"{path} is a converted model the workbench saved (it contains TRTEngineOp "
+            f"nodes): convert the original model instead, or reload this one with its engines "
+            f"with workbench.load({str(path)!r}).")
     if "TRTEngineOp" in ops:
         raise ModelLoadError(
             f"{path} is already converted by TF-TRT (it contains TRTEngineOp nodes): convert "

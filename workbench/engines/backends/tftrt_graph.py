@@ -166,6 +166,11 @@ def inspect_tftrt(path: str | Path, signature_key: str = "serving_default",
         raise TftrtModelError(f"No such path: {source}. Give the directory TF-TRT's save() "
                               "wrote, or a converted GraphDef .pb.")
     if source.is_dir():
+        from workbench.graph.loading import saved_by_workbench
+
+        if saved_by_workbench(source):  # its engines are the workbench's, not TF-TRT's
+            raise TftrtModelError(f"{source} was saved by the workbench, not by TF-TRT: "
+                                  "reload it with workbench.load(path)")
         nodes, args, library = _saved_model_graph(source, signature_key, tuple(tags))
     else:
         nodes, args, library, signature_key = *_graph_def_file(source), ""
@@ -256,8 +261,6 @@ def _graph_def_file(path: Path) -> tuple[list[NodeDef], list[str], dict[str, Fun
 def _no_engine_message(path: Path, key: str) -> str:
     where = f"signature {key!r} of {path}" if key else str(path)
     hint = "convert it with `workbench convert` or workbench.trt_convert"
-    if (path / "assets" / "workbench_converted.json").is_file():
-        hint = "it was saved by the workbench: reload it with workbench.load(path)"
     return f"{where} has no TRTEngineOp: it is not converted by TF-TRT; {hint}."
 
 

@@ -12,6 +12,10 @@ a call of its `segment_func`, the native segment TF-TRT kept in the function lib
 segment TF-TRT itself ran when an engine could not be built), on no particular device; the
 engine resources, their functions, assets and init-op nodes go. Everything else (signatures,
 variables, other functions and objects) is written as it was.
+
+The workbench's own saved models hold TRTEngineOps the same way (each calling its
+`<engine>_native_segment`, `engines/runtime/saving.py`), without engine resources: stripped,
+they load without the workbench, and `workbench.load()` still gives their engines back.
 """
 
 from __future__ import annotations

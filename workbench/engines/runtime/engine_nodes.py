@@ -72,14 +72,25 @@ def calibration_table(batches: Sequence[Sequence[np.ndarray]]) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def tftrt_graph_def(graph: Any,
-                    attrs_of: Callable[[str], dict[str, Any]] | None = None) -> GraphDef:
+def engine_infos(graph: Any) -> dict[str, EngineInfo]:
+    return {s.engine.name: s.engine for s in graph.segments}
+
+
+def engine_attrs_of(graph: Any) -> Callable[[str], dict[str, Any]]:
+    """Each engine's TRTEngineOp attributes in `graph` (a runtime.RuntimeGraph): its converted
+    model's (settings, calibration), default settings for a graph without one."""
+    given = graph.engine_attrs() if graph.engine_attrs else None
+    if given is not None:
+        return given
+    infos = engine_infos(graph)
+    return lambda name: engine_attrs(infos[name], EngineSettings())
+
+
+def tftrt_graph_def(graph: Any) -> GraphDef:
     """The converted GraphDef of `graph` (a runtime.RuntimeGraph) with TRTEngineOp nodes (top
-    level and inside converted functions) and the native segment functions; `attrs_of(engine)`
-    gives each engine's attributes (default settings without it). Made on each call: what it
-    makes to do so (the converted and segment GraphDefs) is let go again."""
-    infos = {s.engine.name: s.engine for s in graph.segments}
-    attrs_of = attrs_of or (lambda name: engine_attrs(infos[name], EngineSettings()))
+    level and inside converted functions) and the native segment functions. Made on each call:
+    what it makes to do so (the converted and segment GraphDefs) is let go again."""
+    infos, attrs_of = engine_infos(graph), engine_attrs_of(graph)
     held = graph.converted_held
     segments_held = [s.graph_def_held for s in graph.segments]
     try:
@@ -90,12 +101,21 @@ def tftrt_graph_def(graph: Any,
         for segment, was_held in zip(graph.segments, segments_held, strict=True):
             if not was_held:
                 segment.release()
-    nodes = [*out.node, *(n for f in out.library.function for n in f.node_def)]
+    as_engine_nodes(out, infos, attrs_of)
+    return out
+
+
+def as_engine_nodes(graph_def: GraphDef, infos: dict[str, EngineInfo],
+                    attrs_of: Callable[[str], dict[str, Any]], place: bool = True) -> None:
+    """Each engine's call of its native segment in `graph_def` (top level and inside converted
+    functions) made the engine's TRTEngineOp, in place; `place`: on the engine's device, as
+    TF-TRT placed it (a saved model's nodes stay unplaced: the workbench's kernel is the
+    CPU's)."""
+    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
     for node in nodes:
         if node.op in CALL_OPS and node.name in infos and \
                 node.attr["f"].func.name == native_function_name(node.name):
-            _as_engine_node(node, infos[node.name], attrs_of(node.name))
-    return out
+            _as_engine_node(node, infos[node.name], attrs_of(node.name), place)
 
 
 def _with_native_functions(converted: GraphDef, segments: Sequence[Any]) -> GraphDef:
@@ -118,7 +138,8 @@ def _with_native_functions(converted: GraphDef, segments: Sequence[Any]) -> Grap
     return lift_saved_weights(LiftedGraph(copy), segments, variables_only=True).graph_def
 
 
-def _as_engine_node(node: NodeDef, info: EngineInfo, attrs: dict[str, Any]) -> None:
+def _as_engine_node(node: NodeDef, info: EngineInfo, attrs: dict[str, Any], place: bool
+                    ) -> None:
     in_types, out_types = list(node.attr["Tin"].list.type), list(node.attr["Tout"].list.type)
     segment_func = node.attr["f"].func.name
     node.op = ENGINE_OP
@@ -128,7 +149,7 @@ def _as_engine_node(node: NodeDef, info: EngineInfo, attrs: dict[str, Any]) -> N
     node.attr["segment_func"].func.name = segment_func
     for key, value in attrs.items():
         _set_attr(node.attr[key], value)
-    if not node.device:
+    if place and not node.device:
         node.device = info.device
 
 

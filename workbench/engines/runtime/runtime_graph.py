@@ -64,7 +64,7 @@ class RuntimeGraph:
         for TensorFlow's signature and not used."""
         from workbench.engines.runtime.engine_nodes import tftrt_graph_def
 
-        return tftrt_graph_def(self, self.engine_attrs() if self.engine_attrs else None)
+        return tftrt_graph_def(self)
 
     @property
     def converted_graph_def(self) -> Any:

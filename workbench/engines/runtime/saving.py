@@ -1,14 +1,20 @@
 """Saving and loading converted models, the way TF-TRT's `save()` laid them out.
 
-The directory is a real SavedModel: its signature runs the converted graph with every engine
-node calling its `<engine>_native_segment` function, so plain `tf.saved_model.load` runs it
-anywhere (natively). `assets/` carries what only the workbench reads: the serialized engines
-(one `trt-serialized-engine.<engine>` per engine op, as TF-TRT's, its cached engines back to
-back, each one's offset and size in the manifest; empty with `save_engines=False`, as TF-TRT's
-after calibration; models saved before kept a file per engine, `<engine>.<n>`, still read),
-one ONNX model per segment for use elsewhere (`trtexec --onnx=...`), the segment and converted
-GraphDefs, and a JSON manifest. Everything is written into a temporary sibling directory and
-renamed into place, so a failed save leaves nothing half-written.
+The directory is a real SavedModel laid out as TF-TRT's: its signature runs the converted graph
+with one `TRTEngineOp` per engine, carrying TF-TRT's attributes, whose `segment_func` is the
+engine's `<engine>_native_segment` function. Plain `tf.saved_model.load` loads it wherever the
+workbench registered its TRTEngineOp (`native_op/trt_engine_op.py`, on import), which runs the
+native segment, as TF-TRT's kernel did without an engine; elsewhere TensorFlow refuses it as it
+refused TF-TRT's models, and `workbench strip-engines` writes it loadable anywhere. (Where the
+op cannot be compiled, each engine node is the plain call of its native segment instead.)
+
+`assets/` carries what only the workbench reads: the serialized engines (one `trt-serialized-
+engine.<engine>` per engine op, as TF-TRT's, its cached engines back to back, each one's offset
+and size in the manifest; empty with `save_engines=False`, as TF-TRT's after calibration; models
+saved before kept a file per engine, `<engine>.<n>`, still read), one ONNX model per segment for
+use elsewhere (`trtexec --onnx=...`), the segment and converted GraphDefs, and a JSON manifest.
+Everything is written into a temporary sibling directory and renamed into place, so a failed
+save leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -223,6 +229,7 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     by_handle = [n in handles for n in names]
     weight_specs = [tf.TensorSpec([], tf.resource) if handle else tf.TensorSpec(v.shape, v.dtype)
                     for v, handle in zip(module.weights, by_handle, strict=True)]
+    _with_engine_ops(graph, lifted.graph_def)
     native = wrap_converted(lifted.graph_def, [*graph.input_tensors,
                                                *(f"{n}:0" for n in names)],
                             [*graph.feed_specs(), *weight_specs], graph.output_tensors)
@@ -238,6 +245,21 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     module.serve = serve
     (write_saved_model or tf.saved_model.save)(
         module, str(out), {graph.signature_key: serve.get_concrete_function()})
+
+
+def _with_engine_ops(graph: RuntimeGraph, graph_def: Any) -> None:
+    """Each engine a TRTEngineOp calling its native segment, as TF-TRT saved it, where the
+    workbench's TRTEngineOp can be registered (`native_op/trt_engine_op.py`); else the engines
+    stay direct calls of their native segments (which the op would run anyway)."""
+    from workbench.engines.runtime.engine_nodes import (
+        as_engine_nodes,
+        engine_attrs_of,
+        engine_infos,
+    )
+    from workbench.engines.runtime.native_op.trt_engine_op import register_engine_op
+
+    if register_engine_op():
+        as_engine_nodes(graph_def, engine_infos(graph), engine_attrs_of(graph), place=False)
 
 
 def _write_lifted(lifted: LiftedGraph, path: Path, stored: dict[str, StoredBytes]) -> None:

@@ -1,4 +1,5 @@
 """The compiled engine op: built from `ort_engine_op.cc` on first use, cached, loaded once.
+(`opened` does the same for another source: `engine_op.py`'s TRTEngineOp.)
 
 The library is compiled with TensorFlow's own flags (`tf.sysconfig`) by `WORKBENCH_CXX`
 (default `$CXX`, else `g++`) into the cache directory `graph/cache.py` uses (a file beside the
@@ -19,9 +20,10 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from workbench import environment
 from workbench.errors import first_line
@@ -32,6 +34,7 @@ logger = logging.getLogger("workbench.engines")
 SOURCE = Path(__file__).with_name("ort_engine_op.cc")
 COMPILE_TIMEOUT_S = 600
 _ERROR_SIZE = 1024
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _loaded: NativeLibrary | None = None
@@ -69,20 +72,26 @@ def onnxruntime_library() -> Path | None:
     return found[0] if found else None
 
 
-def compile_command(output: Path) -> list[str]:
-    return [compiler(), "-shared", "-fPIC", "-O2", "-w", str(SOURCE), "-o", str(output),
+def compile_command(output: Path, source: Path = SOURCE,
+                    defines: tuple[str, ...] = ()) -> list[str]:
+    return [compiler(), "-shared", "-fPIC", "-O2", "-w", *(f"-D{d}" for d in defines),
+            str(source), "-o", str(output),
             *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(), "-ldl"]
 
 
-def library_file() -> Path:
+def library_file(source: Path = SOURCE, defines: tuple[str, ...] = ()) -> Path:
     """Where the compiled library for this source, these versions and this compiler lives."""
-    import onnxruntime
+    digest = hashlib.sha256(source.read_bytes())
+    flags = compile_command(Path("out"), source, defines)[1:]  # not the compiler's path
+    versions = [tf.__version__]
+    if source == SOURCE:  # the engine-call op calls ONNX Runtime's C API
+        import onnxruntime
 
-    digest = hashlib.sha256(SOURCE.read_bytes())
-    flags = compile_command(Path("out"))[1:]  # not the compiler's path: any g++ will do
-    for part in (tf.__version__, onnxruntime.__version__, *flags):
+        versions.append(onnxruntime.__version__)
+    for part in (*versions, *flags):
         digest.update(part.encode() + b"\0")
-    return _directory() / f"workbench-ort-op-{digest.hexdigest()[:16]}.so"
+    stem = source.stem.replace("_", "-")
+    return _directory() / f"workbench-{stem}-{digest.hexdigest()[:16]}.so"
 
 
 def _directory() -> Path:
@@ -132,27 +141,32 @@ def status() -> tuple[str, str]:
     return "compiled op", f"compiled with {compiler()} on the first engine call"
 
 
-class _UnloadableError(RuntimeError):
+class UnloadableError(RuntimeError):
     """TensorFlow cannot load the library file."""
 
 
 def _open() -> NativeLibrary:
-    """The cached library, loaded; compiled first when missing or damaged (never trusted)."""
-    path = library_file()
+    return opened(SOURCE, _load)
+
+
+def opened(source: Path, load_library: Callable[[Path], T], defines: tuple[str, ...] = ()) -> T:
+    """`load_library(path)` of the cached library compiled from `source`; compiled first when
+    missing, or when `load_library` raises `UnloadableError` (a damaged file: never trusted)."""
+    path = library_file(source, defines)
     if path.exists():
         try:
-            return _load(path)
-        except _UnloadableError as exc:
-            logger.info("compiling the engine op again: %s", exc)
+            return load_library(path)
+        except UnloadableError as exc:
+            logger.info("compiling %s again: %s", source.name, exc)
             path.unlink(missing_ok=True)
-    return _load(_compile(path))
+    return load_library(_compile(path, source, defines))
 
 
-def _compile(path: Path) -> Path:
+def _compile(path: Path, source: Path, defines: tuple[str, ...]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    command = compile_command(staging)
-    logger.info("compiling the engine op: %s", " ".join(command))
+    command = compile_command(staging, source, defines)
+    logger.info("compiling %s: %s", source.name, " ".join(command))
     try:
         done = subprocess.run(command, capture_output=True, text=True,
                               timeout=COMPILE_TIMEOUT_S, check=False)
@@ -162,7 +176,7 @@ def _compile(path: Path) -> Path:
     if done.returncode != 0:
         staging.unlink(missing_ok=True)
         errors = [line for line in done.stderr.splitlines() if "error" in line]
-        raise RuntimeError(f"compiling {SOURCE.name} failed: "
+        raise RuntimeError(f"compiling {source.name} failed: "
                            f"{(errors or done.stderr.splitlines() or ['no output'])[0]}")
     os.replace(staging, path)  # atomic: another process compiling meanwhile writes its own
     return path
@@ -175,7 +189,7 @@ def _load(path: Path) -> NativeLibrary:
     try:
         ops = tf.load_op_library(str(path))
     except Exception as exc:
-        raise _UnloadableError(f"{path.name}: {first_line(exc)}") from exc
+        raise UnloadableError(f"{path.name}: {first_line(exc)}") from exc
     c = ctypes.CDLL(str(path))
     _declare(c)
     error = ctypes.create_string_buffer(_ERROR_SIZE)
