@@ -183,3 +183,27 @@ def test_without_a_compiler_engines_stay_calls_of_their_native_segments(source, 
     loaded = _load(out, with_workbench=False)
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert json.loads(loaded.stdout.strip().splitlines()[-1])["engines"] == {}
+
+
+def test_a_call_of_types_tftrts_op_refuses_stays_a_call() -> None:
+    """TF-TRT's TRTEngineOp declared its input and output types; a saved graph imports only
+    nodes that keep to them, so another engine call stays the plain call it was."""
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    from workbench.conversion.result import EngineInfo
+    from workbench.engines.runtime.engine_nodes import as_engine_nodes
+
+    graph = graph_pb2.GraphDef()
+    for name, dtype in (("TRTEngineOp_000_000", types_pb2.DT_FLOAT),
+                        ("TRTEngineOp_000_001", types_pb2.DT_INT64)):
+        call = graph.node.add(name=name, op="PartitionedCall")
+        call.attr["Tin"].list.type.append(dtype)
+        call.attr["Tout"].list.type.append(types_pb2.DT_FLOAT)
+        call.attr["f"].func.name = f"{name}_native_segment"
+    infos = {n.name: EngineInfo(name=n.name, nodes=(), native_ops={}, native_node_count=0,
+                                effective_size=0, input_dtypes=(), output_dtypes=(),
+                                input_shapes=(), output_shapes=(), inputs=(), outputs=(),
+                                device="/device:GPU:0") for n in graph.node}
+    as_engine_nodes(graph, infos, lambda name: {"precision_mode": "FP32"}, to_run=True)
+    assert [(n.op, n.device) for n in graph.node] == [("TRTEngineOp", ""),
+                                                      ("PartitionedCall", "")]

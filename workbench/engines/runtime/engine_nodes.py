@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 ENGINE_OP = "TRTEngineOp"
 CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+# The types TF-TRT's TRTEngineOp declared for InT and OutT (DataType enum values: bool, int8,
+# half, float, int32; resource for inputs).
+ENGINE_OUTPUT_TYPES = frozenset({10, 6, 19, 1, 3})
+ENGINE_INPUT_TYPES = ENGINE_OUTPUT_TYPES | {20}
 # The first line of the calibration table (TensorRT's calibration cache layout: a header line,
 # then `<tensor>: <float32 scale as hex>` per tensor).
 CALIBRATION_HEADER = b"TRT-workbench-MinMaxCalibration"
@@ -106,16 +110,24 @@ def tftrt_graph_def(graph: Any) -> GraphDef:
 
 
 def as_engine_nodes(graph_def: GraphDef, infos: dict[str, EngineInfo],
-                    attrs_of: Callable[[str], dict[str, Any]], place: bool = True) -> None:
+                    attrs_of: Callable[[str], dict[str, Any]], to_run: bool = False) -> None:
     """Each engine's call of its native segment in `graph_def` (top level and inside converted
-    functions) made the engine's TRTEngineOp, in place; `place`: on the engine's device, as
-    TF-TRT placed it (a saved model's nodes stay unplaced: the workbench's kernel is the
-    CPU's)."""
+    functions) made the engine's TRTEngineOp, in place, on the engine's device as TF-TRT
+    placed it. `to_run` (a saved model's graph, which TensorFlow imports): left unplaced (the
+    workbench's kernel is the CPU's), and a call whose types TF-TRT's op declaration refuses
+    stays the call it is."""
     nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
     for node in nodes:
         if node.op in CALL_OPS and node.name in infos and \
                 node.attr["f"].func.name == native_function_name(node.name):
-            _as_engine_node(node, infos[node.name], attrs_of(node.name), place)
+            if to_run and not _declared_types(node):
+                continue
+            _as_engine_node(node, infos[node.name], attrs_of(node.name), place=not to_run)
+
+
+def _declared_types(call: NodeDef) -> bool:
+    return set(call.attr["Tin"].list.type) <= ENGINE_INPUT_TYPES and \
+        set(call.attr["Tout"].list.type) <= ENGINE_OUTPUT_TYPES
 
 
 def _with_native_functions(converted: GraphDef, segments: Sequence[Any]) -> GraphDef:

@@ -259,7 +259,7 @@ def _with_engine_ops(graph: RuntimeGraph, graph_def: Any) -> None:
     from workbench.engines.runtime.native_op.trt_engine_op import register_engine_op
 
     if register_engine_op():
-        as_engine_nodes(graph_def, engine_infos(graph), engine_attrs_of(graph), place=False)
+        as_engine_nodes(graph_def, engine_infos(graph), engine_attrs_of(graph), to_run=True)
 
 
 def _write_lifted(lifted: LiftedGraph, path: Path, stored: dict[str, StoredBytes]) -> None:
