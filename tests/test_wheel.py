@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 from conftest import NOISY_TENSORFLOW, REPO, user_environment
 
-pytestmark = pytest.mark.slow
+# On CI's other stack, `make install` resolves the same [cpu] ranges (within all the extras), and
+# test_quiet.py and test_doctor.py run `convert --json` and `doctor` as here (a fresh process,
+# NOISY_TENSORFLOW): what is left is packaging, the same on both stacks.
+pytestmark = [pytest.mark.slow, pytest.mark.stack_independent(
+    reason="packaging; `workbench convert` and `doctor` run here in test_quiet.py and "
+    "test_doctor.py")]
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 1200) -> subprocess.CompletedProcess:
