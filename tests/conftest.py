@@ -138,15 +138,20 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `newest_stack(reason)` skip on TensorFlow <= 2.17, saying why (CI's second
-    environment runs the suite on TensorFlow 2.17.1)."""
+    """On TensorFlow <= 2.17 (CI's second environment, TensorFlow 2.17.1): tests marked
+    `newest_stack(reason)` skip, saying why; so do tests marked `stack_independent(reason)`
+    when SKIP_STACK_INDEPENDENT=1 (.ci/run sets it there: CI has run them on TensorFlow 2.21)."""
     from workbench.tf_compat import LAST_TFTRT_RELEASE, tensorflow_release, tensorflow_version
 
     if tensorflow_release() > LAST_TFTRT_RELEASE:
         return
+    skipped = {"newest_stack": f"needs TensorFlow >= 2.18, this is {tensorflow_version()}"}
+    if os.environ.get("SKIP_STACK_INDEPENDENT") == "1":
+        skipped["stack_independent"] = ("stack-independent, SKIP_STACK_INDEPENDENT=1 leaves it to "
+                                         "the newer stack's run")
     for item in items:
-        marker = item.get_closest_marker("newest_stack")
-        if marker is not None:
-            reason = marker.kwargs.get("reason") or ", ".join(marker.args)
-            item.add_marker(pytest.mark.skip(
-                reason=f"needs TensorFlow >= 2.18, this is {tensorflow_version()}: {reason}"))
+        for name, why in skipped.items():
+            marker = item.get_closest_marker(name)
+            if marker is not None:
+                reason = marker.kwargs.get("reason") or ", ".join(marker.args)
+                item.add_marker(pytest.mark.skip(reason=f"{why}: {reason}"))

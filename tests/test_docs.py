@@ -167,6 +167,7 @@ def test_site_notebooks_are_executed_copies_of_the_notebooks():
         assert "widgets" not in notebook["metadata"], copy.name
 
 
+@pytest.mark.stack_independent(reason="a plotly figure and a widget rendered, no TensorFlow")
 def test_a_rendered_copy_reads_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A plotly figure becomes HTML drawing with the site's plotly.js; a widget, a note."""
     import nbformat
@@ -225,6 +226,7 @@ def test_every_benchmark_writes_its_figures():
 
 
 @pytest.mark.slow
+@pytest.mark.stack_independent(reason="MkDocs and its search in Chromium, no TensorFlow")
 def test_site_searches_when_opened_from_disk(tmp_path: Path):
     """The README says to open site/index.html: search must work on file://, with nothing
     fetched from the network (this machine reaches none)."""

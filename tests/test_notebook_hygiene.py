@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import nbformat
+import pytest
 from jupyter_lab import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +28,7 @@ def test_tracked_notebooks_have_no_outputs() -> None:
         assert "widgets" not in notebook.metadata, f"{path.name} keeps widget state"
 
 
+@pytest.mark.stack_independent(reason="the Jupyter server's pre-save hook, no TensorFlow")
 def test_make_run_saves_notebooks_without_outputs(tmp_path: Path) -> None:
     assert f"--config=../{CONFIG.relative_to(ROOT)}" in (ROOT / "Makefile").read_text()
     port, token = free_port(), secrets.token_hex(8)

@@ -14,31 +14,36 @@ from workbench.conversion.session import ConversionSession
 from workbench.graph import freeze
 from workbench.graph.functions import _rename_in, function_refs
 from workbench.graph.loading import load_model
-from workbench.graph.prepare import fp32_shapes, optimize
+from workbench.graph.prepare import OptimizedGraph, fp32_shapes, optimize
 
 SAMPLES = ("digits_cnn", "resnet50", "detector", "tiny_bert", "lstm", "gru", "map_fn_cnn",
            "png_cnn", "cond_mlp")
 
 
-def _report(path: str, fast_freeze: bool) -> dict:
-    session = ConversionSession(load_model(path), cache=False, fast_freeze=fast_freeze)
+def _fast_and_slow(path: str) -> tuple[ConversionSession, ConversionSession]:
+    """Uncached sessions on `path` with our freezing and with TensorFlow's own: `optimized` is
+    `optimize(load_model(path), fast_freeze=...)`, and `_report` converts that same graph."""
+    return (ConversionSession(load_model(path), cache=False, fast_freeze=True),
+            ConversionSession(load_model(path), cache=False, fast_freeze=False))
+
+
+def _report(session: ConversionSession) -> dict:
     return ConversionReport(session.convert(ConversionParams(minimum_segment_size=2))).to_dict()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLES)
 def test_fast_freezing_prepares_tensorflows_graph(name: str) -> None:
-    path = str(sample_models.build(name))
-    loaded = load_model(path)
-    fast = optimize(loaded, fast_freeze=True)
+    fast_session, slow_session = _fast_and_slow(str(sample_models.build(name)))
+    fast = fast_session.optimized
     assert not fast.freeze_fallback and "tf_freeze_s" not in fast.timings  # from the protos
-    assert loaded.loader is not None  # TensorFlow's load of the model is still to come
-    slow = optimize(load_model(path), fast_freeze=False)
+    assert fast_session.loaded.loader is not None  # TensorFlow's load is still to come
+    slow = slow_session.optimized
     assert fast.fetches == slow.fetches
     assert [n.name for n in fast.graph_def.node] == [n.name for n in slow.graph_def.node]
     assert fast.graph_def == slow.graph_def  # ops, attrs, Const values, library
     assert fp32_shapes(fast) == fp32_shapes(slow)
-    assert _report(path, True) == _report(path, False)
+    assert _report(fast_session) == _report(slow_session)
 
 
 def _canonical_function_names(graph_def):  # noqa: ANN001, ANN202
@@ -81,25 +86,20 @@ def test_fast_freezing_of_convnext_with_its_functions(tmp_path) -> None:  # noqa
         return {"probs": net(x, training=False)}
 
     tf.saved_model.save(owner, str(tmp_path), signatures={"serving_default": serve})
-    fast = optimize(load_model(str(tmp_path)), fast_freeze=True)
-    slow = optimize(load_model(str(tmp_path)), fast_freeze=False)
-    assert not fast.freeze_fallback
-    assert fast.graph_def.library.function  # the functions are there to compare
-    assert _canonical_function_names(fast.graph_def) == _canonical_function_names(
-        slow.graph_def)
-    assert fp32_shapes(fast) == fp32_shapes(slow)
-    assert _report(str(tmp_path), True) == _report(str(tmp_path), False)
+    fast = _same_preparation(str(tmp_path))
+    assert fast.graph_def.library.function  # the functions were there to compare
 
 
-def _same_preparation(path: str, fallback: bool = False) -> None:
+def _same_preparation(path: str, fallback: bool = False) -> OptimizedGraph:
     """The prepared graph of `path` from our freezing and from TensorFlow's own."""
-    fast = optimize(load_model(path), fast_freeze=True)
-    slow = optimize(load_model(path), fast_freeze=False)
+    fast_session, slow_session = _fast_and_slow(path)
+    fast, slow = fast_session.optimized, slow_session.optimized
     assert bool(fast.freeze_fallback) == fallback, fast.freeze_fallback
     assert _canonical_function_names(fast.graph_def) == _canonical_function_names(
         slow.graph_def)
     assert fp32_shapes(fast) == fp32_shapes(slow)
-    assert _report(path, True) == _report(path, False)
+    assert _report(fast_session) == _report(slow_session)
+    return fast
 
 
 @pytest.mark.slow

@@ -26,6 +26,10 @@ from workbench.viz.scope_graphs import HIGHLIGHT
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = Path(os.environ.get("BROWSER_TEST_NOTEBOOK", REPO / "notebooks" / "00_workbench.ipynb"))
 SCREENSHOTS = REPO / "test-output" / "browser"
+# JupyterLab, ipywidgets, anywidget and plotly have the same versions on both of CI's stacks.
+BROWSER_SIDE = pytest.mark.stack_independent(
+    reason="the browser's side of the app; its Python runs here in ui/test_app.py and "
+    "test_notebooks.py")
 
 LOAD_TIMEOUT_S = 150.0  # a first run may build the sample model; a cached one loads in ~15 s
 UPDATE_TIMEOUT_S = 30.0  # a threshold change reconverts in milliseconds
@@ -288,6 +292,7 @@ def screenshot_on_failure(page: Any) -> Iterator[None]:
 
 
 @pytest.mark.slow
+@BROWSER_SIDE
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium")
 def test_slider_updates_summary_and_graph(tmp_path: Path) -> None:
     assert NOTEBOOK.exists(), f"missing notebook {NOTEBOOK}"
@@ -351,6 +356,7 @@ def processes_with(text: str) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.stack_independent(reason="the test harness's JupyterLab server and its kernels")
 def test_lab_server_stops_with_its_kernels(tmp_path: Path) -> None:
     with jupyter_lab([], tmp_path) as lab:
         kernel_id = lab.api("POST", "api/kernels")["id"]
@@ -391,6 +397,7 @@ LAYOUT_JS = """() => {
 
 
 @pytest.mark.slow
+@BROWSER_SIDE
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium")
 def test_app_fits_the_window_with_the_sidebar_open(tmp_path: Path) -> None:
     """At 1280 and 1440 px with JupyterLab's file browser open (its default), no tab, table

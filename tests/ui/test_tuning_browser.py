@@ -34,6 +34,8 @@ def tune_state(page: Any) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.stack_independent(reason="the Tune tab in the browser; its Python (a search on "
+                               "Dask workers, Apply) runs here in ui/test_tuning_tab.py")
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium")
 def test_tune_tab_streams_trials_and_applies_one(tmp_path: Path) -> None:
     notebook = tmp_path / "workbench_app.ipynb"
