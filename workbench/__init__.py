@@ -3,7 +3,9 @@
 `workbench.load(dir)` reloads a converted model saved by `TrtGraphConverterV2.save()` with its
 engines; `workbench.inspect_tftrt(dir)` reads a model TF-TRT itself converted (its engines,
 summary and saved plans) and `workbench.strip_engines(dir, out)` writes it loadable without
-TF-TRT; `workbench.doctor()` says what this machine can run;
+TF-TRT; `workbench.register_tftrt_ops()` registers TF-TRT's ops (compiled on first use), so
+plain `tf.saved_model.load` loads TF-TRT's models and the workbench's; `workbench.doctor()`
+says what this machine can run;
 `workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tune`);
 `workbench.export(model, format, path, params)` writes a TF-TRT script, ONNX or trtexec
 commands (`workbench.checks.export`). They are
@@ -43,6 +45,8 @@ _LAZY_EXPORTS = {
     "load": ("workbench.engines.runtime.saving", "load_converted"),
     "inspect_tftrt": ("workbench.engines.backends.tftrt_graph", "inspect_tftrt"),
     "strip_engines": ("workbench.engines.backends.tftrt_strip", "strip_engines"),
+    "register_tftrt_ops": ("workbench.engines.runtime.native_op.trt_engine_op",
+                           "register_engine_op"),
     "tune": ("workbench.tuning", "tune"),
     "export": ("workbench.checks.export", "export"),
     "doctor": ("workbench.diagnosis", "doctor"),

@@ -22,6 +22,7 @@ import numpy as np
 from workbench.engines.backends import tensorrt_backend, tftrt_backend
 from workbench.engines.backends.base import backend_status, get_backend
 from workbench.engines.runtime.native_op import library as native_library
+from workbench.engines.runtime.native_op import trt_engine_op as tftrt_ops
 from workbench.engines.settings import EngineSettings
 from workbench.errors import WorkbenchError, first_line
 from workbench.hardware import cpu_device_name
@@ -97,7 +98,8 @@ def doctor(smoke: bool = True) -> Diagnosis:
     asks for the facts only)."""
     checks: list[Callable[[], Finding | list[Finding]]] = [
         _python, _cpu, _tensorflow, _tftrt, _tensorrt, lambda: _tensorrt_rtx(smoke), _gpus,
-        lambda: _backends(smoke), _engine_calls, lambda: _graphviz(smoke), _chromium]
+        lambda: _backends(smoke), _engine_calls, _tftrt_ops, lambda: _graphviz(smoke),
+        _chromium]
     findings: list[Finding] = []
     for check in checks:
         found = check()
@@ -244,6 +246,16 @@ def _engine_calls() -> Finding:
     if path == "python":
         return Finding("engine calls", WARNING, f"through Python: {detail}")
     return Finding("engine calls", OK, f"{path}: {detail}")
+
+
+def _tftrt_ops() -> Finding:
+    """Whether TF-TRT's TRTEngineOp can be registered here (saved models hold it; plain
+    `tf.saved_model.load` then loads them and TF-TRT's); nothing is compiled to find out."""
+    try:
+        usable, detail = tftrt_ops.status()
+    except Exception as exc:  # TensorFlow broken: reported above
+        usable, detail = False, first_line(exc)
+    return Finding("TF-TRT ops", OK if usable else WARNING, detail)
 
 
 def _backend_detail(name: str, smoke: bool) -> str:

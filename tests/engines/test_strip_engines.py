@@ -10,6 +10,9 @@ refuses one TF-TRT 2.17 wrote.
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -155,13 +158,30 @@ def _ops(path: Path) -> set[str]:
 
 
 def test_plain_tensorflow_refuses_the_tftrt_model(tftrt_model) -> None:
-    import tensorflow as tf
-
+    """Without the workbench (a process that never imported it), as TensorFlow >= 2.18 and
+    TensorFlow Serving refuse TF-TRT's models."""
     path, _ = tftrt_model
     assert {"TRTEngineOp", "CreateTRTResourceHandle", "InitializeTRTResource"} <= _ops(path)
-    with pytest.raises(Exception, match="Op type not registered '(CreateTRTResourceHandle|"
-                                        "InitializeTRTResource|TRTEngineOp)'"):
-        tf.saved_model.load(str(path))
+    done = subprocess.run(
+        [sys.executable, "-c", f"import tensorflow as tf; tf.saved_model.load({str(path)!r})"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert re.search("Op type not registered '(CreateTRTResourceHandle|InitializeTRTResource|"
+                     "TRTEngineOp)'", done.stderr)
+
+
+def test_with_the_workbench_the_tftrt_model_loads_and_runs_natively(tftrt_model) -> None:
+    """The workbench registers TF-TRT's TRTEngineOp and engine-resource ops (their kernels run
+    the native segment and keep no engine): the TF-TRT model loads as it is."""
+    import tensorflow as tf
+
+    from workbench.engines.runtime.native_op.trt_engine_op import register_engine_op
+
+    path, native = tftrt_model
+    assert register_engine_op()
+    loaded = tf.saved_model.load(str(path))
+    got = loaded.signatures["serving_default"](x=tf.constant(X))["y"]
+    np.testing.assert_array_equal(got.numpy(), native(tf.constant(X))["y"].numpy())
 
 
 def test_stripped_model_loads_and_serves_in_today_tensorflow(tftrt_model, tmp_path) -> None:

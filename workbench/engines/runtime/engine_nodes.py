@@ -116,13 +116,33 @@ def as_engine_nodes(graph_def: GraphDef, infos: dict[str, EngineInfo],
     placed it. `to_run` (a saved model's graph, which TensorFlow imports): left unplaced (the
     workbench's kernel is the CPU's), and a call whose types TF-TRT's op declaration refuses
     stays the call it is."""
-    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
-    for node in nodes:
-        if node.op in CALL_OPS and node.name in infos and \
-                node.attr["f"].func.name == native_function_name(node.name):
-            if to_run and not _declared_types(node):
-                continue
-            _as_engine_node(node, infos[node.name], attrs_of(node.name), place=not to_run)
+    def convert(nodes: Any) -> set[str]:
+        made = set()
+        for node in nodes:
+            if node.op in CALL_OPS and node.name in infos and \
+                    node.attr["f"].func.name == native_function_name(node.name) and \
+                    (not to_run or _declared_types(node)):
+                _as_engine_node(node, infos[node.name], attrs_of(node.name), place=not to_run)
+                made.add(node.name)
+        return made
+
+    convert(graph_def.node)
+    for function in graph_def.library.function:
+        made = convert(function.node_def)
+        if made:  # inside a function an output is named by its op's output list
+            _rename_outputs(function, made)
+
+
+def _rename_outputs(function: Any, engines: set[str]) -> None:
+    """`<engine>:output:<i>` (the call's output list) -> `<engine>:out_tensor:<i>`."""
+    def renamed(text: str) -> str:
+        node, _, rest = text.partition(":output:")
+        return f"{node}:out_tensor:{rest}" if rest and node in engines else text
+
+    for node in function.node_def:
+        node.input[:] = [renamed(text) for text in node.input]
+    for key, value in function.ret.items():
+        function.ret[key] = renamed(value)
 
 
 def _declared_types(call: NodeDef) -> bool:

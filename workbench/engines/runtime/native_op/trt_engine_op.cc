@@ -8,8 +8,12 @@
 // kernel did when it could not build or run one, calling `segment_func` with the op's inputs.
 // As TF-TRT's, it refuses to when TF_TRT_ALLOW_ENGINE_NATIVE_SEGMENT_EXECUTION is false.
 //
+// TF-TRT's engine-resource ops are declared too (trt_engine_resource_ops.cc), with CPU kernels
+// that keep no engine: TF-TRT's SavedModels create and fill one resource per engine when they
+// load, so with these a model TF-TRT wrote loads in today's TensorFlow and runs natively.
+//
 // Compiled with -DWORKBENCH_KERNEL_ONLY where TRTEngineOp is registered already (TF-TRT's own
-// ops loaded in TensorFlow <= 2.17, which gave it a GPU kernel only): the CPU kernel alone.
+// ops loaded in TensorFlow <= 2.17, which gave them GPU kernels only): the CPU kernels alone.
 
 #include <cstdlib>
 #include <cstring>
@@ -17,10 +21,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/function.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/platform/env.h"
 
 namespace tensorflow {
 
@@ -52,6 +59,27 @@ REGISTER_OP("TRTEngineOp")
     .Attr("static_engine: bool = true")
     .Attr("profile_strategy: string = ''")
     .Attr("use_explicit_precision: bool = false");
+
+REGISTER_OP("CreateTRTResourceHandle")
+    .Attr("resource_name: string")
+    .Output("resource_handle: resource")
+    .SetIsStateful()
+    .SetShapeFn(shape_inference::ScalarShape);
+
+REGISTER_OP("InitializeTRTResource")
+    .Attr("max_cached_engines_count: int = 1")
+    .Input("resource_handle: resource")
+    .Input("filename: string")
+    .SetIsStateful()
+    .SetShapeFn(shape_inference::NoOutputs);
+
+REGISTER_OP("SerializeTRTResource")
+    .Attr("delete_resource: bool = false")
+    .Attr("save_gpu_specific_engines: bool = True")
+    .Input("resource_name: string")
+    .Input("filename: string")
+    .SetIsStateful()
+    .SetShapeFn(shape_inference::NoOutputs);
 #endif
 
 namespace {
@@ -146,8 +174,70 @@ class NativeSegmentOp : public AsyncOpKernel {
       TF_GUARDED_BY(mu_);
 };
 
+// An engine's cache as this kernel keeps it: the serialized-engine file it was given, unread
+// (its TensorRT plans run only where TF-TRT does).
+class NativeEngineCache : public ResourceBase {
+ public:
+  std::string DebugString() const override { return "TF-TRT engine cache (native): " + file; }
+  std::string file;
+};
+
+constexpr char kContainer[] = "TF-TRT";
+
+class CreateResourceHandleOp : public OpKernel {
+ public:
+  explicit CreateResourceHandleOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("resource_name", &resource_name_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    Tensor* handle = nullptr;
+    AllocatorAttributes host;
+    host.set_on_host(true);
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({}), &handle, host));
+    handle->scalar<ResourceHandle>()() =
+        MakeResourceHandle<NativeEngineCache>(context, kContainer, resource_name_);
+  }
+
+ private:
+  std::string resource_name_;
+};
+
+class InitializeResourceOp : public OpKernel {
+ public:
+  explicit InitializeResourceOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const ResourceHandle& handle = HandleFromInput(context, 0);
+    core::RefCountPtr<NativeEngineCache> cache;
+    OP_REQUIRES_OK(context, LookupOrCreateResource<NativeEngineCache>(
+                                context, handle, &cache, [](NativeEngineCache** made) {
+                                  *made = new NativeEngineCache();
+                                  return absl::OkStatus();
+                                }));
+    cache->file = context->input(1).scalar<tstring>()();
+  }
+};
+
+// What TF-TRT wrote without engines: an empty file (this process never has TensorRT plans).
+class SerializeResourceOp : public OpKernel {
+ public:
+  explicit SerializeResourceOp(OpKernelConstruction* context) : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const std::string filename(context->input(1).scalar<tstring>()());
+    std::unique_ptr<WritableFile> file;
+    OP_REQUIRES_OK(context, context->env()->NewWritableFile(filename, &file));
+    OP_REQUIRES_OK(context, file->Close());
+  }
+};
+
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TRTEngineOp").Device(DEVICE_CPU), NativeSegmentOp);
+REGISTER_KERNEL_BUILDER(Name("CreateTRTResourceHandle").Device(DEVICE_CPU),
+                        CreateResourceHandleOp);
+REGISTER_KERNEL_BUILDER(Name("InitializeTRTResource").Device(DEVICE_CPU), InitializeResourceOp);
+REGISTER_KERNEL_BUILDER(Name("SerializeTRTResource").Device(DEVICE_CPU), SerializeResourceOp);
 
 }  // namespace tensorflow

@@ -14,10 +14,16 @@ back to calling each native segment directly (`saving.py`).
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from pathlib import Path
 
-from workbench.engines.runtime.native_op.library import UnloadableError, library_file, opened
+from workbench.engines.runtime.native_op.library import (
+    UnloadableError,
+    compiler,
+    library_file,
+    opened,
+)
 from workbench.errors import first_line
 from workbench.lazy import tf
 
@@ -59,6 +65,20 @@ def register_if_compiled() -> None:
         return
     if compiled:
         register_engine_op()
+
+
+def status() -> tuple[bool, str]:
+    """Whether saved models get TF-TRT's TRTEngineOps here, and how, for `workbench doctor`,
+    without compiling anything."""
+    if _registered:
+        return True, "registered in this process"
+    if _failure is not None:
+        return False, _failure
+    if library_file(SOURCE, _defines()).exists():
+        return True, "compiled, registered when TensorFlow is imported"
+    if shutil.which(compiler()) is None:
+        return False, f"compiler {compiler()!r} not found: saved engines stay plain calls"
+    return True, f"compiled with {compiler()} on the first save"
 
 
 def unavailable_reason() -> str | None:
