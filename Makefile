@@ -33,10 +33,11 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	touch $(STAMP)
 
 # Graphviz's `dot` renders the segment graphs; the browser test drives Debian's Chromium
-# (browser downloads are impossible here, so Playwright uses this one).
+# (browser downloads are impossible here, so Playwright uses this one); g++ compiles the
+# workbench's TensorFlow ops (the engine-call op, TF-TRT's TRTEngineOp) on first use.
 system-deps:
-	@command -v dot >/dev/null && command -v chromium >/dev/null || { \
-		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq graphviz chromium >/dev/null; }
+	@command -v dot >/dev/null && command -v chromium >/dev/null && command -v g++ >/dev/null || { \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq graphviz chromium g++ >/dev/null; }
 
 # The sample models the README's and the app's examples use (about a minute on 2 cores, then reused).
 SAMPLES := tiny_bert detector digits_cnn resnet50
