@@ -48,9 +48,14 @@ def test_picking_a_gpu_draws_the_estimated_sweep_and_engines(app: Workbench) -> 
     assert len(engines.data[0].y) == 4 + 1  # four engines and the TF ops between them
     assert "converted ms" in app.profile_tab.estimate.table.value
     # The threshold slider reuses the sweep's estimate; the engines follow the threshold.
-    tables = dict(app.charts_tab.estimate._tables)
+    def cached() -> dict:
+        return {session: dict(tables)
+                for session, tables in app.charts_tab.estimate._tables.items()}
+
+    before = cached()
+    assert list(before) == [app.target_gpu.session_of()]  # per session, not per id()
     app.set_params({"minimum_segment_size": 4})
-    assert app.charts_tab.estimate._tables == tables
+    assert cached() == before
     assert len(app.figures["estimate per engine"].data[0].y) == 1 + 1
     app.target_gpu.set(None)
     assert not any("estimate" in name for name in app.figures)

@@ -9,6 +9,7 @@ minimum_segment_size, so moving the threshold slider costs nothing more.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -113,7 +114,9 @@ class SweepEstimate:
         self.target, self.show = target, show
         self.note, self.out = widgets.HTML(), widgets.Output()
         self.widget = widgets.VBox([self.note, self.out])
-        self._tables: dict[tuple, pd.DataFrame] = {}
+        # Per session, weakly: a model opened later may reuse a closed session's id().
+        self._tables: weakref.WeakKeyDictionary[Any, dict[tuple, pd.DataFrame]] = \
+            weakref.WeakKeyDictionary()
 
     def update(self, view: ConversionView) -> dict[str, Any]:
         """Redraws for `view`; returns the figures shown by name."""
@@ -122,11 +125,11 @@ class SweepEstimate:
             self.note.value, self.out.outputs = note_html(PICK_A_GPU), ()
             return {}
         batch = self.target.batch_size
-        key = (id(session), replace(view.params, minimum_segment_size=1), len(view.sweep), gpu,
-               batch)
-        if key not in self._tables:
-            self._tables[key] = sweep_estimate(session, view.params, view.sweep, gpu, batch)
-        table = self._tables[key]
+        key = (replace(view.params, minimum_segment_size=1), len(view.sweep), gpu, batch)
+        tables = self._tables.setdefault(session, {})
+        if key not in tables:
+            tables[key] = sweep_estimate(session, view.params, view.sweep, gpu, batch)
+        table = tables[key]
         figure = sweep_estimate_chart(table, current=view.params.minimum_segment_size)
         self.show(self.out, figure)
         # The chart carries the label; the note says when fewer engines are estimated faster.
