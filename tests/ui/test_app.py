@@ -32,6 +32,8 @@ def test_loads_and_shows_every_tab(app: Workbench) -> None:
     assert "[*] Total number of TensorRT engines: 3" in app.summary_tab.html.value
     summary = app.summary_tab.html.value
     assert "Op histogram per engine" in summary and "<td>Conv2D</td>" in summary
+    # One device for every engine: said once above the table, not as a column.
+    assert "all on device:GPU:0; click one" in summary and "<th>device</th>" not in summary
     assert "CombinedNonMaxSuppression" in app.nonconversion_tab.html.value
     assert f"TensorFlow {app.result.tensorflow_version}</span>" in app.headline.value
     assert ("Cannot Convert Bilinear Resize when align_corners=False"

@@ -115,10 +115,14 @@ class SummaryTab:
         self.verdict.value = verdict_html(view.tensorrt) if view.tensorrt else ""
         engines = view.report.engines.drop(columns=["ops"], errors="ignore")
         self._engine_names = list(engines["name"]) if "name" in engines else []
+        where = ""
+        if "device" in engines and engines["device"].nunique() == 1:  # said once: a column less
+            where = f"all on {escape(str(engines['device'].iloc[0]))}; "
+            engines = engines.drop(columns=["device"])
         self.html.value = (
             advice_html(view.advice)
-            + "<b>Engines</b> <span class='wb-note'>(click one to see it in the Segment graph)"
-              "</span>"
+            + f"<b>Engines</b> <span class='wb-note'>({where}click one to see it in the "
+              "Segment graph)</span>"
             + table_html(engines, rows="engines")
             + "<b>Op histogram per engine</b>" + table_html(view.op_histogram, "No engines.")
             + "<b>As TF-TRT's <code>summary()</code> prints it</b>" + pre_html(view.summary_text)
