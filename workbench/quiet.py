@@ -129,7 +129,9 @@ def _flush_stderr() -> None:
 
 
 class _QuietLoader(importlib.abc.Loader):
-    """Runs the wrapped loader's exec_module inside `filtered_stderr`, then steps aside."""
+    """Runs the wrapped loader's exec_module inside `filtered_stderr` (level 0: unfiltered)
+    and then the workbench's after-import callbacks (`lazy.after_tensorflow_import`), then
+    steps aside."""
 
     def __init__(self, loader: Any, level: int):
         self._loader, self._level = loader, level

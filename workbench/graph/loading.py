@@ -181,9 +181,14 @@ def find_meta_graph(proto: Any, tags: Sequence[str], path: Path) -> Any:
     )
 
 
+# The manifest a converted model the workbench saved carries in its assets
+# (engines/runtime/saving.py writes it).
+WORKBENCH_MANIFEST = "workbench_converted.json"
+
+
 def saved_by_workbench(path: Path) -> bool:
     """A converted model the workbench's save() wrote (its manifest in the assets)."""
-    return (path / "assets" / "workbench_converted.json").is_file()
+    return (path / "assets" / WORKBENCH_MANIFEST).is_file()
 
 
 def _reject_tftrt_graph(meta_graph: Any, path: Path) -> None:

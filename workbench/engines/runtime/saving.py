@@ -37,12 +37,13 @@ from workbench.engines.runtime.runtime_graph import RuntimeGraph
 from workbench.engines.settings import EngineSettings
 from workbench.engines.weights import LiftedGraph, StoredBytes
 from workbench.errors import WorkbenchError, first_line
+from workbench.graph.loading import WORKBENCH_MANIFEST
 from workbench.graph.nodes import TensorSpec, element_count
 from workbench.graph.wire import read_graph_def, write_graph_def
 from workbench.hardware import release_free_memory
 from workbench.lazy import tf
 
-MANIFEST = "workbench_converted.json"
+MANIFEST = WORKBENCH_MANIFEST
 FORMAT = "tftrt-workbench-converted/2"
 CONVERTED_GRAPH = "converted_graph.pb"
 ENGINE_PREFIX = "trt-serialized-engine."

@@ -1,5 +1,5 @@
 """The compiled engine op: built from `ort_engine_op.cc` on first use, cached, loaded once.
-(`opened` does the same for another source: `engine_op.py`'s TRTEngineOp.)
+(`opened` does the same for another `OpSource`: `trt_engine_op.py`'s TRTEngineOp.)
 
 The library is compiled with TensorFlow's own flags (`tf.sysconfig`) by `WORKBENCH_CXX`
 (default `$CXX`, else `g++`) into the cache directory `graph/cache.py` uses (a file beside the
@@ -72,25 +72,39 @@ def onnxruntime_library() -> Path | None:
     return found[0] if found else None
 
 
-def compile_command(output: Path, source: Path = SOURCE,
-                    defines: tuple[str, ...] = ()) -> list[str]:
-    return [compiler(), "-shared", "-fPIC", "-O2", "-w", *(f"-D{d}" for d in defines),
-            str(source), "-o", str(output),
+@dataclass(frozen=True)
+class OpSource:
+    """What one compiled library is made from: its C++ source, its -D defines, and the
+    versions of the libraries it calls besides TensorFlow (part of its cache key)."""
+
+    path: Path
+    defines: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+
+
+def engine_call_source() -> OpSource:
+    """The engine-call op's: it calls ONNX Runtime's C API."""
+    import onnxruntime
+
+    return OpSource(SOURCE, versions=(onnxruntime.__version__,))
+
+
+def compile_command(output: Path, source: OpSource | None = None) -> list[str]:
+    source = source or engine_call_source()
+    return [compiler(), "-shared", "-fPIC", "-O2", "-w", *(f"-D{d}" for d in source.defines),
+            str(source.path), "-o", str(output),
             *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(), "-ldl"]
 
 
-def library_file(source: Path = SOURCE, defines: tuple[str, ...] = ()) -> Path:
-    """Where the compiled library for this source, these versions and this compiler lives."""
-    digest = hashlib.sha256(source.read_bytes())
-    flags = compile_command(Path("out"), source, defines)[1:]  # not the compiler's path
-    versions = [tf.__version__]
-    if source == SOURCE:  # the engine-call op calls ONNX Runtime's C API
-        import onnxruntime
-
-        versions.append(onnxruntime.__version__)
-    for part in (*versions, *flags):
+def library_file(source: OpSource | None = None) -> Path:
+    """Where the library compiled from `source` (the engine-call op's by default) for these
+    versions and this compiler lives."""
+    source = source or engine_call_source()
+    digest = hashlib.sha256(source.path.read_bytes())
+    flags = compile_command(Path("out"), source)[1:]  # not the compiler's path
+    for part in (tf.__version__, *source.versions, *flags):
         digest.update(part.encode() + b"\0")
-    stem = source.stem.replace("_", "-")
+    stem = source.path.stem.replace("_", "-")
     return _directory() / f"workbench-{stem}-{digest.hexdigest()[:16]}.so"
 
 
@@ -146,27 +160,27 @@ class UnloadableError(RuntimeError):
 
 
 def _open() -> NativeLibrary:
-    return opened(SOURCE, _load)
+    return opened(engine_call_source(), _load)
 
 
-def opened(source: Path, load_library: Callable[[Path], T], defines: tuple[str, ...] = ()) -> T:
+def opened(source: OpSource, load_library: Callable[[Path], T]) -> T:
     """`load_library(path)` of the cached library compiled from `source`; compiled first when
     missing, or when `load_library` raises `UnloadableError` (a damaged file: never trusted)."""
-    path = library_file(source, defines)
+    path = library_file(source)
     if path.exists():
         try:
             return load_library(path)
         except UnloadableError as exc:
-            logger.info("compiling %s again: %s", source.name, exc)
+            logger.info("compiling %s again: %s", source.path.name, exc)
             path.unlink(missing_ok=True)
-    return load_library(_compile(path, source, defines))
+    return load_library(_compile(path, source))
 
 
-def _compile(path: Path, source: Path, defines: tuple[str, ...]) -> Path:
+def _compile(path: Path, source: OpSource) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    command = compile_command(staging, source, defines)
-    logger.info("compiling %s: %s", source.name, " ".join(command))
+    command = compile_command(staging, source)
+    logger.info("compiling %s: %s", source.path.name, " ".join(command))
     try:
         done = subprocess.run(command, capture_output=True, text=True,
                               timeout=COMPILE_TIMEOUT_S, check=False)
@@ -176,7 +190,7 @@ def _compile(path: Path, source: Path, defines: tuple[str, ...]) -> Path:
     if done.returncode != 0:
         staging.unlink(missing_ok=True)
         errors = [line for line in done.stderr.splitlines() if "error" in line]
-        raise RuntimeError(f"compiling {source.name} failed: "
+        raise RuntimeError(f"compiling {source.path.name} failed: "
                            f"{(errors or done.stderr.splitlines() or ['no output'])[0]}")
     os.replace(staging, path)  # atomic: another process compiling meanwhile writes its own
     return path

@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 
 from workbench.engines.runtime.native_op.library import (
+    OpSource,
     UnloadableError,
     compiler,
     library_file,
@@ -45,7 +46,7 @@ def register_engine_op() -> bool:
     with _lock:
         if not _registered and _failure is None:
             try:
-                opened(SOURCE, _load, _defines())
+                opened(_source(), _load)
                 _registered = True
             except Exception as exc:  # no compiler, a compile error: the native layout instead
                 _failure = first_line(exc)
@@ -60,8 +61,8 @@ def register_if_compiled() -> None:
     if _registered or _failure is not None:
         return
     try:
-        compiled = library_file(SOURCE, _defines()).exists()
-    except Exception:  # noqa: BLE001 - no TensorFlow or ONNX Runtime: nothing to register
+        compiled = library_file(_source()).exists()
+    except Exception:  # noqa: BLE001 - a TensorFlow without sysconfig: nothing to register
         return
     if compiled:
         register_engine_op()
@@ -74,7 +75,7 @@ def status() -> tuple[bool, str]:
         return True, "registered in this process"
     if _failure is not None:
         return False, _failure
-    if library_file(SOURCE, _defines()).exists():
+    if library_file(_source()).exists():
         return True, "compiled, registered when TensorFlow is imported"
     if shutil.which(compiler()) is None:
         return False, f"compiler {compiler()!r} not found: saved engines stay plain calls"
@@ -86,10 +87,11 @@ def unavailable_reason() -> str | None:
     return _failure
 
 
-def _defines() -> tuple[str, ...]:
+def _source() -> OpSource:
+    """The op's library; only its kernels where TensorFlow registered TRTEngineOp already."""
     from workbench.tf_private.functions import op_def
 
-    return KERNEL_ONLY if op_def(ENGINE_OP) is not None and not _registered else ()
+    return OpSource(SOURCE, defines=KERNEL_ONLY if op_def(ENGINE_OP) is not None else ())
 
 
 def _load(path: Path) -> Path:
