@@ -212,7 +212,8 @@ def test_stripped_model_serves_through_the_tf1_loader_like_tf_serving(tftrt_mode
                                                     str(tmp_path / "stripped"))
         signature = meta.signature_def["serving_default"]
         got = session.run(signature.outputs["y"].name, {signature.inputs["x"].name: X})
-    np.testing.assert_array_equal(got, native(tf.constant(X))["y"].numpy())
+    # One float32 ulp apart at most: a TF1 session and a function may pick other oneDNN kernels.
+    np.testing.assert_allclose(got, native(tf.constant(X))["y"].numpy(), rtol=1e-6, atol=1e-7)
 
 
 def test_stripped_digits_cnn_matches_the_native_model(converted, tmp_path) -> None:  # noqa: F811
