@@ -35,8 +35,9 @@ LAYERS: list[tuple[str, ...]] = [
 
 
 # The rooms of engines/, low to high: what an engine is (engines/ itself), its ONNX form, the
-# backends that build and run it, the converted model at run time, TensorRT's account of it.
-ENGINE_ROOMS: list[str] = ["", "onnx", "backends", "runtime", "inspection"]
+# backends that build and run it, the converted model at run time, TensorRT's account of it;
+# TF-TRT's own converted models (tftrt/) import no other room.
+ENGINE_ROOMS: list[str] = ["", "onnx", "backends", "runtime", "inspection", "tftrt"]
 
 
 def module_files(package_dir: Path) -> dict[str, Path]:

@@ -43,8 +43,8 @@ lazy.after_tensorflow_import(_register_engine_op)
 # The package's functions, imported on first use: name -> (module, its name there).
 _LAZY_EXPORTS = {
     "load": ("workbench.engines.runtime.saving", "load_converted"),
-    "inspect_tftrt": ("workbench.engines.backends.tftrt_graph", "inspect_tftrt"),
-    "strip_engines": ("workbench.engines.backends.tftrt_strip", "strip_engines"),
+    "inspect_tftrt": ("workbench.engines.tftrt.saved_model", "inspect_tftrt"),
+    "strip_engines": ("workbench.engines.tftrt.strip", "strip_engines"),
     "register_tftrt_ops": ("workbench.engines.runtime.native_op.trt_engine_op",
                            "register_engine_op"),
     "tune": ("workbench.tuning", "tune"),

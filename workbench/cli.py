@@ -652,7 +652,7 @@ def _add_strip_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_strip(args: argparse.Namespace) -> int:
-    from workbench.engines.backends.tftrt_strip import strip_engines
+    from workbench.engines.tftrt.strip import strip_engines
 
     print(strip_engines(args.model, args.output))
     return 0
@@ -661,7 +661,7 @@ def _run_strip(args: argparse.Namespace) -> int:
 def _run_inspect(args: argparse.Namespace) -> int:
     import json
 
-    from workbench.engines.backends.tftrt_graph import inspect_tftrt
+    from workbench.engines.tftrt.saved_model import inspect_tftrt
 
     model = inspect_tftrt(args.model, args.signature_key)
     exported = None

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 from conftest import user_environment
 
-from workbench.engines.backends.tftrt_strip import strip_engines
 from workbench.engines.runtime.native_op.trt_engine_op import (
     register_engine_op,
     unavailable_reason,
 )
+from workbench.engines.tftrt.strip import strip_engines
 
 X = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.engines.backends.tftrt_graph import ASSET_PREFIX, ENGINE_OP, TftrtModelError
+from workbench.engines.tftrt.saved_model import ASSET_PREFIX, ENGINE_OP, TftrtModelError
 from workbench.errors import WorkbenchError, first_line
 
 # Ops of TF-TRT's engine resources (trt_engine_resource_ops.cc).
