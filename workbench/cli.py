@@ -518,8 +518,8 @@ def _with_estimate(document: dict, estimate: dict) -> dict:
 def _tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
                        ) -> dict[str, dict]:
     """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
+    from workbench.checks.verdicts import conversion_verdicts
     from workbench.engines.runtime.converted_model import converted_model
-    from workbench.trt_convert import conversion_verdicts
 
     converted = converted_model(session, result, params)
     verdicts = conversion_verdicts(session, converted)

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 import sample_models
 from tests.conftest import run_cli
 from workbench import trt_convert as trt
+from workbench.checks.inputs import generated_input_sets
 from workbench.engines.backends import tensorrt_backend
 from workbench.engines.backends.base import BackendUnavailableError, backend_status, get_backend
 from workbench.engines.inspection import tensorrt_verdict as verdict_module
@@ -168,7 +169,7 @@ def test_an_engine_inside_map_fns_loop_gets_a_verdict():
     converted = converter._converted_func
     inside = engines_in_loops(converted.graph.converted_graph_def) & set(converted.ops)
     assert inside, "map_fn_cnn's loop body should hold an engine"
-    verdicts = engine_verdicts(converted, trt.generated_input_sets(converter.session,
+    verdicts = engine_verdicts(converted, generated_input_sets(converter.session,
                                                                    converted.input_names))
     assert set(verdicts) == set(converted.ops) and inside <= set(verdicts)
     assert all(verdicts[name].built for name in inside), [verdicts[n].error for n in inside]
@@ -208,7 +209,7 @@ def test_an_engine_no_input_set_reaches_gets_a_verdict_from_its_static_shapes(tm
     converted = converter._converted_func
     inside = engines_in_loops(converted.graph.converted_graph_def) & set(converted.ops)
     assert inside, "the loop body should hold an engine"
-    sets = trt.generated_input_sets(converter.session, converted.input_names)
+    sets = generated_input_sets(converter.session, converted.input_names)
     shapes = converted.engine_shape_sets(sets)
     assert all(shapes[name] == [] for name in inside)  # the sets never reach it
     verdicts = converter.tensorrt_verdicts()

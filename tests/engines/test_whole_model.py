@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 import sample_models
+from workbench.checks.inputs import random_inputs
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.backends.onnxruntime_backend import OnnxRuntimeBackend
 from workbench.engines.onnx.export import ExportError
 from workbench.engines.runtime.whole_model import whole_model_engine, whole_model_segment
 from workbench.engines.segment import INPUT_PREFIX
-from workbench.profiling.tensorflow import native_callable, random_inputs
+from workbench.profiling.tensorflow import native_callable
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 import sample_models
+from workbench.checks.inputs import random_inputs
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.profiling.latency import batch_sweep
 from workbench.profiling.layers import LAYER_COLUMNS
-from workbench.profiling.tensorflow import native_callable, profile_tensorflow, random_inputs
+from workbench.profiling.tensorflow import native_callable, profile_tensorflow
 
 pytestmark = pytest.mark.slow
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.checks.inputs import generated_input_notes, random_inputs
 from workbench.checks.validate import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
@@ -31,11 +32,7 @@ from workbench.profiling.conversion_estimate import (
     target_gpu_name,
 )
 from workbench.profiling.latency import measure_latency
-from workbench.profiling.tensorflow import (
-    generated_input_notes,
-    native_callable,
-    random_inputs,
-)
+from workbench.profiling.tensorflow import native_callable
 
 Step = tuple[float, str]  # (fraction done, what is happening): the workbench's progress
 NATIVE = "native TF"

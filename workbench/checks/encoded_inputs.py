@@ -21,7 +21,7 @@ from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import Graph, Node
 from workbench.lazy import tf
 
-logger = logging.getLogger("workbench.profiling")
+logger = logging.getLogger("workbench.checks")
 
 # Decode op -> the format generated for it (DecodeImage sniffs the format: PNG it is).
 IMAGE_FORMATS = {"DecodePng": "PNG", "DecodeJpeg": "JPEG", "DecodeImage": "PNG",
