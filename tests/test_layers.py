@@ -305,9 +305,9 @@ def test_a_module_outside_every_layer_is_named(tmp_path):
 
 
 def test_room_checker_finds_an_upward_import():
-    graph = {"workbench.engines.onnx.export": {"workbench.engines.runtime.hybrid"},
-             "workbench.engines.runtime.hybrid": {"workbench.engines.segment"},
+    graph = {"workbench.engines.onnx.export": {"workbench.engines.runtime.hybrid_graph"},
+             "workbench.engines.runtime.hybrid_graph": {"workbench.engines.segment"},
              "workbench.engines.segment": set()}
     assert upward_room_imports(graph) == [
-        "workbench.engines.onnx.export imports workbench.engines.runtime.hybrid"
+        "workbench.engines.onnx.export imports workbench.engines.runtime.hybrid_graph"
         " (a higher room of engines/)"]

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import workbench
 from workbench import trt_convert as trt
-from workbench.engines.runtime.engine_nodes import CALIBRATION_HEADER
+from workbench.engines.runtime.tftrt_graph_def import CALIBRATION_HEADER
 
 SIGNATURE = "mypredict"
 

@@ -163,7 +163,7 @@ def test_tiny_bert_dynamic_shape_verdicts_carry_tensorrts_reasons():
 
 
 def test_an_engine_inside_map_fns_loop_gets_a_verdict():
-    from workbench.engines.runtime.hybrid import engines_in_loops
+    from workbench.engines.runtime.hybrid_graph import engines_in_loops
 
     converter = converter_for("map_fn_cnn")
     converted = converter._converted_func
@@ -200,7 +200,7 @@ def _zero_trip_loop_model(path) -> None:
 
 def test_an_engine_no_input_set_reaches_gets_a_verdict_from_its_static_shapes(tmp_path):
     """Dynamic-shape mode (implicit batch makes no engine in a loop body)."""
-    from workbench.engines.runtime.hybrid import engines_in_loops
+    from workbench.engines.runtime.hybrid_graph import engines_in_loops
 
     _zero_trip_loop_model(tmp_path / "model")
     converter = trt.TrtGraphConverterV2(input_saved_model_dir=str(tmp_path / "model"),

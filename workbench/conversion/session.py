@@ -14,7 +14,7 @@ from typing import Any
 
 from workbench import environment
 from workbench.conversion.candidates import SegmenterOptions
-from workbench.conversion.functions import (
+from workbench.conversion.function_conversion import (
     FunctionConversion,
     call_site_specs,
     convert_functions,

@@ -18,7 +18,7 @@ import numpy as np
 from workbench.conversion.result import EngineInfo
 from workbench.engines.weights import LiftedGraph, large_const, lift_weights, stand_in_for
 from workbench.errors import WorkbenchError
-from workbench.graph.layout import cpu_runnable
+from workbench.graph.channels_last import cpu_runnable
 from workbench.graph.nodes import DTYPE_ENUMS, Graph, TensorRef, TensorSpec, numpy_dtype
 from workbench.graph.prepare import PreparedGraph
 from workbench.lazy import tf

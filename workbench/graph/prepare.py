@@ -25,7 +25,7 @@ from workbench.graph.control_flow import (
 )
 from workbench.graph.direct_freeze import NotDirect, freeze_saved_model
 from workbench.graph.freeze import FrozenGraph, freeze_function, optimize_with_stand_ins
-from workbench.graph.functions import rename_changed_functions
+from workbench.graph.function_library import rename_changed_functions
 from workbench.graph.gpu import (
     CPU,
     PLACED_ON,

@@ -20,7 +20,7 @@ import pandas as pd
 
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError, first_line
-from workbench.graph.layout import cpu_runnable, original_node
+from workbench.graph.channels_last import cpu_runnable, original_node
 from workbench.graph.nodes import Graph, Node, TensorRef, numpy_dtype_name
 from workbench.hardware import cpu_device_name
 from workbench.lazy import tf

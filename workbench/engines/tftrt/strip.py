@@ -128,7 +128,7 @@ def _to_segment_call(node: Any, library: dict[str, Any]) -> None:
 
 
 def _stateful(function: Any) -> bool:
-    from workbench.tf_private.functions import op_def
+    from workbench.tf_private.function_defs import op_def
 
     return any(getattr(op_def(n.op), "is_stateful", False)
                for n in function.node_def)

@@ -1,6 +1,6 @@
 """The one way a segment becomes a backend engine: ONNX export, then the backend's build.
 
-The converted model's engine ops (runtime.py), the per-layer profile (profiling/engines.py)
+The converted model's engine ops (segment_runtime.py), the per-layer profile (profiling/engines.py)
 and the whole-model reference (whole_model.py) all build through `build_segment_engine`.
 """
 
