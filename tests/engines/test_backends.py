@@ -399,7 +399,7 @@ def digits_engines():
     # with numpy, from the first segment's one output). Prepared for a GPU, the first segment
     # has two outputs, the NCHW pool and its NHWC Transpose, and TF flattens the latter with a
     # shape read off the former through a DataFormatVecPermute (the T4 graph's engines are
-    # checked through the hybrid runtime in tests/conversion/test_gpu_preparation.py).
+    # checked through the hybrid runtime in tests/graph/test_gpu_preparation.py).
     session = ConversionSession.open(sample_models.build("digits_cnn"), prepare_for="cpu")
     result = session.convert(ConversionParams())
     prepared = session.prepared("FP32")
