@@ -48,7 +48,7 @@ _LAZY_EXPORTS = {
     "strip_engines": ("workbench.engines.tftrt.strip", "strip_engines"),
     "register_tftrt_ops": ("workbench.engines.runtime.native_op.trt_engine_op",
                            "register_engine_op"),
-    "tune": ("workbench.ui.progress", "tune"),  # with a bar in a notebook
+    "tune": ("workbench.ui.progress_bars", "tune"),  # with a bar in a notebook
     "export": ("workbench.checks.export", "export"),
     "doctor": ("workbench.diagnosis", "doctor"),
 }

@@ -518,7 +518,7 @@ def _with_estimate(document: dict, estimate: dict) -> dict:
 def _tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
                        ) -> dict[str, dict]:
     """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
-    from workbench.checks.verdicts import conversion_verdicts
+    from workbench.checks.tensorrt_verdicts import conversion_verdicts
     from workbench.engines.runtime.converted_model import converted_model
 
     converted = converted_model(session, result, params)
@@ -569,8 +569,8 @@ def _run_report(args: argparse.Namespace) -> int:
 def _stored_tuning(args: argparse.Namespace) -> Any:
     """The `TuneResult` of the trials stored for the model under `--tune-store`."""
     from workbench.tuning.driver import model_fingerprint
-    from workbench.tuning.result import TuneResult
-    from workbench.tuning.store import TrialStore
+    from workbench.tuning.trial_store import TrialStore
+    from workbench.tuning.tune_result import TuneResult
 
     tags = _split(args.tags)
     store = TrialStore(args.tune_store, model_fingerprint(args.model, args.signature_key, tags))
@@ -740,7 +740,7 @@ def _run_tune(args: argparse.Namespace) -> int:
 
     from workbench.checks.conversion_check import parse_batch_sizes
     from workbench.tuning import tune
-    from workbench.tuning.result import ESTIMATE_COLUMNS
+    from workbench.tuning.tune_result import ESTIMATE_COLUMNS
 
     result = tune(args.model, _tune_grid(args), batch_sizes=parse_batch_sizes(args.batch_sizes),
                   workers=args.workers, scheduler=args.scheduler, store=args.store,

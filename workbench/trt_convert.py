@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from workbench import environment
-from workbench.checks.verdicts import conversion_verdicts
+from workbench.checks.tensorrt_verdicts import conversion_verdicts
 from workbench.conversion.advice import Advice, advise
 from workbench.conversion.converted import converted_top_level, tftrt_dot
 from workbench.conversion.params import (

@@ -389,7 +389,7 @@ def test_tensorrt_helpers():
 @pytest.fixture(scope="module")
 def digits_engines():
     """The digits_cnn segments as ONNX, with the calibration and test split."""
-    export = pytest.importorskip("workbench.engines.onnx.export")
+    export = pytest.importorskip("workbench.engines.onnx.segment_export")
     import sample_models
     from workbench.conversion.params import ConversionParams
     from workbench.conversion.session import ConversionSession

@@ -258,8 +258,8 @@ def test_cli_without_tensorrt_rtx_exits_2_saying_how_to_install_it(tmp_path):
 
 def test_a_tuning_trial_carries_tensorrts_verdict():
     from workbench.tuning.record import TrialRecord
-    from workbench.tuning.result import _table
     from workbench.tuning.trial import TrialSpec, run_trial
+    from workbench.tuning.tune_result import _table
 
     spec = TrialSpec("t", str(sample_models.build("digits_cnn")), {"precision_mode": "FP16"},
                      validate=False, time_latency=False, tensorrt=True)

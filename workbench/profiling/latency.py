@@ -103,7 +103,7 @@ def batch_sweep(
 
 
 
-# --- progress display (the UI's widget bar: workbench.ui.progress) ------------------------
+# --- progress display (the UI's widget bar: workbench.ui.progress_bars) ------------------------
 
 
 def text_progress(label: str = "", stream: TextIO | None = None,

@@ -26,9 +26,9 @@ from workbench.tuning.estimates import estimate_trials
 from workbench.tuning.grid import TuneError, expand_grid
 from workbench.tuning.progress import Progress, TrialDisplay
 from workbench.tuning.record import TrialRecord, trial_id
-from workbench.tuning.result import TuneResult
-from workbench.tuning.store import TrialStore
 from workbench.tuning.trial import TrialSpec, run_trial, session_for, thread_budget
+from workbench.tuning.trial_store import TrialStore
+from workbench.tuning.tune_result import TuneResult
 
 DEFAULT_STORE = "workbench_runs"  # the app's runs store (workbench.ui.store) keeps its runs here
 POLL_S = 0.25  # how soon a cancel or a timeout is noticed while trials run
@@ -50,7 +50,7 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
     behind `client`. Finished trials are stored under `store` (default `./workbench_runs`) and
     reused by the next search; failed and timed-out ones run again with `retry_failed`.
     `progress` writes a line per finished trial on stderr, or tells a `TrialDisplay`
-    (`workbench.tune` draws a bar in a notebook: `workbench.ui.progress`). `on_trial` is told
+    (`workbench.tune` draws a bar in a notebook: `workbench.ui.progress_bars`). `on_trial` is told
     of every trial as it finishes (stored and skipped ones first); setting `cancel` stops the
     search, keeping what finished. `tensorrt` adds TensorRT's verdict (`tensorrt_built`:
     engines TensorRT-RTX builds), checking first that it is installed.

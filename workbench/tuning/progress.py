@@ -1,5 +1,5 @@
 """Progress of a search, told to a display: by default a line per finished trial on stderr
-(scripts, the CLI); `workbench.ui.progress.trial_bar` draws it as a bar in a notebook."""
+(scripts, the CLI); `workbench.ui.progress_bars.trial_bar` draws it as a bar in a notebook."""
 
 from __future__ import annotations
 

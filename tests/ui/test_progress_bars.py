@@ -1,5 +1,5 @@
-"""Progress as widgets (workbench/ui/progress.py): the bars over the lower layers' callbacks, and
-their text fallback outside a kernel."""
+"""Progress as widgets (workbench/ui/progress_bars.py): the bars over the lower layers'
+callbacks, and their text fallback outside a kernel."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from workbench.tuning.progress import Progress
 from workbench.tuning.record import TrialRecord
-from workbench.ui.progress import trial_bar, tune, widget_progress, widget_updater
+from workbench.ui.progress_bars import trial_bar, tune, widget_progress, widget_updater
 
 
 def test_widget_progress_outside_a_kernel_falls_back_to_text(capsys):
