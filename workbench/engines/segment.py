@@ -1,6 +1,7 @@
 """One engine's subgraph as a standalone TensorFlow GraphDef, and running it natively.
 
-The GraphDef mirrors TF-TRT's `<engine>_native_segment` function (spec §2.11): the segment's
+The GraphDef mirrors TF-TRT's `<engine>_native_segment` function
+(docs/tftrt-behaviour.md#engine-ops): the segment's
 nodes, the outside Consts they read copied in, each engine input a Placeholder
 `TensorRTInputPH_<port>` and each engine output an Identity `TensorRTOutputPH_<port>`, in the
 port order of `EngineInfo.inputs` / `EngineInfo.outputs`. Placeholders stand in for TF-TRT's

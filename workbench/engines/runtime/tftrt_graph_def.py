@@ -4,7 +4,7 @@ In process each engine is a call of its `<engine>_native_segment` function (`hyb
 user code written for TF-TRT reads `converted.graph.as_graph_def()` and counts `TRTEngineOp`
 nodes, or reads their attributes (`calibration_data` after INT8 calibration). This module
 turns each engine's call node into the TRTEngineOp TF-TRT's convert_graph.cc made, with the
-attributes it set (spec tools-and-formats §1.7), the native segment functions in the library.
+attributes it set (docs/tftrt-behaviour.md#engine-ops), the native segment functions in the library.
 The GraphDef is a description: TensorFlow >= 2.18 has no TRTEngineOp kernel to run it.
 """
 
