@@ -24,7 +24,7 @@ from pathlib import Path
 import record
 
 import sample_models
-from workbench.checks.verdicts import conversion_verdicts
+from workbench.checks.tensorrt_verdicts import conversion_verdicts
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.runtime.converted_model import converted_model
