@@ -518,8 +518,8 @@ def _with_estimate(document: dict, estimate: dict) -> dict:
 def _tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
                        ) -> dict[str, dict]:
     """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
+    from workbench.checks.tensorrt_verdicts import conversion_verdicts
     from workbench.engines.runtime.converted_model import converted_model
-    from workbench.trt_convert import conversion_verdicts
 
     converted = converted_model(session, result, params)
     verdicts = conversion_verdicts(session, converted)
@@ -569,8 +569,8 @@ def _run_report(args: argparse.Namespace) -> int:
 def _stored_tuning(args: argparse.Namespace) -> Any:
     """The `TuneResult` of the trials stored for the model under `--tune-store`."""
     from workbench.tuning.driver import model_fingerprint
-    from workbench.tuning.result import TuneResult
-    from workbench.tuning.store import TrialStore
+    from workbench.tuning.trial_store import TrialStore
+    from workbench.tuning.tune_result import TuneResult
 
     tags = _split(args.tags)
     store = TrialStore(args.tune_store, model_fingerprint(args.model, args.signature_key, tags))
@@ -652,7 +652,7 @@ def _add_strip_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_strip(args: argparse.Namespace) -> int:
-    from workbench.engines.backends.tftrt_strip import strip_engines
+    from workbench.engines.tftrt.strip import strip_engines
 
     print(strip_engines(args.model, args.output))
     return 0
@@ -661,7 +661,7 @@ def _run_strip(args: argparse.Namespace) -> int:
 def _run_inspect(args: argparse.Namespace) -> int:
     import json
 
-    from workbench.engines.backends.tftrt_graph import inspect_tftrt
+    from workbench.engines.tftrt.saved_model import inspect_tftrt
 
     model = inspect_tftrt(args.model, args.signature_key)
     exported = None
@@ -740,7 +740,7 @@ def _run_tune(args: argparse.Namespace) -> int:
 
     from workbench.checks.conversion_check import parse_batch_sizes
     from workbench.tuning import tune
-    from workbench.tuning.result import ESTIMATE_COLUMNS
+    from workbench.tuning.tune_result import ESTIMATE_COLUMNS
 
     result = tune(args.model, _tune_grid(args), batch_sizes=parse_batch_sizes(args.batch_sizes),
                   workers=args.workers, scheduler=args.scheduler, store=args.store,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from workbench import environment
+from workbench.checks.tensorrt_verdicts import conversion_verdicts
 from workbench.conversion.advice import Advice, advise
 from workbench.conversion.converted import converted_top_level, tftrt_dot
 from workbench.conversion.params import (
@@ -349,29 +350,6 @@ def _refuse_native_segments(converted: Any, failed_before: dict[str, int]) -> No
     if failed and not environment.ALLOW_NATIVE_SEGMENT.read():
         raise tf.errors.AbortedError(
             None, None, f"{DISALLOWED}: the engine build failed for {', '.join(failed)}")
-
-
-def generated_input_sets(session: ConversionSession, names: Sequence[str],
-                         batch_sizes: Sequence[int] = (1, 8)) -> list[list[Any]]:
-    """One random input set per batch size, in signature order (profiling's random_inputs)."""
-    from workbench.profiling.tensorflow import random_inputs
-
-    return [[arrays[n] for n in names]
-            for arrays in (random_inputs(session, b, seed=b) for b in batch_sizes)]
-
-
-def conversion_verdicts(session: ConversionSession, converted: Any,
-                        input_sets: Sequence[Sequence[Any]] | None = None,
-                        progress: Callable[[int, int, str], Any] | None = None
-                        ) -> dict[str, Any]:
-    """engine -> TensorRTVerdict for every engine of `converted` (see `tensorrt_verdicts`);
-    TensorRTMissingError (saying how to install it) without TensorRT-RTX."""
-    from workbench.engines.inspection.tensorrt_verdict import engine_verdicts, require_tensorrt
-
-    require_tensorrt()
-    if input_sets is None:
-        input_sets = generated_input_sets(session, converted.input_names)
-    return engine_verdicts(converted, input_sets, progress)
 
 
 def _log_nonconversion_report(result: ConversionResult) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from workbench.checks.conversion_check import ConversionCheck, check_conversion
+from workbench.checks.inputs import random_inputs
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import recommend_minimum_segment_size
 from workbench.conversion.session import ConversionSession
 from workbench.profiling.engines import native_and_engines
-from workbench.profiling.tensorflow import random_inputs
 from workbench.ui.graph_tab import GraphTab
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tabs import (

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.checks.inputs import generated_input_notes, random_inputs
 from workbench.checks.validate import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.backends.base import Backend, Engine
-from workbench.engines.onnx.export import export_notes
+from workbench.engines.onnx.segment_export import export_notes
 from workbench.engines.runtime.converted_model import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
@@ -31,11 +32,7 @@ from workbench.profiling.conversion_estimate import (
     target_gpu_name,
 )
 from workbench.profiling.latency import measure_latency
-from workbench.profiling.tensorflow import (
-    generated_input_notes,
-    native_callable,
-    random_inputs,
-)
+from workbench.profiling.tensorflow import native_callable
 
 Step = tuple[float, str]  # (fraction done, what is happening): the workbench's progress
 NATIVE = "native TF"
@@ -219,7 +216,7 @@ def conversion_check_steps(
 def _whole_model(session: ConversionSession, params: ConversionParams, backend: Backend,
                  calibration: list[dict[str, np.ndarray]]) -> tuple[Engine | None, str]:
     """The whole-model engine, or None and why not (an op the exporter cannot express)."""
-    from workbench.engines.onnx.export import ExportError
+    from workbench.engines.onnx.segment_export import ExportError
     from workbench.engines.runtime.whole_model import whole_model_engine
 
     try:

@@ -21,12 +21,12 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from workbench.checks.inputs import random_inputs
 from workbench.checks.onnx_model import checked_output_path, write_atomically, write_onnx
 from workbench.conversion.params import ConversionParams, params_from_environment
 from workbench.engines.backends.tensorrt_backend import implicit_batch_profile
 from workbench.engines.profiles import Profile, ShapeSet, optimization_profiles
 from workbench.errors import WorkbenchError
-from workbench.profiling.tensorflow import random_inputs
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from workbench.checks.inputs import random_inputs
 from workbench.errors import WorkbenchError
-from workbench.profiling.tensorflow import random_inputs
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession

@@ -1,4 +1,5 @@
-"""TF-TRT's non-conversion report and CSV (segment.cc, spec §4.3/§4.4), and a conversion result
+"""TF-TRT's non-conversion report and CSV (segment.cc,
+docs/tftrt-behaviour.md#nonconversion-report), and a conversion result
 as pandas DataFrames and as the CLI's JSON document (DESIGN.md, "CLI").
 
 TF-TRT sorts op types and reasons with an unstable `std::sort` on the count alone, so ties have

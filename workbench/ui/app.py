@@ -1,7 +1,7 @@
 """The notebook workbench: TF-TRT's knobs as widgets, the conversion's results as tabs.
 
 `Workbench` holds the state (the session, the view, the latest measurements) and wires the
-pieces: the controls (`controls.py`), the frame around the tabs (`layout.py`), the background
+pieces: the controls (`controls.py`), the frame around the tabs (`frame.py`), the background
 steps (`steps.py`, run by `tasks.py`), TensorRT's verdicts (`verdicts.py`), and one
 `ConversionView` built per change that every tab renders (`tabs.py` and the `*_tab.py`
 modules; the HTML report renders the same view). Moving a control reconverts at once (the
@@ -31,8 +31,8 @@ from workbench.errors import WorkbenchError
 from workbench.ui import steps
 from workbench.ui.controls import Controls
 from workbench.ui.export_tab import ExportTab
+from workbench.ui.frame import AppLayout, knob_notes_html
 from workbench.ui.graph_tab import GraphTab
-from workbench.ui.layout import AppLayout, knob_notes_html
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tables import note_html
 from workbench.ui.tabs import (
@@ -251,7 +251,7 @@ class Workbench:
     # --- layout ---------------------------------------------------------------------------
 
     def _lay_out(self) -> None:
-        """The frame (`layout.py`); its widgets are the app's attributes too."""
+        """The frame (`frame.py`); its widgets are the app's attributes too."""
         self.layout = AppLayout(self.controls, self.tab_list, list(self.models),
                                 [self.target_gpu.widget])
         for name in ("status", "progress", "cancel_button", "headline", "knob_notes", "picker",

@@ -21,7 +21,7 @@ from workbench.tf_private import tftrt
 
 if TYPE_CHECKING:
     from workbench.conversion.params import ConversionParams
-    from workbench.engines.backends.tftrt_graph import TftrtModel
+    from workbench.engines.tftrt.saved_model import TftrtModel
 
 NAME = "tftrt"
 
@@ -93,7 +93,7 @@ def convert_with_tftrt(
                                     "workbench's own conversion) instead")
     trt_convert = tftrt.trt_convert()
 
-    from workbench.engines.backends.tftrt_graph import inspect_tftrt
+    from workbench.engines.tftrt.saved_model import inspect_tftrt
 
     with _environment(tftrt_environment(params)):
         converter = trt_convert.TrtGraphConverterV2(

@@ -160,7 +160,7 @@ def function_graph_def(function: Any, library: Any, specs: list[Any] | None
     each result an Identity `<result>_RetVal`; returns it, the fetches and the arguments."""
     from tensorflow.core.framework import tensor_shape_pb2
 
-    from workbench.tf_private.functions import function_def_to_graph_def
+    from workbench.tf_private.function_defs import function_def_to_graph_def
 
     shapes = None
     if specs is not None and len(specs) == len(function.signature.input_arg):
