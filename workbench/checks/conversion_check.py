@@ -9,6 +9,7 @@ batches too, which says how the engines behave, not how accurate INT8 is on real
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -90,6 +91,22 @@ class ConversionCheck:
         metrics["engines_backend"] = self.backend
         metrics["engines_device"] = self.device
         return metrics
+
+    def to_json(self) -> dict[str, Any]:
+        """The check as one JSON-ready object; the estimates (per batch size) apart from the
+        measured latency, without their per-engine detail."""
+        validation = self.validation
+        document = {"passed": None if validation is None else validation.passed,
+                    "params": self.params.as_dict(),
+                    "tolerances": None if validation is None else validation.tolerances,
+                    "engines": self.engines, "metrics": self.metrics(),
+                    "notes": list(self.notes),
+                    "latency": json.loads(self.latency.to_json(orient="records"))}
+        if self.estimates:
+            document["estimates"] = [{k: v for k, v in e.items()
+                                      if k not in ("engines", "engine_basis")}
+                                     for e in self.estimates]
+        return document
 
     @property
     def max_abs_error(self) -> float | None:
