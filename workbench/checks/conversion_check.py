@@ -61,7 +61,7 @@ LATENCY_SEED = 2000
 class ConversionCheck:
     """What one conversion's check found."""
 
-    params: ConversionParams  # the conversion parameters checked (validated)
+    params: ConversionParams  # the conversion parameters checked
     engines: int  # engines the conversion made (0: the "converted" model is native TF)
     validation: ValidationReport | None  # None when asked not to compare (compare=False)
     latency: pd.DataFrame  # one row per (model, batch): `model` plus LatencyStats' columns
@@ -191,7 +191,6 @@ def conversion_check_steps(
     if batches < 1 or warmup < 0 or iterations < 1 or calibration_batches < 1:
         raise WorkbenchError("batches, iterations and calibration_batches must be >= 1 and "
                              "warmup >= 0")
-    params = params.validated()
     result = session.convert(params)
     model = converted_model(session, result, params)
     calibration = list(generated_inputs(session, calibration_batches, largest,

@@ -55,7 +55,7 @@ def params_of(point_params: dict[str, Any]) -> ConversionParams:
     """The `ConversionParams` a point's canonical parameters stand for."""
     values = dict(point_params)
     values["denylist"] = tuple(values.get("denylist") or ())
-    return ConversionParams(**values).validated()
+    return ConversionParams(**values)
 
 
 def _values(key: str, raw: Any) -> list[Any]:
@@ -86,7 +86,7 @@ def _check(key: str, value: Any) -> None:
     extra = {"use_dynamic_shape": True} if key == "dynamic_shape_profile_strategy" else {}
     if key == "use_dynamic_shape" and not isinstance(value, bool):
         raise TuneError(f"use_dynamic_shape must be True or False, got {value!r}")
-    ConversionParams(**{**extra, key: value}).validated()
+    ConversionParams(**{**extra, key: value})
 
 
 def _points(chosen: dict[str, Any]) -> list[GridPoint]:
