@@ -22,8 +22,6 @@ from workbench.conversion.params import (
     DEFAULT_MAX_WORKSPACE_SIZE_BYTES,
     PROFILE_STRATEGIES,
     ConversionParams,
-    check_minimum_segment_size,
-    check_precision_mode,
     with_environment,
 )
 from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
@@ -110,8 +108,11 @@ class TrtGraphConverterV2:
                 max_workspace_size_bytes, precision_mode, minimum_segment_size,
                 maximum_cached_engines, use_calibration, allow_build_at_runtime,
             )
-        check_precision_mode(conversion_params.precision_mode)
-        check_minimum_segment_size(conversion_params.minimum_segment_size)
+        # Checked here, as TF-TRT did; its fields keep their names.
+        self._params = ConversionParams(
+            **conversion_params._asdict(), use_dynamic_shape=bool(use_dynamic_shape),
+            dynamic_shape_profile_strategy=dynamic_shape_profile_strategy,
+        )
         if input_saved_model_dir is None and input_model is None:
             raise ValueError("input_saved_model_dir is required (or input_model)")
         self._model = input_model if input_model is not None else input_saved_model_dir
@@ -119,10 +120,6 @@ class TrtGraphConverterV2:
         self._signature_key = input_saved_model_signature_key or "serving_default"
         self._output_node_names = output_node_names
         self._target = preparation_target(prepare_for)  # a bad name fails here, not later
-        self._params = ConversionParams(  # TF-TRT's fields keep their names here
-            **conversion_params._asdict(), use_dynamic_shape=bool(use_dynamic_shape),
-            dynamic_shape_profile_strategy=dynamic_shape_profile_strategy,
-        ).validated()
         if dynamic_shape_profile_strategy is not None and not use_dynamic_shape:
             logger.warning("dynamic_shape_profile_strategy is ignored without use_dynamic_shape")
         # TF-TRT's disable_graph_freezing: native segments keep the variable reads

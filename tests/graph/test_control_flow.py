@@ -144,7 +144,7 @@ def test_cycle_check_is_tftrts_full_reverse_search(name: str) -> None:
     # The back edges lead the search from a loop body node back round to itself; TF-TRT counts
     # that as a cycle, so loop bodies split into small segments (a DAG shortcut merges more).
     session = ConversionSession.open(sample_models.build(name))
-    params = ConversionParams().validated()
+    params = ConversionParams()
     ours = session.segmentation(params, cached=False).segments
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(segmenter._Contraction, "has_other_path", full_search)

@@ -9,6 +9,7 @@ batches too, which says how the engines behave, not how accurate INT8 is on real
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +58,7 @@ LATENCY_SEED = 2000
 class ConversionCheck:
     """What one conversion's check found."""
 
-    params: ConversionParams  # the conversion parameters checked (validated)
+    params: ConversionParams  # the conversion parameters checked
     engines: int  # engines the conversion made (0: the "converted" model is native TF)
     validation: ValidationReport | None  # None when asked not to compare (compare=False)
     latency: pd.DataFrame  # one row per (model, batch): `model` plus LatencyStats' columns
@@ -87,6 +88,22 @@ class ConversionCheck:
         metrics["engines_backend"] = self.backend
         metrics["engines_device"] = self.device
         return metrics
+
+    def to_json(self) -> dict[str, Any]:
+        """The check as one JSON-ready object; the estimates (per batch size) apart from the
+        measured latency, without their per-engine detail."""
+        validation = self.validation
+        document = {"passed": None if validation is None else validation.passed,
+                    "params": self.params.as_dict(),
+                    "tolerances": None if validation is None else validation.tolerances,
+                    "engines": self.engines, "metrics": self.metrics(),
+                    "notes": list(self.notes),
+                    "latency": json.loads(self.latency.to_json(orient="records"))}
+        if self.estimates:
+            document["estimates"] = [{k: v for k, v in e.items()
+                                      if k not in ("engines", "engine_basis")}
+                                     for e in self.estimates]
+        return document
 
     @property
     def max_abs_error(self) -> float | None:
@@ -171,7 +188,6 @@ def conversion_check_steps(
     if batches < 1 or warmup < 0 or iterations < 1 or calibration_batches < 1:
         raise WorkbenchError("batches, iterations and calibration_batches must be >= 1 and "
                              "warmup >= 0")
-    params = params.validated()
     result = session.convert(params)
     model = converted_model(session, result, params)
     calibration = list(generated_inputs(session, calibration_batches, largest,

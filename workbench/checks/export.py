@@ -43,14 +43,14 @@ def params_of(source: Any) -> ConversionParams:
     """ConversionParams from what the workbench holds: ConversionParams, a tuning trial
     (`TrialRecord`, its `params`), the CLI's JSON `params` dict, or a converter."""
     if isinstance(source, ConversionParams):
-        return source.validated()
+        return source
     params = getattr(source, "params", source)
     if isinstance(params, ConversionParams):
-        return params.validated()
+        return params
     if isinstance(params, Mapping):
         values = {k: v for k, v in params.items() if k in ConversionParams.__dataclass_fields__}
         values["denylist"] = tuple(values.get("denylist") or ())
-        return ConversionParams(**values).validated()
+        return ConversionParams(**values)
     raise WorkbenchError(f"cannot read conversion parameters from {type(source).__name__}")
 
 

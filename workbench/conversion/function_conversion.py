@@ -97,7 +97,7 @@ def function_params(function: Any, params: ConversionParams) -> tuple[Conversion
         elif field_name is not None:
             changes[field_name] = value
     try:
-        return replace(params, **changes).validated(), attrs
+        return replace(params, **changes), attrs
     except ConversionParamsError as exc:
         raise ConversionParamsError(
             f"function {function.signature.name}: {exc} (from its _tftrt_* attributes)") from None

@@ -189,8 +189,7 @@ class ConversionSession:
     def convert(
         self, params: ConversionParams, assume_supported: frozenset[str] = frozenset()
     ) -> ConversionResult:
-        """The conversion result for `params` (validated first)."""
-        params = params.validated()
+        """The conversion result for `params`."""
         partition = self.segmentation(params, assume_supported=assume_supported).result(
             params.minimum_segment_size, params.max_engines
         )
@@ -212,7 +211,6 @@ class ConversionSession:
         self, params: ConversionParams, thresholds: Iterable[int] = range(1, 65)
     ) -> list[ConversionResult]:
         """Results for every `minimum_segment_size` in `thresholds`, from one clustering."""
-        params = params.validated()
         thresholds = list(thresholds)
         partitions = self.segmentation(params).sweep(thresholds, params.max_engines)
         return [

@@ -45,7 +45,6 @@ def blocking_op_types(
     the Consts copied into each engine, so merging two engines that share a Const would show as
     a loss there. `gained` is the difference; `top_reason` the commonest rejection reason.
     """
-    params = params.validated()
     now = session.convert(params)
     rejected = _rejected_by_op(now)
     rows = [_row(session, params, now, op, nodes) for op, nodes in rejected.items()]

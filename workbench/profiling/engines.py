@@ -41,7 +41,6 @@ def profile_engines(session: ConversionSession, params: ConversionParams,
     precision, on what they receive at the function's first top-level call.
     """
     backend = backend or get_backend()
-    params = params.validated()
     result = session.convert(params)
     prepared = session.prepared(params.precision_mode)
     label = run or f"{backend.name} {params.precision_mode}"

@@ -73,7 +73,7 @@ class Run:
         The result's own parameters win over `params` where both say something (a sweep's
         result carries its own threshold); `params` supplies the rest (workspace, ...).
         """
-        merged = {**params.validated().as_dict(), **result.params.to_json()}
+        merged = {**params.as_dict(), **result.params.to_json()}
         now = datetime.now(timezone.utc)
         run = cls(
             run_id=f"{now:%Y%m%dT%H%M%S%fZ}-{secrets.token_hex(3)}",

@@ -57,7 +57,6 @@ class TftrtUnavailableError(WorkbenchError):
 
 def tftrt_arguments(params: ConversionParams) -> dict[str, Any]:
     """TrtGraphConverterV2's keyword arguments for `params` (TF 2.17 names, same as ours)."""
-    params = params.validated()
     return {
         "use_dynamic_shape": params.use_dynamic_shape,
         "dynamic_shape_profile_strategy": params.dynamic_shape_profile_strategy,
@@ -72,7 +71,6 @@ def tftrt_arguments(params: ConversionParams) -> dict[str, Any]:
 
 def tftrt_environment(params: ConversionParams) -> dict[str, str]:
     """The knobs TF-TRT reads from its environment at each conversion (segment.cc)."""
-    params = params.validated()
     return {"TF_TRT_OP_DENYLIST": ",".join(params.denylist),
             "TF_TRT_MAX_ALLOWED_ENGINES": str(params.max_engines)}
 
