@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from workbench.engines.backends.tensorrt_kernels import KernelTensor
+from workbench.engines.inspection.tensorrt_kernels import KernelTensor
 from workbench.profiling.trtexec import fixtures_dir, read_trtexec_kernels
 from workbench.viz.graphs import to_svg
 from workbench.viz.kernel_graph import kernel_color, kernel_graph

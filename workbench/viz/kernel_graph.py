@@ -15,7 +15,7 @@ from typing import Any
 
 import graphviz
 
-from workbench.engines.backends.tensorrt_kernels import EngineAnatomy, Kernel, KernelTensor
+from workbench.engines.inspection.tensorrt_kernels import EngineAnatomy, Kernel, KernelTensor
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import Graph
 from workbench.viz.graphs import EDGE_ATTR, GRAPH_ATTR, NODE_ATTR, _last
