@@ -46,5 +46,12 @@ def test_json_kernels_draw_too_with_engine_inputs_and_outputs():
     assert svg.count('class="node"') == 4 and svg.count('class="edge"') == 3
     assert "?x8x8x8 FP16" in svg and "?x10 FP32" in svg
     assert "not drawn: 1 without tensors" in dot.source
+    assert "tiny: 2 kernels holding 3 TF nodes" in dot.source
+    # The TF nodes in no kernel: shape arithmetic and removed nodes, each a note, counted.
+    one = to_svg(kernel_graph(kernels[2:], engine="one", removed=["m/id"],
+                              shape_nodes=["m/Shape", "m/Prod"]))
+    assert "one: 1 kernel holding 1 TF node" in one
+    assert "shape nodes, computed from tensor shapes: 2 TF nodes" in one
+    assert "removed by TensorRT: 1 TF node<" in one
     assert KernelTensor("t", (-1, 8), "FP16", "NHWC").to_json()["shape"] == [-1, 8]
     assert kernel_color("correlation") != kernel_color("gemm") != kernel_color("kgen")
