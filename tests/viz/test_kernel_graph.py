@@ -55,3 +55,23 @@ def test_json_kernels_draw_too_with_engine_inputs_and_outputs():
     assert "removed by TensorRT: 1 TF node<" in one
     assert KernelTensor("t", (-1, 8), "FP16", "NHWC").to_json()["shape"] == [-1, 8]
     assert kernel_color("correlation") != kernel_color("gemm") != kernel_color("kgen")
+
+
+def test_kernel_chart_groups_shape_calls_and_syncs_into_one_row():
+    import pandas as pd
+
+    from workbench.viz.estimate_charts import kernel_estimate_chart
+
+    rows = pd.DataFrame(
+        [{"engine": "e", "layer": f"__mye{i}_0_myl0_0", "layer_type": "shape_call",
+          "estimated_ms": 0.0} for i in range(13)]
+        + [{"engine": "e", "layer": "[ShapeHostToDeviceCopy 0]",
+            "layer_type": "ShapeHostToDevice", "estimated_ms": 0.0},
+           {"engine": "e", "layer": "__myl_FcAdd_myl0_2", "layer_type": "runtime_fusion",
+            "estimated_ms": 0.02}])
+    figure = kernel_estimate_chart(rows, "T4", "estimated for T4")
+    (bars,) = figure.data
+    assert list(bars.y) == ["__myl_FcAdd_myl0_2", "shape calls / syncs (14 kernels)"]
+    assert "costliest of 2 kernels" in figure.layout.title.text
+    one = kernel_estimate_chart(rows.tail(1), "T4", "estimated for T4")
+    assert "costliest of 1 kernel;" in one.layout.title.text

@@ -35,9 +35,9 @@ KERNEL_JSON_KEYS = ("name", "type", "nodes", "inputs", "outputs")  # `convert --
 KERNEL_COLUMNS = ["engine", "kernel", "type", "nodes", "onnx_nodes", "input_shapes",
                   "output_shapes", "input_dtypes", "output_dtypes", "input_formats",
                   "output_formats", "constant_shapes", "tactic"]
-# Layers that compute nothing of the network: shape computations, stream synchronisation, and
-# the inspector's no-ops (a reshape that only reinterprets memory).
-NON_COMPUTE_TYPES = frozenset({"shape_call", "signal", "wait", "NoOp"})
+# Layers that compute nothing of the network: shape computations and their copy to the device,
+# stream synchronisation, and the inspector's no-ops (a reshape that only reinterprets memory).
+NON_COMPUTE_TYPES = frozenset({"shape_call", "ShapeHostToDevice", "signal", "wait", "NoOp"})
 # The placeholders TF-TRT names engine inputs and outputs with: not TF nodes of the model.
 _IO_PLACEHOLDER = re.compile(r"^TensorRT(Input|Output)PH_\d+$")
 # INT8's Q/DQ nodes, `<tensor>_QuantizeLinear` (ONNX Runtime's quantizer): quantization of a
