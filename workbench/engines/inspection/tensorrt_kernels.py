@@ -12,8 +12,10 @@ NVIDIA's TREx keeps engine data):
 
 Kernels name ONNX nodes; our exporter names each ONNX node after its TF node, or
 `<TF node>/<label>` for a helper node (`onnx_context.ExportContext.helper`), so `tf_node_of`
-maps them back. TF nodes of the network TensorRT parsed that no kernel names were removed or
-folded by TensorRT (dead layers, identities, shape arithmetic).
+maps them back. Every TF node of an engine is then in one place: a kernel's `nodes`; the
+shape nodes (`shape_arithmetic`: values computed from tensor shapes, which TensorRT computes
+on the host in dynamic shape or folds); or the nodes TensorRT removed or folded away (dead
+layers, identities, constant subgraphs).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ KERNEL_JSON_KEYS = ("name", "type", "nodes", "inputs", "outputs")  # `convert --
 KERNEL_COLUMNS = ["engine", "kernel", "type", "nodes", "onnx_nodes", "input_shapes",
                   "output_shapes", "input_dtypes", "output_dtypes", "input_formats",
                   "output_formats", "constant_shapes", "tactic"]
-# Layers that compute nothing of the network: shape computations, stream synchronisation, and
-# the inspector's no-ops (a reshape that only reinterprets memory).
-NON_COMPUTE_TYPES = frozenset({"shape_call", "signal", "wait", "NoOp"})
+# Layers that compute nothing of the network: shape computations and their copy to the device,
+# stream synchronisation, and the inspector's no-ops (a reshape that only reinterprets memory).
+NON_COMPUTE_TYPES = frozenset({"shape_call", "ShapeHostToDevice", "signal", "wait", "NoOp"})
 # The placeholders TF-TRT names engine inputs and outputs with: not TF nodes of the model.
 _IO_PLACEHOLDER = re.compile(r"^TensorRT(Input|Output)PH_\d+$")
 # INT8's Q/DQ nodes, `<tensor>_QuantizeLinear` (ONNX Runtime's quantizer): quantization of a
@@ -278,8 +280,10 @@ def tf_nodes_of(onnx_nodes: Iterable[str], tf_nodes: Iterable[str] | None = None
 class EngineAnatomy:
     """An engine's kernels and what became of the TF nodes that are in none of them.
 
-    `removed`: TF nodes of the network TensorRT parsed that no kernel names (TensorRT removed
-    them or folded them away: identities, shape arithmetic, constant subgraphs). `folded`:
+    `shape_nodes`: TF nodes in no kernel that compute shapes (`shape_arithmetic`): TensorRT
+    computes them from the input shapes (on the host, in dynamic shape). `removed`: the other
+    TF nodes of the network TensorRT parsed that no kernel names (TensorRT removed them or
+    folded them away: identities, reshapes, constant subgraphs). `folded`:
     TF node -> the kernel it was folded into before TensorRT saw it (FP16/INT8 fold the graph
     first, `precision.fold_for_precision`: a batch-norm's scale and shift go into the
     convolution's weights); those kernels list them after TensorRT's own nodes."""
@@ -291,6 +295,7 @@ class EngineAnatomy:
     source: str = ""  # the builder or file that described it
     # TensorRT's fused (Myelin) regions: its name for one, and the TF nodes it was given.
     regions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    shape_nodes: tuple[str, ...] = ()
 
     def table(self) -> pd.DataFrame:
         """One row per kernel (`KERNEL_COLUMNS`)."""
@@ -308,15 +313,22 @@ class EngineAnatomy:
 
 def engine_anatomy(engine: str, kernels: Iterable[Kernel], network_nodes: Iterable[str] = (),
                    exported: Mapping[str, Sequence[str]] | None = None,
-                   tf_nodes: Iterable[str] | None = None, source: str = "") -> EngineAnatomy:
+                   tf_nodes: Iterable[str] | None = None, source: str = "",
+                   shape_nodes: Iterable[str] = ()) -> EngineAnatomy:
     """One engine's anatomy from its kernels (ONNX nodes), the ONNX nodes of the network
     TensorRT parsed and the exported model's nodes (ONNX node -> the nodes producing its
-    inputs, in graph order); they differ where FP16/INT8 folded the model first."""
-    names = None if tf_nodes is None else set(tf_nodes)
+    inputs, in graph order); they differ where FP16/INT8 folded the model first.
+    `shape_nodes`: the engine's TF nodes that compute shapes (`shape_arithmetic`); those in no
+    kernel are the anatomy's `shape_nodes`, not removed ones."""
+    listed = None if tf_nodes is None else list(tf_nodes)
+    names = None if listed is None else set(listed)
     mapped = with_tf_nodes(kernels, names)
     holder = {n: i for i, k in enumerate(mapped) for n in reversed(k.nodes)}
     network = tf_nodes_of(network_nodes, names)
-    removed = tuple(n for n in network if n not in holder)
+    shapes = set(shape_nodes)
+    order = list(dict.fromkeys([*network, *(listed or ())]))
+    on_host = tuple(n for n in order if n in shapes and n not in holder)
+    removed = tuple(n for n in network if n not in holder and n not in shapes)
     parsed = set(network)
     folded: dict[str, str | None] = {}
     extra: dict[int, list[str]] = {}
@@ -325,7 +337,8 @@ def engine_anatomy(engine: str, kernels: Iterable[Kernel], network_nodes: Iterab
         if index is not None:
             extra.setdefault(index, []).append(node)
     mapped = [replace(k, nodes=k.nodes + tuple(extra.get(i, ()))) for i, k in enumerate(mapped)]
-    return EngineAnatomy(engine, tuple(mapped), removed, folded, source)
+    return EngineAnatomy(engine, tuple(mapped), removed, folded, source,
+                         shape_nodes=tuple(n for n in on_host if folded.get(n) is None))
 
 
 def _folded(exported: Mapping[str, Sequence[str]], parsed: set[str], holder: dict[str, int],
