@@ -34,15 +34,15 @@ from scipy.optimize import least_squares
 from scipy.stats import spearmanr
 
 from workbench.graph.gpu_facts import GpuFacts, gpu_facts
-from workbench.profiling.estimate import (
-    COEFFICIENTS_FILE,
+from workbench.profiling.estimate.coefficients import COEFFICIENTS_FILE
+from workbench.profiling.estimate.kernels import (
     KINDS,
     PRECISIONS,
     KernelWork,
     as_kernels,
-    kernel_time_ms,
     kernel_work,
 )
+from workbench.profiling.estimate.roofline import kernel_time_ms
 from workbench.profiling.trtexec import fixtures_dir, read_trtexec_kernels
 
 H100_RESULTS = Path(__file__).resolve().parent / "results" / "gpu_h100.json"

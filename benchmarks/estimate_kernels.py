@@ -27,7 +27,7 @@ import sample_models
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.runtime.converted_model import converted_model
-from workbench.profiling.estimate_graph import engine_kernels, graph_estimate
+from workbench.profiling.estimate.graph import engine_kernels, graph_estimate
 from workbench.profiling.trtexec import fixtures_dir
 from workbench.trt_convert import conversion_verdicts
 

@@ -329,7 +329,7 @@ def _run_estimate(args: argparse.Namespace) -> int:
     import json
 
     from workbench.graph.gpu_facts import gpu_facts
-    from workbench.profiling.estimate import estimate_engine, estimate_text
+    from workbench.profiling.estimate.roofline import estimate_engine, estimate_text
     from workbench.profiling.trtexec import read_trtexec_kernels
 
     gpu = gpu_facts(args.gpu)  # an unknown name fails before the file is read
@@ -457,7 +457,7 @@ def _run_convert(args: argparse.Namespace) -> int:
     for line in summary_lines(result):
         print(line)
     if estimate is not None:
-        from workbench.profiling.conversion_estimate import (
+        from workbench.profiling.estimate.conversion import (
             estimate_line,
             sweep_advice,
             sweep_estimate,
@@ -488,7 +488,7 @@ def _run_convert(args: argparse.Namespace) -> int:
 def _gpu_estimate(session: ConversionSession, result: Any, params: ConversionParams,
                   args: argparse.Namespace, tensorrt: dict[str, dict] | None = None) -> dict:
     """The estimate for --target-gpu: engines TensorRT built (--tensorrt) from their kernels."""
-    from workbench.profiling.conversion_estimate import conversion_estimate
+    from workbench.profiling.estimate.conversion import conversion_estimate
 
     return conversion_estimate(session, params, args.target_gpu, args.target_batch_size, result,
                                tensorrt=tensorrt)
@@ -497,7 +497,7 @@ def _gpu_estimate(session: ConversionSession, result: Any, params: ConversionPar
 def _check_target_gpu(args: argparse.Namespace) -> None:
     """An unknown --target-gpu fails before the slow model load, listing the known ones."""
     if args.target_gpu:
-        from workbench.profiling.conversion_estimate import target_gpu_name
+        from workbench.profiling.estimate.conversion import target_gpu_name
 
         target_gpu_name(args.target_gpu)
 

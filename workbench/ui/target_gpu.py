@@ -1,7 +1,7 @@
 """The app's target GPU: a picker (none: CPU measurements only) and what the Charts, Profiling
 and Tune tabs show for the picked GPU.
 
-Every figure here is estimated (`profiling.conversion_estimate`), titled with the GPU and
+Every figure here is estimated (`profiling.estimate.conversion`), titled with the GPU and
 "estimated", with the estimate's label (the model's measured error) beside it, and drawn apart
 from what this machine measured. The estimate of a sweep is kept per setting other than
 minimum_segment_size, so moving the threshold slider costs nothing more.
@@ -20,7 +20,7 @@ import pandas as pd
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.graph.gpu_facts import GPU_FACTS, gpu_facts
-from workbench.profiling.conversion_estimate import (
+from workbench.profiling.estimate.conversion import (
     conversion_estimate,
     engine_kernel_estimates,
     estimated_beside_measured,

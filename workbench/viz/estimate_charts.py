@@ -1,4 +1,4 @@
-"""Plotly charts of GPU latency estimated for a named GPU (`profiling.conversion_estimate`).
+"""Plotly charts of GPU latency estimated for a named GPU (`profiling.estimate.conversion`).
 
 Every chart says in its title which GPU the figures are estimated for, and carries the
 estimate's label (its measured error) under the plot: estimated figures are never drawn as if
@@ -25,7 +25,7 @@ TOP_KERNELS = 30  # the per-kernel chart shows the costliest ones
 
 def sweep_estimate_chart(table: pd.DataFrame, current: int | None = None) -> go.Figure:
     """Estimated latency of the converted model against minimum_segment_size (a row per
-    threshold: `profiling.conversion_estimate.sweep_estimate`), native TF's estimate as a
+    threshold: `profiling.estimate.conversion.sweep_estimate`), native TF's estimate as a
     line, the engine count on the right axis, the `current` threshold marked."""
     attrs = table.attrs
     gpu, batch = attrs.get("gpu", "?"), attrs.get("batch_size", 1)

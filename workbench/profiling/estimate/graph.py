@@ -3,7 +3,7 @@ TensorRT built where they are at hand, else from the engine's TF nodes; native T
 
 - **From TensorRT's kernels** (`kernels`: engine -> the kernels TensorRT-RTX's builder made of
   it, `convert --tensorrt`): each kernel is timed by the fitted roofline of
-  `profiling/estimate.py` with its own tensors (shapes with the batch size asked, datatypes
+  `profiling/estimate/roofline.py` with its own tensors (shapes with the batch size asked, datatypes
   TensorRT chose, weights) and the FLOPs of the convolutions and matrix products among the TF
   nodes it holds (`estimate.engine_work`): fusion is what TensorRT did, not a rule.
 - **From the TF nodes** otherwise: each TF node of the prepared graph becomes a kernel with
@@ -23,17 +23,15 @@ from typing import Any
 from workbench.engines.backends.tensorrt_kernels import Kernel, KernelTensor
 from workbench.graph.gpu_facts import GpuFacts, gpu_facts
 from workbench.graph.nodes import Graph, Node
-from workbench.profiling.estimate import (
+from workbench.profiling.estimate.coefficients import error_note, load_coefficients
+from workbench.profiling.estimate.kernels import (
     KernelWork,
     engine_work,
-    error_note,
-    estimate_layers,
-    kernel_time_ms,
     kernel_work,
-    load_coefficients,
     tensor_bytes,
     with_batch,
 )
+from workbench.profiling.estimate.roofline import estimate_layers, kernel_time_ms
 
 # Assumed, not measured (no GPU ran TensorFlow here): TensorFlow's executor spends a few
 # microseconds per GPU op launching it; a TRTEngineOp call adds its own bookkeeping before

@@ -10,7 +10,9 @@ from conftest import fixture_path, run_cli
 
 from workbench.graph.gpu import preparation_target
 from workbench.graph.gpu_facts import GPU_FACTS, UnknownGpuError, gpu_facts
-from workbench.profiling.estimate import estimate_engine, kernel_work, load_coefficients
+from workbench.profiling.estimate.coefficients import load_coefficients
+from workbench.profiling.estimate.kernels import kernel_work
+from workbench.profiling.estimate.roofline import estimate_engine
 from workbench.profiling.trtexec import read_trtexec_kernels
 
 
@@ -144,7 +146,7 @@ def resnet50_session():
 
 def test_resnet50_on_a_t4_fp16_beats_fp32_and_both_beat_native_tf(resnet50_session):
     from workbench.conversion.params import ConversionParams
-    from workbench.profiling.estimate_graph import graph_estimate
+    from workbench.profiling.estimate.graph import graph_estimate
 
     estimates = {}
     for precision in ("FP32", "FP16"):
@@ -206,7 +208,7 @@ def _tensor(shape, dtype="FP16"):
 
 def test_a_fused_kernel_gets_the_flops_of_the_convolution_it_holds_once():
     from workbench.engines.backends.tensorrt_kernels import Kernel
-    from workbench.profiling.estimate import KernelWork, engine_work, with_batch
+    from workbench.profiling.estimate.kernels import KernelWork, engine_work, with_batch
 
     conv = KernelWork("gemm", 1e9, 1e6, "fp16", 20.0)
     relu = KernelWork("memory", 0.0, 1e6, "fp16", 0.0)

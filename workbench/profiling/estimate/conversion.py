@@ -2,7 +2,7 @@
 
 `convert`, `check`, `report` and `tune` (and the app's GPU picker) all call
 `conversion_estimate`, which hands the conversion's prepared graph and engines to
-`profiling.estimate_graph.graph_estimate`. The sweep of `minimum_segment_size` is estimated
+`profiling.estimate.graph.graph_estimate`. The sweep of `minimum_segment_size` is estimated
 once per distinct set of engines (thresholds that cut the graph alike share one estimate).
 `estimated_beside_measured` puts a trtexec profile's measured layer times beside the
 estimate of the same layers. Every figure carries its label ("estimated for Tesla T4; ...
@@ -22,8 +22,9 @@ from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.graph.gpu_facts import gpu_facts
-from workbench.profiling.estimate import error_note, estimate_layers
-from workbench.profiling.estimate_graph import engine_kernels, graph_estimate, kernel_estimates
+from workbench.profiling.estimate.coefficients import error_note
+from workbench.profiling.estimate.graph import engine_kernels, graph_estimate, kernel_estimates
+from workbench.profiling.estimate.roofline import estimate_layers
 from workbench.profiling.trtexec import (
     UNKNOWN_DEVICE,
     read_trtexec,

@@ -1,6 +1,6 @@
 """`--target-gpu` beyond convert: check, tune, report and their Python API, on a real sample
 (map_fn_cnn: four engines at minimum_segment_size 1, one at 4) through the one estimate path
-(`profiling.conversion_estimate`)."""
+(`profiling.estimate.conversion`)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def measured_trial(precision: str, threshold: int, cpu_ms: float, engines: int,
 
 
 def test_the_sweep_is_estimated_once_per_set_of_engines(map_fn_session):
-    from workbench.profiling.conversion_estimate import sweep_advice, sweep_estimate
+    from workbench.profiling.estimate.conversion import sweep_advice, sweep_estimate
     from workbench.viz.estimate_charts import sweep_estimate_chart
 
     params = ConversionParams()
