@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_target_gpu_argument(convert, "per engine")
     convert.add_argument("--target-batch-size", type=int, default=1, metavar="N",
                          help="with --target-gpu: the batch size estimated (default: 1)")
+    add_calibration_arguments(convert, "this conversion at --target-batch-size")
     convert.set_defaults(run=_run_convert)
     report = commands.add_parser(
         "report", help="write the workbench's view of a conversion as one offline HTML page"
@@ -272,6 +273,7 @@ def _add_tune_command(commands: argparse._SubParsersAction) -> None:
                       help="add TensorRT's verdict to every trial (engines TensorRT-RTX builds)")
     _add_target_gpu_argument(tune, "per trial at the first of --batch-sizes; the Pareto "
                                    "set and the recommendation then rank by the estimate")
+    add_calibration_arguments(tune, "the first trial at the first of --batch-sizes")
     tune.add_argument("--no-validate", action="store_true",
                       help="do not compare outputs with native TensorFlow")
     tune.add_argument("--retry-failed", action="store_true",
@@ -321,6 +323,7 @@ def _add_estimate_command(commands: argparse._SubParsersAction) -> None:
                                "prints it ('NVIDIA A100 80GB PCIe')")
     estimate.add_argument("--json", action="store_true",
                           help="print exactly one JSON document on stdout")
+    add_calibration_arguments(estimate, "this engine")
     estimate.add_argument("--debug", action="store_true", help="show tracebacks")
     estimate.set_defaults(run=_run_estimate)
 
@@ -334,8 +337,44 @@ def _run_estimate(args: argparse.Namespace) -> int:
 
     gpu = gpu_facts(args.gpu)  # an unknown name fails before the file is read
     document = estimate_engine(read_trtexec_kernels(args.trtexec_graph), gpu)
+    document = calibrated(document, calibration_of(args, gpu.name, document["total_ms"],
+                                                   "this engine"))
     print(json.dumps(document) if args.json else estimate_text(document))
     return 0
+
+
+# --- Calibrating --target-gpu estimates on one measurement (issue 44) -----------------------
+
+def add_calibration_arguments(parser: argparse.ArgumentParser, measured: str) -> None:
+    """--calibrate PROFILE.json / --measured-ms X: rescale every estimate on that GPU."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--calibrate", default=None, metavar="PROFILE.json",
+                       help="a trtexec --exportProfile of one engine on the target GPU (its "
+                            "layer info beside it): every estimate on that GPU is rescaled by "
+                            "that engine's measured / estimated time")
+    group.add_argument("--measured-ms", type=float, default=None, metavar="X",
+                       help=f"the latency measured on the target GPU of {measured}: every "
+                            "estimate on that GPU is rescaled by measured / estimated")
+
+
+def calibration_of(args: argparse.Namespace, gpu: str, estimated_ms: float | None,
+                   what: str) -> Any:
+    """The `Calibration` the arguments ask for (None without --calibrate / --measured-ms)."""
+    from workbench.profiling.estimate.calibration import from_measured, from_profile
+
+    if getattr(args, "calibrate", None):
+        return from_profile(args.calibrate, gpu)
+    if getattr(args, "measured_ms", None) is not None:
+        if estimated_ms is None:
+            raise WorkbenchError(f"--measured-ms: {what} has no estimate to calibrate on")
+        return from_measured(gpu, args.measured_ms, estimated_ms, what)
+    return None
+
+
+def calibrated(document: dict, calibration: Any) -> dict:
+    from workbench.profiling.estimate.calibration import calibrated as calibrated_document
+
+    return calibrated_document(document, calibration)
 
 
 def _add_validate_command(commands: argparse._SubParsersAction) -> None:
@@ -449,6 +488,10 @@ def _run_convert(args: argparse.Namespace) -> int:
     tensorrt = _tensorrt_verdicts(session, result, params) if args.tensorrt else None
     estimate = _gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu \
         else None
+    calibration = calibration_of(args, args.target_gpu, estimate and estimate["converted_ms"],
+                                 f"this conversion at batch {args.target_batch_size}") \
+        if estimate else None
+    estimate = calibrated(estimate, calibration) if estimate else None
     if args.json:
         report = ConversionReport(result, advice, tensorrt=tensorrt)
         print(report.to_json() if estimate is None
@@ -465,7 +508,7 @@ def _run_convert(args: argparse.Namespace) -> int:
 
         print(estimate_line(estimate))
         sweep = sweep_estimate(session, params, session.sweep(params), args.target_gpu,
-                               args.target_batch_size)
+                               args.target_batch_size, calibration)
         advice_line = sweep_advice(sweep, params.validated().minimum_segment_size)
         if advice_line:
             print(advice_line)
@@ -508,8 +551,12 @@ def _with_estimate(document: dict, estimate: dict) -> dict:
     basis = estimate.get("engine_basis", {})
     for engine in document["engines"]:
         target = engine["tensorrt"] if "tensorrt" in engine else engine
-        target["estimated_ms"] = estimate["engines"].get(engine["name"])
-        target["estimated_from"] = basis.get(engine["name"])
+        ms = estimate["engines"].get(engine["name"])
+        low, high = (ms * estimate["converted_low_ms"] / estimate["converted_ms"],
+                     ms * estimate["converted_high_ms"] / estimate["converted_ms"]) \
+            if ms is not None and estimate["converted_ms"] else (None, None)
+        target.update(estimated_ms=ms, estimated_low_ms=low, estimated_high_ms=high,
+                      estimated_from=basis.get(engine["name"]))
     document["estimate"] = {key: value for key, value in estimate.items()
                             if key not in ("engines", "engine_basis")}
     return document
@@ -748,6 +795,8 @@ def _run_tune(args: argparse.Namespace) -> int:
                   signature_key=args.signature_key, tags=_split(args.tags),
                   retry_failed=args.retry_failed, tensorrt=args.tensorrt,
                   target_gpu=args.target_gpu)
+    if result.estimates and (args.calibrate or args.measured_ms is not None):
+        result = _calibrated_tuning(result, args)
     for problem in result.problems:
         print(f"workbench: warning: {problem}", file=sys.stderr)
     if args.json:
@@ -770,6 +819,19 @@ def _run_tune(args: argparse.Namespace) -> int:
     print(f"\nrecommended: {chosen['trial_id']} {json.dumps(chosen['params'])}\n  because "
           f"{chosen['reason']}" if chosen else "\nno recommendation: no trial succeeded")
     return 0
+
+
+def _calibrated_tuning(result: Any, args: argparse.Namespace) -> Any:
+    """The search's estimates calibrated on --calibrate / --measured-ms (the first trial)."""
+    from workbench.tuning.result import TuneResult
+
+    first = next(iter(result.estimates.values()))
+    calibration = calibration_of(args, first["gpu"], first["converted_ms"],
+                                 f"trial {next(iter(result.estimates))}")
+    return TuneResult(result.trials, model=result.model, store=result.store,
+                      problems=result.problems,
+                      estimates={key: calibrated(doc, calibration)
+                                 for key, doc in result.estimates.items()})
 
 
 TUNE_COLUMNS = ("trial_id", "precision_mode", "minimum_segment_size", "use_dynamic_shape",

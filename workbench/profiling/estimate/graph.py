@@ -23,7 +23,7 @@ from typing import Any
 from workbench.engines.backends.tensorrt_kernels import Kernel, KernelTensor
 from workbench.graph.gpu_facts import GpuFacts, gpu_facts
 from workbench.graph.nodes import Graph, Node
-from workbench.profiling.estimate.coefficients import error_note, load_coefficients
+from workbench.profiling.estimate.coefficients import error_note, load_coefficients, with_ranges
 from workbench.profiling.estimate.kernels import (
     KernelWork,
     engine_work,
@@ -95,11 +95,12 @@ def graph_estimate(graph: Graph, engines: Sequence[Any], gpu: str | GpuFacts,
             engine_ms[engine] += _kernel_ms(graph, node, engine_precision, batch_size, facts,
                                             coefficients)
     engines_total = sum(engine_ms.values())
-    return {"gpu": facts.name, "batch_size": batch_size,
-            "converted_ms": engines_total + native_ops_ms, "native_ms": native_ms,
-            "engines_ms": engines_total, "native_ops_ms": native_ops_ms,
-            "engines": engine_ms, "engine_basis": basis,
-            "label": f"{error_note(facts, coefficients)}; {basis_note(basis)}"}
+    return with_ranges({"gpu": facts.name, "batch_size": batch_size,
+                        "converted_ms": engines_total + native_ops_ms, "native_ms": native_ms,
+                        "engines_ms": engines_total, "native_ops_ms": native_ops_ms,
+                        "engines": engine_ms, "engine_basis": basis,
+                        "label": f"{error_note(facts, coefficients)}; {basis_note(basis)}"},
+                       coefficients)
 
 
 def basis_note(basis: Mapping[str, str]) -> str:
@@ -168,6 +169,8 @@ def node_kernel(graph: Graph, node: Node, precision: str | None, batch_size: int
         found = _weights(node, inputs[1].shape, out, _DTYPES[precision or "fp32"])
         if found:
             constants, parameters = (found[0],), {"OutMaps": found[1]}
+            if node.op == "DepthwiseConv2dNative":  # one group per input channel
+                parameters["Groups"] = max(inputs[1].shape[2], 1)
     return Kernel(node.name, _layer_type(node.op), (node.name,), (node.name,),
                   inputs=tuple(tensor(spec, f"input{i}") for i, spec in enumerate(data_inputs)),
                   outputs=(tensor(output, "output"),), constants=constants,

@@ -22,20 +22,29 @@ from workbench.engines.backends.tensorrt_kernels import (
     inspector_kernels,
 )
 
-KINDS = ("gemm", "memory", "norm", "myelin")
-PRECISIONS = ("fp32", "fp16", "int8")  # fp32 layers run as TF32 where the GPU has it
-TILE = 64  # output tile edge used to count how many SMs a convolution/GEMM can fill
+# gemm: matrix products (linear layers, attention's batched products) on tensor cores; conv:
+# convolutions as implicit GEMMs on tensor cores; direct: depthwise-like grouped convolutions
+# (a few channels a group) on the CUDA cores; memory: element-wise, scale, pooling, resize,
+# concatenation, reformats; norm: normalisations, softmax, reductions.
+KINDS = ("gemm", "conv", "direct", "memory", "norm")
+TENSOR_CORE_KINDS = ("gemm", "conv")
+# Of a kernel's tensors: fp32 runs as TF32 where the GPU has it (TensorRT's default);
+# fp32_strict (TF32 off) only in measured corpora.
+PRECISIONS = ("fp32", "fp32_strict", "fp16", "int8")
+DIRECT_MAX_CHANNELS = 8  # output channels a group at most for a convolution to run direct
 
 
 # Layer types of the inspector (CaskConvolution, CaskGemmConvolution...) and of TensorRT-RTX's
-# listing (`correlation` is its convolution, `gemm` its matrix product).
+# listing (`correlation` is its convolution, `gemm` its matrix product); of those, the
+# convolutions proper (a GEMM-convolution is a fully connected layer).
 _GEMM_TYPES = re.compile(r"Convolution|Deconvolution|Gemm|MatrixMultiply|FullyConnected|"
                          r"Attention|^correlation$", re.I)
 # No kernel of the network: the inspector's no-ops, TensorRT-RTX's shape calls, stream events
 # and copies of shape values to the GPU (dynamic shapes).
+_CONV_TYPES = re.compile(r"^(?!.*Gemm).*Convolution|^correlation$", re.I)
 _FREE_TYPES = {"NoOp", "Constant", "Shape", "Assertion", "ShapeHostToDevice"} | NON_COMPUTE_TYPES
 _NORM_TYPES = re.compile(r"Norm|SoftMax|Reduce|TopK", re.I)
-_MYELIN_TYPES = {"Myelin", "ForeignNode"}  # opaque fused regions of the inspector
+_MYELIN_TYPES = {"Myelin", "ForeignNode"}  # fused regions the inspector lists without parts
 # TensorRT-RTX's kernel types that run a convolution or matrix product of the nodes they hold
 # (`kgen` kernels are generated element-wise ones: they may name a convolution they prepare).
 _GEMM_HOLDERS = re.compile(r"^(correlation|gemm|runtime_fusion)$|Convolution|Gemm|Matrix", re.I)
@@ -46,13 +55,15 @@ _PRECISION_OF = {"FP16": "fp16", "BF16": "fp16", "INT8": "int8", "FP8": "int8", 
 
 @dataclass(frozen=True)
 class KernelWork:
-    """What one kernel must do: its kind, FLOPs, bytes moved, compute precision and fill."""
+    """What one kernel must do: its kind, FLOPs, bytes moved, compute precision and the
+    output elements its tiles cover (a GEMM's M x N; what waves of tiles over the SMs
+    cover)."""
 
-    kind: str  # gemm, memory, norm, myelin, or free (no kernel: NoOp, Constant)
+    kind: str  # one of KINDS, or free (no kernel: NoOp, Constant, shape calls)
     flops: float
     bytes: float
-    precision: str  # fp32, fp16 or int8 (of its first input); fp32 runs as TF32 where it can
-    tiles: float  # output tiles of TILE x TILE (gemm kernels)
+    precision: str  # one of PRECISIONS, of its first input
+    outputs: float  # GEMM output elements (gemm kernels; 0 for others)
 
 
 def as_kernels(layers: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]]) -> list[Kernel]:
@@ -74,11 +85,15 @@ def kernel_work(kernel: Kernel) -> KernelWork:
     if kernel.type in _FREE_TYPES:
         return KernelWork("free", 0.0, 0.0, precision, 0.0)
     if kernel.type in _MYELIN_TYPES:
-        return KernelWork("myelin", 0.0, moved, precision, 0.0)
+        return KernelWork("gemm", _myelin_flops(kernel), moved, precision,
+                          _elements(inputs[0].shape) if inputs else 0.0)
     if _GEMM_TYPES.search(kernel.type):
         flops, positions, out_channels = _gemm_flops(kernel)
-        tiles = math.ceil(positions / TILE) * math.ceil(out_channels / TILE)
-        return KernelWork("gemm", flops, moved, precision, tiles)
+        groups = int(kernel.parameters.get("Groups") or 1)
+        if groups > 1 and out_channels / groups <= DIRECT_MAX_CHANNELS:
+            return KernelWork("direct", flops, moved, precision, 0.0)
+        kind = "conv" if _CONV_TYPES.search(kernel.type) else "gemm"
+        return KernelWork(kind, flops, moved, precision, positions * out_channels)
     kind = "norm" if _NORM_TYPES.search(kernel.type) or _is_norm_plugin(kernel) else "memory"
     return KernelWork(kind, 0.0, moved, precision, 0.0)
 
@@ -100,7 +115,7 @@ def engine_work(kernels: Sequence[Kernel], node_work: Mapping[str, KernelWork],
     for index, kernel in enumerate(kernels):
         for node in kernel.nodes:
             work = node_work.get(node)
-            if work is None or work.kind != "gemm":
+            if work is None or work.kind not in ("gemm", "conv", "direct"):
                 continue
             if node not in runner or (_GEMM_HOLDERS.search(kernel.type)
                                       and not _GEMM_HOLDERS.search(kernels[runner[node]].type)):
@@ -112,14 +127,18 @@ def engine_work(kernels: Sequence[Kernel], node_work: Mapping[str, KernelWork],
         if gemm_nodes:
             weights = 0.0 if kernel.constants else sum(
                 (node_weight_bytes or {}).get(n, 0.0) for n in gemm_nodes)
-            works.append(replace(own, kind="gemm", bytes=own.bytes + weights,
+            kinds = {node_work[n].kind for n in gemm_nodes}
+            kind = next(k for k in ("gemm", "conv", "direct") if k in kinds)
+            works.append(replace(own, kind=kind,
+                                 bytes=own.bytes + weights,
                                  flops=sum(node_work[n].flops for n in gemm_nodes),
-                                 tiles=sum(node_work[n].tiles for n in gemm_nodes)))
-        elif own.kind in ("free", "myelin", "gemm") or not kernel.nodes:
+                                 outputs=sum(node_work[n].outputs for n in gemm_nodes)))
+        elif own.kind in ("free", "gemm", "conv", "direct") or not kernel.nodes:
             works.append(own)
         else:
             norm = any(node_work.get(n, own).kind == "norm" for n in kernel.nodes)
-            works.append(replace(own, kind="norm" if norm else "memory", flops=0.0, tiles=0.0))
+            works.append(replace(own, kind="norm" if norm else "memory", flops=0.0,
+                                 outputs=0.0))
     return works
 
 
@@ -137,6 +156,7 @@ def with_batch(kernel: Kernel, batch_size: int) -> Kernel:
 
 def _precision(tensor: KernelTensor | None) -> str:
     return _PRECISION_OF.get(str(tensor.dtype), "fp32") if tensor is not None else "fp32"
+
 
 
 def _elements(shape: Sequence[int]) -> int:
@@ -170,6 +190,19 @@ def _gemm_flops(kernel: Kernel) -> tuple[float, int, int]:
     inner = int(kernel.inputs[0].shape[-1]) if kernel.inputs and kernel.inputs[0].shape else 1
     columns = int(out[-1]) if out else 1
     return 2.0 * out_elements * inner, out_elements // max(columns, 1), columns
+
+
+def _myelin_flops(kernel: Kernel) -> float:
+    """A region Myelin compiled whole is listed without its parts; in the engines we know
+    (diffusion U-Nets, BERT) it is a transformer block, so it is counted as one over its first
+    input's tokens T and channels D: 24 T D^2 (QKV, output and a 4x FFN) + 4 T^2 D
+    (attention's two batched products) per sample."""
+    dims = [max(int(d), 1) for d in (kernel.inputs[0].shape if kernel.inputs else ())]
+    if len(dims) < 3:
+        return 0.0
+    samples, channels = dims[0], dims[1] if len(dims) == 4 else dims[-1]
+    tokens = math.prod(dims[2:]) if len(dims) == 4 else dims[1]
+    return samples * (24.0 * tokens * channels ** 2 + 4.0 * tokens ** 2 * channels)
 
 
 def _weights(kernel: Kernel) -> KernelTensor | None:
