@@ -4,7 +4,8 @@ and judged on. PyTorch (cuDNN, cuBLAS, its own kernels) and torchvision only; no
 Run on the device machine: `python3 benchmarks/gpu_corpus.py $OUT/corpus.json` (stops
 cleanly after `CORPUS_SECONDS`, 500 by default, keeping what it timed; `CORPUS_PART=0/2`
 and `1/2` split the configurations between two runs); then here
-`python benchmarks/gpu_corpus.py --record FILE.json [FILE2.json]` writes
+`python benchmarks/gpu_corpus.py --record FILE.json [FILE2.json] [--repeat A.json B.json]`
+(a second run's files: how far it lands from the first) writes
 `benchmarks/results/gpu_corpus_<gpu>.json`, which `benchmarks/estimate.py` reads.
 
 What it times, each kernel alone as a trtexec-style layer record (LayerType, Inputs/Outputs
@@ -438,7 +439,9 @@ def configs(families: dict) -> list[tuple[str, int, str, list]]:
 
 def main() -> None:
     if sys.argv[1:2] == ["--record"]:
-        record_results(sys.argv[2:])
+        paths = sys.argv[2:]
+        split = paths.index("--repeat") if "--repeat" in paths else len(paths)
+        record_results(paths[:split], paths[split + 1:])
         return
     out = sys.argv[1] if len(sys.argv) > 1 else "corpus.json"
     deadline = time.monotonic() + float(os.environ.get("CORPUS_SECONDS", 500))
@@ -520,12 +523,35 @@ def merged(paths: list[str]) -> dict:
     return measured
 
 
-def record_results(paths: list[str]) -> None:
+def repeatability(measured: dict, repeat: dict) -> dict:
+    """How far a second run on a fresh machine lands from the first, per kernel (all, and
+    those of 50 us or more) and per configuration's sum: median and 90th percentile."""
+    def times(run: dict) -> dict:
+        return {(row["spec"], row["batch"], row["math"]): row["ms"] for row in run["rows"]}
+
+    first, second = times(measured), times(repeat)
+    found: dict = {}
+    for name, keys in (("kernels", [k for k in first if k in second]),
+                       ("kernels_50us", [k for k in first if k in second and first[k] >= 0.05])):
+        gaps = sorted(abs(second[k] / first[k] - 1) for k in keys)
+        found[name] = {"count": len(gaps), "median": statistics.median(gaps),
+                       "p90": gaps[int(0.9 * (len(gaps) - 1))]}
+    sums = sorted(abs(repeat["configs"][k]["sum_ms"] / c["sum_ms"] - 1)
+                  for k, c in measured["configs"].items() if k in repeat["configs"])
+    found["configurations"] = {"count": len(sums), "median": statistics.median(sums),
+                               "p90": sums[int(0.9 * (len(sums) - 1))], "max": sums[-1]}
+    return found
+
+
+def record_results(paths: list[str], repeat_paths: list[str] = ()) -> None:
     """Here, without a GPU: the device's JSON (one per part) as
-    `benchmarks/results/gpu_corpus_<gpu>.json`."""
+    `benchmarks/results/gpu_corpus_<gpu>.json`; with a second run's files (`--repeat`), how
+    far it lands from the first."""
     import record as results
 
     measured = merged(paths)
+    if repeat_paths:
+        measured["repeatability"] = repeatability(measured, merged(repeat_paths))
     device = measured["device"]
     peaks = {m["math"]: m["tflops"] for m in measured["ceilings"]["matmul"]}
     dram = max(measured["ceilings"]["copy"], key=lambda c: c["bytes_moved"])
@@ -544,14 +570,25 @@ def record_results(paths: list[str]) -> None:
         results.figure("matrix product at n=8192, TFLOP/s (FP32 / TF32 / FP16 / BF16 / INT8)",
                        " / ".join(f"{peaks.get(m, 0):.0f}" for m in
                                   ("fp32", "tf32", "fp16", "bf16", "int8")))]
+    if "repeatability" in measured:
+        again = measured["repeatability"]
+        figures.append(results.figure(
+            "a second run on a fresh machine: difference per kernel, median / 90th percentile "
+            "(all; 50 us or more); per configuration's sum, median / worst",
+            f"{100 * again['kernels']['median']:.1f}% / {100 * again['kernels']['p90']:.1f}%; "
+            f"{100 * again['kernels_50us']['median']:.1f}% / "
+            f"{100 * again['kernels_50us']['p90']:.1f}%; "
+            f"{100 * again['configurations']['median']:.1f}% / "
+            f"{100 * again['configurations']['max']:.1f}%"))
     short = device["name"].split()[1].lower()  # "NVIDIA H200" -> h200
     written = results.write(
         f"gpu_corpus_{short}", figures, data={"measurements": measured},
         machine=f"{device['name']} (lent device machine; torch {device['torch']}, cuDNN "
                 f"{device['cudnn']}; {device['nvidia_smi'].splitlines()[-1]})")
     document = json.loads(written.read_text())
-    document["command"] = ("python3 benchmarks/gpu_corpus.py OUT.json (on the GPU), then "
-                           "python benchmarks/gpu_corpus.py --record OUT.json")
+    document["command"] = ("CORPUS_PART=0/2 and 1/2 python3 benchmarks/gpu_corpus.py OUT.json "
+                           "(on two GPUs, twice), then python benchmarks/gpu_corpus.py "
+                           "--record OUT0.json OUT1.json --repeat AGAIN0.json AGAIN1.json")
     written.write_text(json.dumps(document, separators=(",", ":")) + "\n")
 
 
