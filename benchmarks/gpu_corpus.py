@@ -100,7 +100,7 @@ def set_math(math: str) -> None:
     torch.backends.cudnn.allow_tf32 = math == "tf32"
 
 
-def record(name: str, layer_type: str, inputs, outputs, math: str, **extra) -> dict:
+def layer_record(name: str, layer_type: str, inputs, outputs, math: str, **extra) -> dict:
     out_format = "Int32" if math == "int8" and layer_type == "CaskGemmConvolution" else None
     return {"Name": name, "LayerType": layer_type,
             "Inputs": [{"Dimensions": list(d), "Format/Datatype": _FORMAT[math]}
@@ -124,16 +124,17 @@ def conv(spec: dict, batch: int, math: str):
         spec["ohw"])
     x = randn((batch, cin, h, w), math, True)
     weight = randn((cout, cin // groups, kh, kw), math, True) * 0.05
-    rec = record("conv", "CaskConvolution", [(batch, cin, h, w)], [(batch, cout, oh, ow)], math,
-                 Kernel=[kh, kw], Stride=[sh, sw], PrePadding=[ph, pw], OutMaps=cout,
-                 Groups=groups, Weights={"Type": _FORMAT[math], "Count": weight.numel()})
+    rec = layer_record("conv", "CaskConvolution", [(batch, cin, h, w)],
+                       [(batch, cout, oh, ow)], math, Kernel=[kh, kw], Stride=[sh, sw],
+                       PrePadding=[ph, pw], OutMaps=cout, Groups=groups,
+                       Weights={"Type": _FORMAT[math], "Count": weight.numel()})
     return rec, lambda: F.conv2d(x, weight, None, (sh, sw), (ph, pw), 1, groups)
 
 
 def linear(spec: dict, batch: int, math: str):
     rows, din, dout = batch * spec["tokens"], spec["din"], spec["dout"]
     shape_in, shape_out = (batch, spec["tokens"], din), (batch, spec["tokens"], dout)
-    rec = record("linear", "CaskGemmConvolution", [shape_in], [shape_out], math,
+    rec = layer_record("linear", "CaskGemmConvolution", [shape_in], [shape_out], math,
                  Kernel=[1, 1], Stride=[1, 1], OutMaps=dout, Groups=1,
                  Weights={"Type": _FORMAT[math], "Count": din * dout})
     if math == "int8":
@@ -146,14 +147,14 @@ def linear(spec: dict, batch: int, math: str):
 def bmm(spec: dict, batch: int, math: str):
     heads, m, k, n = spec["heads"], spec["m"], spec["k"], spec["n"]
     a, b = randn((batch, heads, m, k), math), randn((batch, heads, k, n), math)
-    rec = record("bmm", "MatrixMultiply", [a.shape, b.shape], [(batch, heads, m, n)], math)
+    rec = layer_record("bmm", "MatrixMultiply", [a.shape, b.shape], [(batch, heads, m, n)], math)
     return rec, lambda: torch.matmul(a, b)
 
 
 def attention(spec: dict, batch: int, math: str):
     heads, tokens, head = spec["heads"], spec["tokens"], spec["head"]
     q = randn((batch, heads, tokens, head), math)
-    rec = record("attention", "Attention", [q.shape] * 3, [q.shape], math)
+    rec = layer_record("attention", "Attention", [q.shape] * 3, [q.shape], math)
     causal = spec["causal"]
     return rec, lambda: F.scaled_dot_product_attention(q, q, q, is_causal=causal)
 
@@ -165,19 +166,19 @@ def pointwise(spec: dict, batch: int, math: str):
     op = spec["fn"]
     if op == "add":
         y = randn(shape, math, channels_last)
-        return record("add", "ElementWise", [shape, shape], [shape], math), lambda: x + y
+        return layer_record("add", "ElementWise", [shape, shape], [shape], math), lambda: x + y
     if op == "scale":  # a batch-norm at inference: per-channel multiply and add
         a = randn((1, shape[1], *([1] * (len(shape) - 2))), math)
         b = randn(a.shape, math)
-        return (record("scale", "Scale", [shape], [shape], math),
+        return (layer_record("scale", "Scale", [shape], [shape], math),
                 lambda: torch.addcmul(b, x, a))
     if op == "se_mul":  # squeeze-excitation: a feature map times its per-channel gate
         gate = randn((shape[0], shape[1], 1, 1), math, True)
-        return (record("se_mul", "ElementWise", [shape, gate.shape], [shape], math),
+        return (layer_record("se_mul", "ElementWise", [shape, gate.shape], [shape], math),
                 lambda: x * gate)
     fns = {"relu": F.relu, "relu6": F.relu6, "silu": F.silu, "sigmoid": torch.sigmoid,
            "hardswish": F.hardswish, "gelu": F.gelu}
-    return record(op, "PointWise", [shape], [shape], math), lambda: fns[op](x)
+    return layer_record(op, "PointWise", [shape], [shape], math), lambda: fns[op](x)
 
 
 _FUSED = {}
@@ -191,21 +192,22 @@ def fused_pointwise(spec: dict, batch: int, math: str):
     if "fn" not in _FUSED:
         _FUSED["fn"] = torch.compile(lambda x, r, a, b: F.silu(x * a + b) + r, dynamic=True)
     fn = _FUSED["fn"]
-    return (record("fused", "PointWiseV2", [shape, shape], [shape], math),
+    return (layer_record("fused", "PointWiseV2", [shape, shape], [shape], math),
             lambda: fn(x, r, a, b))
 
 
 def normalization(spec: dict, batch: int, math: str):
     shape = (batch, spec["tokens"], spec["dim"])
     x, weight = randn(shape, math), randn((spec["dim"],), math)
-    return (record("layernorm", "Normalization", [shape], [shape], math),
+    return (layer_record("layernorm", "Normalization", [shape], [shape], math),
             lambda: F.layer_norm(x, (spec["dim"],), weight))
 
 
 def softmax(spec: dict, batch: int, math: str):
     shape = (batch, *spec["shape"])
     x = randn(shape, math)
-    return record("softmax", "CudaSoftMax", [shape], [shape], math), lambda: torch.softmax(x, -1)
+    return (layer_record("softmax", "CudaSoftMax", [shape], [shape], math),
+            lambda: torch.softmax(x, -1))
 
 
 def reduce(spec: dict, batch: int, math: str):
@@ -213,7 +215,7 @@ def reduce(spec: dict, batch: int, math: str):
     x = randn(shape, math, len(shape) == 4)
     dims = tuple(spec["dims"])
     out = tuple(1 if i in dims else d for i, d in enumerate(shape))
-    return (record("reduce", "Reduce", [shape], [out], math),
+    return (layer_record("reduce", "Reduce", [shape], [out], math),
             lambda: x.mean(dims, keepdim=True))
 
 
@@ -221,12 +223,12 @@ def pool(spec: dict, batch: int, math: str):
     c, (h, w) = spec["c"], spec["hw"]
     x = randn((batch, c, h, w), math, True)
     if spec["kind"] == "global":
-        rec = record("avgpool", "CaskPooling", [x.shape], [(batch, c, 1, 1)], math,
+        rec = layer_record("avgpool", "CaskPooling", [x.shape], [(batch, c, 1, 1)], math,
                      PoolingType="AVERAGE", WindowSize=[h, w])
         return rec, lambda: F.adaptive_avg_pool2d(x, 1)
     k, s, p = spec["k"], spec["s"], spec["p"]
     oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
-    rec = record("maxpool", "CaskPooling", [x.shape], [(batch, c, oh, ow)], math,
+    rec = layer_record("maxpool", "CaskPooling", [x.shape], [(batch, c, oh, ow)], math,
                  PoolingType="MAX", WindowSize=[k, k], Stride=[s, s])
     return rec, lambda: F.max_pool2d(x, k, s, p)
 
@@ -234,7 +236,7 @@ def pool(spec: dict, batch: int, math: str):
 def resize(spec: dict, batch: int, math: str):
     c, (h, w), mode = spec["c"], spec["hw"], spec["mode"]
     x = randn((batch, c, h, w), math, True)
-    rec = record("resize", "Resize", [x.shape], [(batch, c, 2 * h, 2 * w)], math,
+    rec = layer_record("resize", "Resize", [x.shape], [(batch, c, 2 * h, 2 * w)], math,
                  ResizeMode=mode)
     return rec, lambda: F.interpolate(x, scale_factor=2, mode=mode)
 
@@ -242,7 +244,7 @@ def resize(spec: dict, batch: int, math: str):
 def concat(spec: dict, batch: int, math: str):
     parts = [randn((batch, c, *spec["hw"]), math, True) for c in spec["cs"]]
     out = (batch, sum(spec["cs"]), *spec["hw"])
-    return (record("concat", "Concatenation", [p.shape for p in parts], [out], math),
+    return (layer_record("concat", "Concatenation", [p.shape for p in parts], [out], math),
             lambda: torch.cat(parts, 1))
 
 
@@ -251,7 +253,7 @@ def transpose(spec: dict, batch: int, math: str):
     x = randn(shape, math)
     perm = spec["perm"]
     out = tuple(shape[i] for i in perm)
-    return (record("transpose", "Shuffle" if spec["what"] == "heads" else "Reformat", [shape],
+    return (layer_record("transpose", "Shuffle" if spec["what"] == "heads" else "Reformat", [shape],
                    [out], math), lambda: x.permute(*perm).contiguous())
 
 
@@ -547,7 +549,7 @@ def record_results(paths: list[str], repeat_paths: list[str] = ()) -> None:
     """Here, without a GPU: the device's JSON (one per part) as
     `benchmarks/results/gpu_corpus_<gpu>.json`; with a second run's files (`--repeat`), how
     far it lands from the first."""
-    import record as results
+    import record
 
     measured = merged(paths)
     if repeat_paths:
@@ -559,20 +561,20 @@ def record_results(paths: list[str], repeat_paths: list[str] = ()) -> None:
     for row in measured["rows"]:
         ops[row["op"]] = ops.get(row["op"], 0) + 1
     figures = [
-        results.figure("kernels timed (CUDA-graph replays), by class",
+        record.figure("kernels timed (CUDA-graph replays), by class",
                        f"{len(measured['rows'])}: " + ", ".join(
                            f"{op} {n}" for op, n in sorted(ops.items()))),
-        results.figure("model configurations (model, batch, precision) summed",
+        record.figure("model configurations (model, batch, precision) summed",
                        str(len(measured["configs"]))),
-        results.figure("copy bandwidth (1 GiB, read+written) / launch in a CUDA graph",
+        record.figure("copy bandwidth (1 GiB, read+written) / launch in a CUDA graph",
                        f"{dram['gb_s']:.0f} GB/s / "
                        f"{measured['ceilings']['launch_in_graph_ms'] * 1e3:.1f} us"),
-        results.figure("matrix product at n=8192, TFLOP/s (FP32 / TF32 / FP16 / BF16 / INT8)",
+        record.figure("matrix product at n=8192, TFLOP/s (FP32 / TF32 / FP16 / BF16 / INT8)",
                        " / ".join(f"{peaks.get(m, 0):.0f}" for m in
                                   ("fp32", "tf32", "fp16", "bf16", "int8")))]
     if "repeatability" in measured:
         again = measured["repeatability"]
-        figures.append(results.figure(
+        figures.append(record.figure(
             "a second run on a fresh machine: difference per kernel, median / 90th percentile "
             "(all; 50 us or more); per configuration's sum, median / worst",
             f"{100 * again['kernels']['median']:.1f}% / {100 * again['kernels']['p90']:.1f}%; "
@@ -581,7 +583,7 @@ def record_results(paths: list[str], repeat_paths: list[str] = ()) -> None:
             f"{100 * again['configurations']['median']:.1f}% / "
             f"{100 * again['configurations']['max']:.1f}%"))
     short = device["name"].split()[1].lower()  # "NVIDIA H200" -> h200
-    written = results.write(
+    written = record.write(
         f"gpu_corpus_{short}", figures, data={"measurements": measured},
         machine=f"{device['name']} (lent device machine; torch {device['torch']}, cuDNN "
                 f"{device['cudnn']}; {device['nvidia_smi'].splitlines()[-1]})")
