@@ -142,3 +142,20 @@ def test_the_converter_estimates_what_it_converted():
     assert estimate["gpu"] == "NVIDIA L4" and estimate["batch_size"] == 2
     assert list(estimate["engines"]) == [e.name for e in converter.result.engines]
     assert estimate["label"].startswith("estimated for NVIDIA L4")
+
+
+def test_tune_measured_ms_calibrates_every_trial_on_the_first(map_fn_session):
+    import argparse
+
+    from workbench.cli import _calibrated_tuning
+
+    trials = [measured_trial("FP32", 1, 1.0, 4), measured_trial("FP32", 4, 1.5, 1)]
+    raw = TuneResult(trials, estimates=estimate_trials(map_fn_session, trials, "T4"))
+    first = raw.estimates["FP32-1"]["converted_ms"]
+    args = argparse.Namespace(calibrate=None, measured_ms=2 * first)
+    calibrated = _calibrated_tuning(raw, args)
+    table = calibrated.table
+    assert list(table["estimated_ms"]) == pytest.approx(list(2 * raw.table["estimated_ms"]))
+    assert (table["estimated_low_ms"] < table["estimated_ms"]).all()
+    assert "calibrated on trial FP32-1" in calibrated.target["label"]
+    assert calibrated.recommended["trial_id"] == raw.recommended["trial_id"]  # same ranking
