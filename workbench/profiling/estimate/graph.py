@@ -3,9 +3,9 @@ TensorRT built where they are at hand, else from the engine's TF nodes; native T
 
 - **From TensorRT's kernels** (`kernels`: engine -> the kernels TensorRT-RTX's builder made of
   it, `convert --tensorrt`): each kernel is timed by the fitted roofline of
-  `profiling/estimate/roofline.py` with its own tensors (shapes with the batch size asked, datatypes
+  `roofline.py` with its own tensors (shapes with the batch size asked, datatypes
   TensorRT chose, weights) and the FLOPs of the convolutions and matrix products among the TF
-  nodes it holds (`estimate.engine_work`): fusion is what TensorRT did, not a rule.
+  nodes it holds (`kernels.engine_work`): fusion is what TensorRT did, not a rule.
 - **From the TF nodes** otherwise: each TF node of the prepared graph becomes a kernel with
   Grappler's shapes (the unknown batch dimension set to `batch_size`); inside an engine,
   element-wise nodes that follow a convolution, matrix product or another element-wise node in
