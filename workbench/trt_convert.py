@@ -299,7 +299,7 @@ class TrtGraphConverterV2:
         PCIe", ...) at `batch_size`, as `convert --target-gpu` gives it: gpu, batch_size,
         converted_ms, native_ms, engines_ms, native_ops_ms, engines (per engine), label;
         engines TensorRT built (`tensorrt_verdicts()`) from their kernels."""
-        from workbench.profiling.conversion_estimate import conversion_estimate
+        from workbench.profiling.estimate.conversion import conversion_estimate
 
         return conversion_estimate(self.session, self._params, target_gpu, batch_size,
                                    self.result, tensorrt=self._tensorrt)

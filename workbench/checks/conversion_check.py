@@ -27,7 +27,7 @@ from workbench.engines.runtime.converted_model import ConvertedModel, converted_
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.lazy import tf
-from workbench.profiling.conversion_estimate import (
+from workbench.profiling.estimate.conversion import (
     conversion_estimate,
     estimate_line,
     target_gpu_name,
@@ -66,7 +66,7 @@ class ConversionCheck:
     backend: str = ""  # the engine backend and device the engines were built on
     device: str = ""
     # With a target GPU: per batch size, the latency estimated for it (never measured here;
-    # `profiling.conversion_estimate`), kept apart from `latency` and `metrics()`.
+    # `profiling.estimate.conversion`), kept apart from `latency` and `metrics()`.
     estimates: tuple[dict, ...] = ()
 
     def metrics(self) -> dict[str, Any]:

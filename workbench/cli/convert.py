@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from workbench.conversion.params import ConversionParams
     from workbench.conversion.result import ConversionResult
     from workbench.conversion.session import ConversionSession
+    from workbench.profiling.estimate.calibration import Calibration
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                           "parser and builder; no GPU needed)")
     options.add_target_gpu_argument(parser, "per engine")
     options.add_target_batch_size_argument(parser)
+    options.add_calibration_arguments(parser, "this conversion at --target-batch-size")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,13 +47,21 @@ def run(args: argparse.Namespace) -> int:
     tensorrt = tensorrt_verdicts(session, result, params) if args.tensorrt else None
     estimate = gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu \
         else None
+    calibration = None
+    if estimate is not None:
+        from workbench.profiling.estimate.calibration import calibrated
+
+        calibration = options.calibration_of(
+            args, args.target_gpu, estimate["converted_ms"],
+            f"this conversion at batch {args.target_batch_size}")
+        estimate = calibrated(estimate, calibration)
     if args.json:
         print(ConversionReport(result, advice, tensorrt=tensorrt, estimate=estimate).to_json())
         return 0
     for line in summary_lines(result):
         print(line)
     if estimate is not None:
-        _print_estimate(session, params, args, estimate)
+        _print_estimate(session, params, args, estimate, calibration)
     for name, verdict in (tensorrt or {}).items():
         outcome = (f"built, {verdict['plan_bytes']} bytes, {verdict['layers']} layers, "
                    f"{verdict['build_s']} s") if verdict["built"] else verdict["error"]
@@ -63,13 +73,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_estimate(session: ConversionSession, params: ConversionParams,
-                    args: argparse.Namespace, estimate: dict) -> None:
+                    args: argparse.Namespace, estimate: dict,
+                    calibration: Calibration | None) -> None:
     """The model's estimate, then what the minimum_segment_size sweep suggests for the GPU."""
-    from workbench.profiling.conversion_estimate import estimate_line, sweep_advice, sweep_estimate
+    from workbench.profiling.estimate.conversion import (
+        estimate_line,
+        sweep_advice,
+        sweep_estimate,
+    )
 
     print(estimate_line(estimate))
     sweep = sweep_estimate(session, params, session.sweep(params), args.target_gpu,
-                           args.target_batch_size)
+                           args.target_batch_size, calibration)
     advice_line = sweep_advice(sweep, params.minimum_segment_size)
     if advice_line:
         print(advice_line)

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from workbench.errors import WorkbenchError
+
 if TYPE_CHECKING:
     from workbench.conversion.params import ConversionParams
     from workbench.conversion.session import ConversionSession
+    from workbench.profiling.estimate.calibration import Calibration
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -62,6 +65,18 @@ def add_target_gpu_argument(parser: argparse.ArgumentParser, what: str) -> None:
 def add_target_batch_size_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-batch-size", type=int, default=1, metavar="N",
                         help="with --target-gpu: the batch size estimated (default: 1)")
+
+
+def add_calibration_arguments(parser: argparse.ArgumentParser, measured: str) -> None:
+    """--calibrate PROFILE.json / --measured-ms X: rescale every estimate on that GPU."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--calibrate", default=None, metavar="PROFILE.json",
+                       help="a trtexec --exportProfile of one engine on the target GPU (its "
+                            "layer info beside it): every estimate on that GPU is rescaled by "
+                            "that engine's measured / estimated time")
+    group.add_argument("--measured-ms", type=float, default=None, metavar="X",
+                       help=f"the latency measured on the target GPU of {measured}: every "
+                            "estimate on that GPU is rescaled by measured / estimated")
 
 
 def add_tensorrt_argument(parser: argparse.ArgumentParser, help: str) -> None:
@@ -130,7 +145,7 @@ def open_session(args: argparse.Namespace) -> ConversionSession:
 def check_target_gpu(args: argparse.Namespace) -> None:
     """An unknown --target-gpu fails before the slow model load, listing the known ones."""
     if args.target_gpu:
-        from workbench.profiling.conversion_estimate import target_gpu_name
+        from workbench.profiling.estimate.conversion import target_gpu_name
 
         target_gpu_name(args.target_gpu)
 
@@ -142,3 +157,17 @@ def require_tensorrt(args: argparse.Namespace) -> None:
         from workbench.engines.inspection.tensorrt_verdict import require_tensorrt as require
 
         require()
+
+
+def calibration_of(args: argparse.Namespace, gpu: str, estimated_ms: float | None,
+                   what: str) -> Calibration | None:
+    """The `Calibration` --calibrate / --measured-ms ask for (None without either)."""
+    from workbench.profiling.estimate.calibration import from_measured, from_profile
+
+    if getattr(args, "calibrate", None):
+        return from_profile(args.calibrate, gpu)
+    if getattr(args, "measured_ms", None) is not None:
+        if estimated_ms is None:
+            raise WorkbenchError(f"--measured-ms: {what} has no estimate to calibrate on")
+        return from_measured(gpu, args.measured_ms, estimated_ms, what)
+    return None

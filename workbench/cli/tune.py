@@ -50,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_target_gpu_argument(parser, "per trial at the first of --batch-sizes; the "
                                             "Pareto set and the recommendation then rank by the "
                                             "estimate")
+    options.add_calibration_arguments(parser, "the first trial at the first of --batch-sizes")
     parser.add_argument("--no-validate", action="store_true",
                         help="do not compare outputs with native TensorFlow")
     parser.add_argument("--retry-failed", action="store_true",
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
                   signature_key=args.signature_key, tags=options.split(args.tags),
                   retry_failed=args.retry_failed, tensorrt=args.tensorrt,
                   target_gpu=args.target_gpu)
+    if result.estimates and (args.calibrate or args.measured_ms is not None):
+        result = _calibrated(result, args)
     for problem in result.problems:
         print(f"workbench: warning: {problem}", file=sys.stderr)
     if args.json:
@@ -74,6 +77,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_result(result)
     return 0
+
+
+def _calibrated(result: Any, args: argparse.Namespace) -> Any:
+    """The search's estimates calibrated on --calibrate / --measured-ms (the first trial)."""
+    from workbench.profiling.estimate.calibration import calibrated
+    from workbench.tuning.tune_result import TuneResult
+
+    first_key, first = next(iter(result.estimates.items()))
+    calibration = options.calibration_of(args, first["gpu"], first["converted_ms"],
+                                         f"trial {first_key}")
+    return TuneResult(result.trials, model=result.model, store=result.store,
+                      problems=result.problems,
+                      estimates={key: calibrated(doc, calibration)
+                                 for key, doc in result.estimates.items()})
 
 
 def _grid(args: argparse.Namespace) -> dict[str, list[Any]]:

@@ -24,7 +24,7 @@ def tensorrt_verdicts(session: ConversionSession, result: Any, params: Conversio
 def gpu_estimate(session: ConversionSession, result: Any, params: ConversionParams,
                  args: argparse.Namespace, tensorrt: dict[str, dict] | None = None) -> dict:
     """The estimate for --target-gpu: engines TensorRT built (--tensorrt) from their kernels."""
-    from workbench.profiling.conversion_estimate import conversion_estimate
+    from workbench.profiling.estimate.conversion import conversion_estimate
 
     return conversion_estimate(session, params, args.target_gpu, args.target_batch_size, result,
                                tensorrt=tensorrt)

@@ -281,7 +281,7 @@ class ConversionReport:
 
     `tensorrt` (engine -> TensorRT's verdict as `TensorRTVerdict.to_json()` gives it) adds the
     `tensorrt_*` columns to the engine tables and a `tensorrt` object to each engine's JSON.
-    `estimate` (`profiling.conversion_estimate`'s, for a target GPU) adds each engine's
+    `estimate` (`profiling.estimate.conversion`'s, for a target GPU) adds each engine's
     estimated time to its JSON and the model's estimate at the top.
     """
 
@@ -359,8 +359,13 @@ def _with_estimate(document: dict, estimate: Mapping[str, Any]) -> dict:
     basis = estimate.get("engine_basis", {})
     for engine in document["engines"]:
         target = engine["tensorrt"] if "tensorrt" in engine else engine
-        target["estimated_ms"] = estimate["engines"].get(engine["name"])
-        target["estimated_from"] = basis.get(engine["name"])
+        ms = estimate["engines"].get(engine["name"])
+        # The engine's range is the model's, scaled: one out-of-sample error band for all.
+        low, high = (ms * estimate["converted_low_ms"] / estimate["converted_ms"],
+                     ms * estimate["converted_high_ms"] / estimate["converted_ms"]) \
+            if ms is not None and estimate.get("converted_ms") else (None, None)
+        target.update(estimated_ms=ms, estimated_low_ms=low, estimated_high_ms=high,
+                      estimated_from=basis.get(engine["name"]))
     document["estimate"] = {key: value for key, value in estimate.items()
                             if key not in ("engines", "engine_basis")}
     return document

@@ -20,7 +20,7 @@ from typing import Any
 from workbench.checks.conversion_check import check_batch_sizes
 from workbench.errors import first_line
 from workbench.graph.cache import content_key
-from workbench.profiling.conversion_estimate import target_gpu_name
+from workbench.profiling.estimate.conversion import target_gpu_name
 from workbench.tuning.cluster import Cluster, connect
 from workbench.tuning.estimates import estimate_trials
 from workbench.tuning.grid import TuneError, expand_grid

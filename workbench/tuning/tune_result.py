@@ -36,7 +36,8 @@ COLUMNS = ("trial_id", *PARAM_COLUMNS, "status", "reason", "percent_converted", 
 # column -> True when higher is better
 OBJECTIVES = {"latency_ms": False, "max_abs_error": False, "percent_converted": True}
 # Added with estimates for a target GPU; "estimated_ms" then stands for "latency_ms".
-ESTIMATE_COLUMNS = ("estimated_ms", "estimated_native_ms", "estimated_speedup")
+ESTIMATE_COLUMNS = ("estimated_ms", "estimated_low_ms", "estimated_high_ms",
+                    "estimated_native_ms", "estimated_speedup")
 
 
 class TuneResult:
@@ -91,7 +92,9 @@ class TuneResult:
         estimate = self.estimates.get(trial.trial_id)
         if estimate is not None:  # the trial's engines' and native ops' share, estimated
             document["estimate"] = {k: estimate[k] for k in (
-                "converted_ms", "native_ms", "engines_ms", "native_ops_ms", "engines")}
+                "converted_ms", "converted_low_ms", "converted_high_ms", "native_ms",
+                "native_low_ms", "native_high_ms", "engines_ms", "native_ops_ms", "engines")
+                if k in estimate}
         return document
 
     def __repr__(self) -> str:
@@ -128,6 +131,8 @@ def _add_estimates(table: pd.DataFrame, estimates: Mapping[str, dict[str, Any]])
     """The ESTIMATE_COLUMNS from each trial's estimate; the GPU, batch and label in attrs."""
     found = [estimates.get(tid) or {} for tid in table["trial_id"]]
     table["estimated_ms"] = [e.get("converted_ms", math.nan) for e in found]
+    table["estimated_low_ms"] = [e.get("converted_low_ms", math.nan) for e in found]
+    table["estimated_high_ms"] = [e.get("converted_high_ms", math.nan) for e in found]
     table["estimated_native_ms"] = [e.get("native_ms", math.nan) for e in found]
     table["estimated_speedup"] = table["estimated_native_ms"] / table["estimated_ms"]
     first = next(iter(estimates.values()))

@@ -1,4 +1,4 @@
-"""Plotly charts of GPU latency estimated for a named GPU (`profiling.conversion_estimate`).
+"""Plotly charts of GPU latency estimated for a named GPU (`profiling.estimate.conversion`).
 
 Every chart says in its title which GPU the figures are estimated for, and carries the
 estimate's label (its measured error) under the plot: estimated figures are never drawn as if
@@ -27,15 +27,16 @@ TOP_KERNELS = 30  # the per-kernel chart shows the costliest ones
 
 def sweep_estimate_chart(table: pd.DataFrame, current: int | None = None) -> go.Figure:
     """Estimated latency of the converted model against minimum_segment_size (a row per
-    threshold: `profiling.conversion_estimate.sweep_estimate`), native TF's estimate as a
+    threshold: `profiling.estimate.conversion.sweep_estimate`), native TF's estimate as a
     line, the engine count on the right axis, the `current` threshold marked."""
     attrs = table.attrs
     gpu, batch = attrs.get("gpu", "?"), attrs.get("batch_size", 1)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     x = list(table["minimum_segment_size"])
+    band = _error_band(table, "converted_ms")
     fig.add_trace(go.Scatter(
         name=f"converted, estimated for {gpu}", x=x, y=list(table["converted_ms"]),
-        mode="lines+markers", line={"color": CONVERTED_COLOR, "width": 2.5},
+        mode="lines+markers", line={"color": CONVERTED_COLOR, "width": 2.5}, error_y=band,
         customdata=list(zip(table["engines_ms"], table["native_ops_ms"], strict=True)),
         hovertemplate=("mss=%{x}: %{y:.3f} ms estimated (engines %{customdata[0]:.3f}, "
                        "TF ops between them %{customdata[1]:.3f})<extra></extra>"),
@@ -85,6 +86,7 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
     fig.add_trace(go.Bar(
         name=f"estimated for {gpu}", y=names, x=list(shown["estimated_ms"]), orientation="h",
         marker={"color": CONVERTED_COLOR}, customdata=list(shown["layer"]),
+        error_x=_error_band(shown, "estimated_ms"),
         hovertemplate="%{customdata}: %{x:.4f} ms estimated<extra></extra>",
     ))
     if "measured_ms" in shown and shown["measured_ms"].notna().any():
@@ -131,6 +133,8 @@ def estimate_table(estimates: Sequence[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame([{
         "batch size": e["batch_size"], "native TF ms": round(e["native_ms"], 4),
         "converted ms": round(e["converted_ms"], 4),
+        "converted range ms": (f"{e['converted_low_ms']:.4f}-{e['converted_high_ms']:.4f}"
+                               if "converted_low_ms" in e else None),
         "speed-up": round(e["native_ms"] / e["converted_ms"], 2) if e["converted_ms"] else None,
         "engines ms": round(e["engines_ms"], 4),
         "TF ops between engines ms": round(e["native_ops_ms"], 4)} for e in estimates])
@@ -147,6 +151,18 @@ def label_estimate(fig: go.Figure, label: str) -> None:
     fig.update_layout(height=fig.layout.height + extra,
                       margin={"t": (fig.layout.margin.t or 90) + extra},
                       meta={**(fig.layout.meta or {}), "estimate_label": label})
+
+
+def _error_band(table: pd.DataFrame, column: str) -> dict | None:
+    """Plotly error bars from the estimate's range (`<stem>low_ms`, `<stem>high_ms` beside
+    `column`, `<stem>ms`), None where the table has none."""
+    stem = column[:-2]
+    low, high = f"{stem}low_ms", f"{stem}high_ms"
+    if low not in table or high not in table:
+        return None
+    return {"type": "data", "symmetric": False, "color": "#9aa5b1", "thickness": 1,
+            "array": list(table[high] - table[column]),
+            "arrayminus": list(table[column] - table[low])}
 
 
 def _short(name: str, width: int = 48) -> str:

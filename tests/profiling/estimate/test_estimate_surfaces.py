@@ -1,6 +1,6 @@
 """`--target-gpu` beyond convert: check, tune, report and their Python API, on a real sample
 (map_fn_cnn: four engines at minimum_segment_size 1, one at 4) through the one estimate path
-(`profiling.conversion_estimate`)."""
+(`profiling.estimate.conversion`)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def measured_trial(precision: str, threshold: int, cpu_ms: float, engines: int,
 
 
 def test_the_sweep_is_estimated_once_per_set_of_engines(map_fn_session):
-    from workbench.profiling.conversion_estimate import sweep_advice, sweep_estimate
+    from workbench.profiling.estimate.conversion import sweep_advice, sweep_estimate
     from workbench.viz.estimate_charts import sweep_estimate_chart
 
     params = ConversionParams()
@@ -45,11 +45,16 @@ def test_the_sweep_is_estimated_once_per_set_of_engines(map_fn_session):
     assert table["converted_ms"].iloc[0] > table["converted_ms"].iloc[3]
     assert table["converted_ms"].iloc[3] == table["converted_ms"].iloc[5]
     assert table["native_ms"].nunique() == 1 and table.attrs["gpu"] == "Tesla T4"
+    faster = 100 * (1 - table["converted_ms"].iloc[3] / table["converted_ms"].iloc[0])
+    # One figure per configuration: the current setting's time is the estimate line's alone,
+    # so the comparison (every threshold from the TF nodes) is a ratio and says its basis.
     assert sweep_advice(table, 1) == (
         f"Tesla T4 (estimated): minimum_segment_size=4 makes 1 engine(s), estimated "
-        f"{table['converted_ms'].iloc[3]:.3f} ms against {table['converted_ms'].iloc[0]:.3f} ms"
-        " for the current 1 (4 engines), every threshold from its TF nodes' shapes: more, "
-        "smaller engines are estimated slower than fewer")
+        f"{faster:.0f}% faster than the current 1 (4 engines), comparing every threshold from "
+        "its TF nodes' shapes: more, smaller engines are estimated slower than fewer")
+    assert table.attrs["basis"] == "tf_nodes"
+    assert (table["converted_low_ms"] < table["converted_ms"]).all()
+    assert (table["converted_high_ms"] > table["converted_ms"]).all()
     assert sweep_advice(table, 4) == ""  # already the fastest
     figure = sweep_estimate_chart(table)
     assert "Estimated latency on Tesla T4" in figure.layout.title.text
@@ -68,7 +73,7 @@ def test_tune_ranks_by_the_estimate_and_keeps_the_cpu_measurements(map_fn_sessio
     assert reason.startswith("the fastest trial estimated for Tesla T4 whose outputs stay")
     assert "measured here: 1.50 ms at batch 1" in reason  # the CPU figure, as it was
     assert "FP32 mss=1's 4 engines are estimated slower" in reason
-    assert "leave-one-out" in reason
+    assert "out of sample" in reason
     table = estimated.table
     assert list(table["latency_ms"]) == [1.0, 1.5]
     assert table["estimated_ms"].iloc[1] < table["estimated_ms"].iloc[0]
@@ -101,7 +106,7 @@ def test_check_adds_the_estimate_per_batch_size_apart_from_the_measurements(map_
     assert not any("estimate" in key for key in check.metrics())
     summary = check.summary()
     assert "NVIDIA A10 (estimated), batch 4: native TF" in summary
-    assert "(estimated for NVIDIA A10; leave-one-out" in summary
+    assert "(estimated for NVIDIA A10; out of sample" in summary
 
 
 def test_report_has_the_estimate_section(map_fn_session):
@@ -109,7 +114,7 @@ def test_report_has_the_estimate_section(map_fn_session):
 
     page = html_report(map_fn_session, ConversionParams(), target_gpu="T4", batch_sizes=(1, 8))
     assert "<h2>GPU latency estimated for Tesla T4</h2>" in page
-    assert "chart-estimate-sweep" in page and "leave-one-out" in page
+    assert "chart-estimate-sweep" in page and "out of sample" in page
     assert "Estimated, not measured" in page
     graph = page[page.index('id="graph-converted"'):]  # its engines carry their estimated time
     assert "ms on Tesla T4 (estimated)" in graph[:graph.index("</svg>")]
@@ -137,3 +142,20 @@ def test_the_converter_estimates_what_it_converted():
     assert estimate["gpu"] == "NVIDIA L4" and estimate["batch_size"] == 2
     assert list(estimate["engines"]) == [e.name for e in converter.result.engines]
     assert estimate["label"].startswith("estimated for NVIDIA L4")
+
+
+def test_tune_measured_ms_calibrates_every_trial_on_the_first(map_fn_session):
+    import argparse
+
+    from workbench.cli import _calibrated_tuning
+
+    trials = [measured_trial("FP32", 1, 1.0, 4), measured_trial("FP32", 4, 1.5, 1)]
+    raw = TuneResult(trials, estimates=estimate_trials(map_fn_session, trials, "T4"))
+    first = raw.estimates["FP32-1"]["converted_ms"]
+    args = argparse.Namespace(calibrate=None, measured_ms=2 * first)
+    calibrated = _calibrated_tuning(raw, args)
+    table = calibrated.table
+    assert list(table["estimated_ms"]) == pytest.approx(list(2 * raw.table["estimated_ms"]))
+    assert (table["estimated_low_ms"] < table["estimated_ms"]).all()
+    assert "calibrated on trial FP32-1" in calibrated.target["label"]
+    assert calibrated.recommended["trial_id"] == raw.recommended["trial_id"]  # same ranking

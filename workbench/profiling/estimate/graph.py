@@ -3,9 +3,9 @@ TensorRT built where they are at hand, else from the engine's TF nodes; native T
 
 - **From TensorRT's kernels** (`kernels`: engine -> the kernels TensorRT-RTX's builder made of
   it, `convert --tensorrt`): each kernel is timed by the fitted roofline of
-  `profiling/estimate.py` with its own tensors (shapes with the batch size asked, datatypes
+  `roofline.py` with its own tensors (shapes with the batch size asked, datatypes
   TensorRT chose, weights) and the FLOPs of the convolutions and matrix products among the TF
-  nodes it holds (`estimate.engine_work`): fusion is what TensorRT did, not a rule.
+  nodes it holds (`kernels.engine_work`): fusion is what TensorRT did, not a rule.
 - **From the TF nodes** otherwise: each TF node of the prepared graph becomes a kernel with
   Grappler's shapes (the unknown batch dimension set to `batch_size`); inside an engine,
   element-wise nodes that follow a convolution, matrix product or another element-wise node in
@@ -23,17 +23,15 @@ from typing import Any
 from workbench.engines.inspection.tensorrt_kernels import Kernel, KernelTensor
 from workbench.graph.gpu_facts import GpuFacts, gpu_facts
 from workbench.graph.nodes import Graph, Node
-from workbench.profiling.estimate import (
+from workbench.profiling.estimate.coefficients import error_note, load_coefficients, with_ranges
+from workbench.profiling.estimate.kernels import (
     KernelWork,
     engine_work,
-    error_note,
-    estimate_layers,
-    kernel_time_ms,
     kernel_work,
-    load_coefficients,
     tensor_bytes,
     with_batch,
 )
+from workbench.profiling.estimate.roofline import estimate_layers, kernel_time_ms
 
 # Assumed, not measured (no GPU ran TensorFlow here): TensorFlow's executor spends a few
 # microseconds per GPU op launching it; a TRTEngineOp call adds its own bookkeeping before
@@ -97,11 +95,12 @@ def graph_estimate(graph: Graph, engines: Sequence[Any], gpu: str | GpuFacts,
             engine_ms[engine] += _kernel_ms(graph, node, engine_precision, batch_size, facts,
                                             coefficients)
     engines_total = sum(engine_ms.values())
-    return {"gpu": facts.name, "batch_size": batch_size,
-            "converted_ms": engines_total + native_ops_ms, "native_ms": native_ms,
-            "engines_ms": engines_total, "native_ops_ms": native_ops_ms,
-            "engines": engine_ms, "engine_basis": basis,
-            "label": f"{error_note(facts, coefficients)}; {basis_note(basis)}"}
+    return with_ranges({"gpu": facts.name, "batch_size": batch_size,
+                        "converted_ms": engines_total + native_ops_ms, "native_ms": native_ms,
+                        "engines_ms": engines_total, "native_ops_ms": native_ops_ms,
+                        "engines": engine_ms, "engine_basis": basis,
+                        "label": f"{error_note(facts, coefficients)}; {basis_note(basis)}"},
+                       coefficients)
 
 
 def basis_note(basis: Mapping[str, str]) -> str:
@@ -170,6 +169,8 @@ def node_kernel(graph: Graph, node: Node, precision: str | None, batch_size: int
         found = _weights(node, inputs[1].shape, out, _DTYPES[precision or "fp32"])
         if found:
             constants, parameters = (found[0],), {"OutMaps": found[1]}
+            if node.op == "DepthwiseConv2dNative":  # one group per input channel
+                parameters["Groups"] = max(inputs[1].shape[2], 1)
     return Kernel(node.name, _layer_type(node.op), (node.name,), (node.name,),
                   inputs=tuple(tensor(spec, f"input{i}") for i, spec in enumerate(data_inputs)),
                   outputs=(tensor(output, "output"),), constants=constants,
