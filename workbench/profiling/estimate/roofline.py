@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.engines.backends.tensorrt_kernels import EngineAnatomy, Kernel
+from workbench.engines.inspection.tensorrt_kernels import EngineAnatomy, Kernel
 from workbench.errors import WorkbenchError
 from workbench.graph.gpu_facts import GpuFacts, gpu_facts
 from workbench.profiling.estimate.coefficients import (
