@@ -147,7 +147,7 @@ def test_the_converter_estimates_what_it_converted():
 def test_tune_measured_ms_calibrates_every_trial_on_the_first(map_fn_session):
     import argparse
 
-    from workbench.cli import _calibrated_tuning
+    from workbench.cli.tune import _calibrated as _calibrated_tuning
 
     trials = [measured_trial("FP32", 1, 1.0, 4), measured_trial("FP32", 4, 1.5, 1)]
     raw = TuneResult(trials, estimates=estimate_trials(map_fn_session, trials, "T4"))
