@@ -197,3 +197,18 @@ def only_fatal_lines() -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+def quiet_notebook(conversion_report: bool = False) -> None:
+    """A notebook that shows only what it computes: TensorFlow's native lines below errors
+    (`TF_CPP_MIN_LOG_LEVEL=2` unless set), TensorFlow's Python loggers (save()'s "Assets
+    written to ...", tf2onnx's deprecations) at errors only, and `convert()`'s non-conversion
+    report off the page unless `conversion_report`. `workbench.quiet_notebook()`; call it before
+    TensorFlow's first import, as the lessons' first cell does. Imports nothing heavy."""
+    import logging
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", str(DEFAULT_LEVEL))
+    for name in ("tensorflow", "absl"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    report_level = logging.NOTSET if conversion_report else logging.ERROR
+    logging.getLogger("workbench.trt_convert").setLevel(report_level)
