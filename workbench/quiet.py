@@ -24,7 +24,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from workbench.lazy import before_tensorflow_import, run_after_import_callbacks
+from workbench.lazy import (
+    after_tensorflow_import,
+    before_tensorflow_import,
+    run_after_import_callbacks,
+)
 
 DEFAULT_LEVEL = 2  # hide INFO and WARNING, as TF_CPP_MIN_LOG_LEVEL=2 does after the import
 SEVERITIES = "IWEF"  # absl/TF severity letters, in TF_CPP_MIN_LOG_LEVEL's order
@@ -208,7 +212,15 @@ def quiet_notebook(conversion_report: bool = False) -> None:
     import logging
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", str(DEFAULT_LEVEL))
-    for name in ("tensorflow", "absl"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    after_tensorflow_import(_tensorflow_logger_at_errors)
     report_level = logging.NOTSET if conversion_report else logging.ERROR
     logging.getLogger("workbench.trt_convert").setLevel(report_level)
+
+
+def _tensorflow_logger_at_errors() -> None:
+    # In an interactive shell (a notebook's kernel), TensorFlow's first get_logger() sets its
+    # logger to INFO: set after that, the level holds.
+    import logging
+
+    sys.modules["tensorflow"].get_logger().setLevel(logging.ERROR)
