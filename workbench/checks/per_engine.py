@@ -40,7 +40,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.engines.onnx.precision import FP16_MAX
 from workbench.engines.runtime.converted_model import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
-from workbench.graph.layout import cpu_runnable
+from workbench.graph.channels_last import cpu_runnable
 from workbench.lazy import tf
 
 if TYPE_CHECKING:
@@ -152,7 +152,6 @@ def per_engine_accuracy(session: ConversionSession, params: ConversionParams, *,
         raise WorkbenchError("batches and batch_size must be >= 1, remedies_for >= 0")
     started = time.perf_counter()
     tell = progress or (lambda fraction, message: None)
-    params = params.validated()
     tolerances, _ = with_default_tolerances(params.precision_mode, tolerances)
     result = session.convert(params)
     model = converted_model(session, result, params)
