@@ -115,17 +115,12 @@ NOISY_TENSORFLOW = {"TF_ENABLE_ONEDNN_OPTS": "1"}
 
 
 def fixture_path(name: str = "") -> Path:
-    """A trtexec fixture folder (shared/, beside the repo); skipped locally when the fixtures
-    are absent, failed on CI, where they must be."""
+    """A folder of the real trtexec exports the repository ships (sample_models/trtexec)."""
     from workbench.profiling.trtexec import fixtures_dir
 
     root = fixtures_dir()
-    if root is None:
-        reason = ("trtexec fixtures not found at ../shared/fixtures/trtexec "
-                  "(set WORKBENCH_TRTEXEC_FIXTURES)")
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    assert root is not None, "sample_models/trtexec is missing (or $WORKBENCH_TRTEXEC_FIXTURES " \
+        "names no folder)"
     return root / name
 
 

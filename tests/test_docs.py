@@ -199,7 +199,8 @@ def test_a_notebook_copy_goes_stale_when_its_cells_change():
     assert render.source_digest(notebook) != digest
 
 
-CONCEPT_PAGES = ("segments.md", "shapes.md", "precision.md", "engine-runtime.md")
+CONCEPT_PAGES = ("segments.md", "shapes.md", "precision.md", "engine-runtime.md", "estimate.md")
+GRID_WIDTH_PT = 480  # a figure in a two-column grid shows at about 450 px
 
 
 def test_concept_pages_show_diagrams_the_workbench_draws():
@@ -215,6 +216,18 @@ def test_concept_pages_show_diagrams_the_workbench_draws():
     assert set(shown) == set(drawer.DRAWERS)
     for name, command in drawer.GRAPH_COMMANDS.items():
         assert f"workbench graph {command}" in shown[name], f"{name}'s caption: {command}"
+
+
+def test_concept_diagrams_in_a_grid_are_narrow_enough_to_read():
+    """Side by side, a diagram shows at about 450 px: only narrow ones may be; wider ones are
+    shown at the page's width, where their labels keep their size."""
+    for page in CONCEPT_PAGES:
+        text = (ROOT / "docs" / page).read_text()
+        for grid in re.findall(r'<div class="grid" markdown>(.*?)</div>', text, flags=re.S):
+            for name in re.findall(r"\(images/concepts/([^)\s]+\.svg)\)", grid):
+                svg = (ROOT / "docs" / "images" / "concepts" / name).read_text()[:2000]
+                width = float(re.search(r'<svg width="([\d.]+)pt"', svg).group(1))
+                assert width <= GRID_WIDTH_PT, f"docs/{page}: {name} is {width}pt wide in a grid"
 
 
 def test_every_benchmark_writes_its_figures():

@@ -17,6 +17,7 @@ from jupyter_lab import free_port, wait_until
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CONFIG = ROOT / "tools" / "jupyter_server_config.py"
+PYTHON_KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
 def test_tracked_notebooks_have_no_outputs() -> None:
@@ -26,6 +27,8 @@ def test_tracked_notebooks_have_no_outputs() -> None:
                  if cell.cell_type == "code" and (cell.outputs or cell.execution_count)]
         assert not dirty, f"{path.name}: cells {dirty} keep outputs (clear them before commit)"
         assert "widgets" not in notebook.metadata, f"{path.name} keeps widget state"
+        assert notebook.metadata == {"kernelspec": PYTHON_KERNELSPEC,
+                                     "language_info": {"name": "python"}}, path.name
 
 
 @pytest.mark.stack_independent(reason="the Jupyter server's pre-save hook, no TensorFlow")
@@ -45,6 +48,13 @@ def test_make_run_saves_notebooks_without_outputs(tmp_path: Path) -> None:
             "app", execution_count=3, outputs=[nbformat.v4.new_output(
                 "display_data", {"text/plain": "Workbench(...)"})])])
         notebook.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
+        # What JupyterLab writes once a kernel ran: the kernel's own names and Python's version.
+        notebook.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)",
+                                           "language": "python", "name": "python3"}
+        notebook.metadata["language_info"] = {"name": "python", "version": "3.12.3",
+                                              "codemirror_mode": {"name": "ipython"}}
+        notebook.cells[0].metadata["scrolled"] = True
+        notebook.cells[0].metadata["tags"] = ["kept"]
         body = json.dumps({"type": "notebook", "content": notebook}).encode()
         request = urllib.request.Request(url, data=body, method="PUT", headers={
             "Authorization": f"token {token}", "Content-Type": "application/json"})
@@ -60,6 +70,9 @@ def test_make_run_saves_notebooks_without_outputs(tmp_path: Path) -> None:
         assert stored.cells[0].source == "app"
         assert stored.cells[0].outputs == [] and stored.cells[0].execution_count is None
         assert "widgets" not in stored.metadata
+        tracked = nbformat.read(NOTEBOOKS[1], as_version=4).metadata
+        assert stored.metadata == tracked, "saving rewrote the kernel metadata"
+        assert stored.cells[0].metadata == {"tags": ["kept"]}  # the lesson's, not the editor's
     finally:
         server.terminate()
         server.wait(15)

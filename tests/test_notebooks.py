@@ -8,7 +8,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import fixture_path
 from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
@@ -179,8 +178,6 @@ assert "TensorListReserve" in message and not (OUT / "lstm.onnx").exists()
 ], ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path) -> None:
     # Run from a scratch copy so experiment stores and outputs never land in the repo.
-    if path.stem in ("07_inside_an_engine", "08_profiling"):
-        fixture_path()  # they read the shared trtexec exports
     copy = tmp_path / path.name
     shutil.copy(path, copy)
     notebook = nbformat.read(copy, as_version=4)

@@ -137,3 +137,26 @@ def test_notebook_cell_shows_no_chatter(monkeypatch: pytest.MonkeyPatch) -> None
     NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
     outputs = notebook.cells[0].outputs
     assert [o.get("name") for o in outputs] == ["stdout"], outputs
+
+
+def test_quiet_notebook_keeps_tensorflow_info_and_the_report_off_the_page() -> None:
+    """In a kernel TensorFlow's logger starts at INFO (its first get_logger() sees an
+    interactive shell): after `workbench.quiet_notebook()` only errors reach the page."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(textwrap.dedent("""\
+        import logging
+        import workbench
+        workbench.quiet_notebook()
+        import tensorflow as tf
+        from tensorflow.python.platform import tf_logging
+        tf_logging.info("Assets written to: somewhere")
+        logging.getLogger("workbench.trt_convert").warning("non-conversion report")
+        tf_logging.error("an error shows")""")),
+        nbformat.v4.new_code_cell("workbench.quiet_notebook(conversion_report=True)\n"
+                                  "logging.getLogger('workbench.trt_convert').warning('report')")]
+    NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
+    shown = ["".join(o.get("text", "")) for cell in notebook.cells for o in cell.outputs]
+    assert "".join(shown).strip().splitlines() == ["ERROR:tensorflow:an error shows", "report"]

@@ -2,7 +2,8 @@
 the sample models: `make docs-diagrams`, or `python tools/draw_concept_diagrams.py [FILE...]`.
 
 Most are `workbench graph` commands, run as written in the pages' captions; the kernels of an
-engine and the engines coloured by their error come from the Python API the captions name.
+engine and the engines coloured by their error come from the Python API the captions name; the
+estimate page's diagrams of ideas are Graphviz sources in tools/diagrams/.
 """
 
 from __future__ import annotations
@@ -70,8 +71,18 @@ def draw_errors(name: str) -> None:
     (OUT / name).write_bytes(render(digraph, "svg"))
 
 
+def draw_dot(name: str) -> None:
+    """A diagram of an idea rather than of a model, written in Graphviz's language in
+    tools/diagrams/ (the estimate page's)."""
+    import graphviz
+
+    source = (ROOT / "tools" / "diagrams" / name).with_suffix(".dot").read_text()
+    (OUT / name).write_bytes(graphviz.Source(source).pipe(format="svg"))
+
+
 DRAWERS: dict[str, Callable[[str], None]] = {
     **dict.fromkeys(GRAPH_COMMANDS, draw_graph),
+    **dict.fromkeys(("estimate-kernel-time.svg", "estimate-weakest.svg"), draw_dot),
     "runtime-digits-cnn-kernels.svg": draw_kernels,
     **dict.fromkeys(("precision-digits-cnn-fp16.svg", "precision-digits-cnn-int8.svg"),
                     draw_errors),

@@ -103,7 +103,8 @@ ENGINE_CALLS = Variable(
 CXX = Variable(
     "WORKBENCH_CXX", "the compiler of the engine op (else $CXX, else g++)", text, "")
 TRTEXEC_FIXTURES = Variable(
-    "WORKBENCH_TRTEXEC_FIXTURES", "the folder of real trtexec exports", text, "")
+    "WORKBENCH_TRTEXEC_FIXTURES",
+    "another folder of real trtexec exports than sample_models/trtexec", text, "")
 
 VARIABLES: tuple[Variable, ...] = (
     OP_DENYLIST, MAX_ALLOWED_ENGINES, OP_FAKELIST, EXPERIMENTAL_FEATURES, SHOW_DETAILED_REPORT,

@@ -24,7 +24,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from workbench.lazy import before_tensorflow_import, run_after_import_callbacks
+from workbench.lazy import (
+    after_tensorflow_import,
+    before_tensorflow_import,
+    run_after_import_callbacks,
+)
 
 DEFAULT_LEVEL = 2  # hide INFO and WARNING, as TF_CPP_MIN_LOG_LEVEL=2 does after the import
 SEVERITIES = "IWEF"  # absl/TF severity letters, in TF_CPP_MIN_LOG_LEVEL's order
@@ -197,3 +201,26 @@ def only_fatal_lines() -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+def quiet_notebook(conversion_report: bool = False) -> None:
+    """A notebook that shows only what it computes: TensorFlow's native lines below errors
+    (`TF_CPP_MIN_LOG_LEVEL=2` unless set), TensorFlow's Python loggers (save()'s "Assets
+    written to ...", tf2onnx's deprecations) at errors only, and `convert()`'s non-conversion
+    report off the page unless `conversion_report`. `workbench.quiet_notebook()`; call it before
+    TensorFlow's first import, as the lessons' first cell does. Imports nothing heavy."""
+    import logging
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", str(DEFAULT_LEVEL))
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    after_tensorflow_import(_tensorflow_logger_at_errors)
+    report_level = logging.NOTSET if conversion_report else logging.ERROR
+    logging.getLogger("workbench.trt_convert").setLevel(report_level)
+
+
+def _tensorflow_logger_at_errors() -> None:
+    # In an interactive shell (a notebook's kernel), TensorFlow's first get_logger() sets its
+    # logger to INFO: set after that, the level holds.
+    import logging
+
+    sys.modules["tensorflow"].get_logger().setLevel(logging.ERROR)

@@ -36,6 +36,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.engines.runtime.converted_model import converted_model
 from workbench.graph.gpu import preparation_target
+from workbench.graph.nodes import Graph
 from workbench.lazy import tf
 
 logger = logging.getLogger("workbench.trt_convert")
@@ -282,9 +283,17 @@ class TrtGraphConverterV2:
 
     @property
     def session(self) -> ConversionSession:
+        """The model loaded and prepared once (`ConversionSession`): what the checks, profiles
+        and sweeps take (`workbench.check_conversion(converter.session, converter.params)`)."""
         if self._session is None:
             raise RuntimeError("TrtGraphConverterV2.convert() must be called first")
         return self._session
+
+    @property
+    def graph(self) -> Graph:
+        """The graph TF-TRT segmented, prepared for this converter's precision (FP16 splits
+        float Casts): its nodes by name (`graph.by_name[name].op`), as the drawings take it."""
+        return self.session.prepared(self._params.precision_mode).graph
 
     def export(self, format: str, output: str, *,
                batch_sizes: Sequence[int] = (1,)) -> Any:

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import onnx
 import pytest
+from conftest import fixture_path
 from onnx import TensorProto, helper, numpy_helper
 
 import sample_models
@@ -24,7 +25,7 @@ from workbench.engines.inspection.tensorrt_kernels import (
 from workbench.engines.inspection.tensorrt_verdict import tensorrt_verdict
 from workbench.engines.profiles import Profile
 from workbench.engines.settings import BuildRequest
-from workbench.profiling.trtexec import fixtures_dir, read_trtexec_kernels
+from workbench.profiling.trtexec import read_trtexec_kernels
 from workbench.viz.graphs import to_svg
 from workbench.viz.kernel_graph import kernel_graph
 
@@ -190,13 +191,9 @@ def test_cli_json_kernels_have_the_contracts_keys(tmp_path):
 
 # --- the same view from a GPU's engine inspector (trtexec --exportLayerInfo) ------------------
 
-FIXTURES = fixtures_dir()
-
-
-@pytest.mark.skipif(FIXTURES is None, reason="needs ../shared/fixtures/trtexec")
 def test_trtexec_layer_info_gives_the_same_kernel_table():
-    assert FIXTURES is not None
-    anatomy = read_trtexec_kernels(FIXTURES / "keras-resnet50-rtx3090-fp32" / "engine.graph.json")
+    anatomy = read_trtexec_kernels(
+        fixture_path("keras-resnet50-rtx3090-fp32") / "engine.graph.json")
     table = anatomy.table()
     assert list(table.columns) == KERNEL_COLUMNS and len(table) == 103
     fused = table[table.kernel == "resnet50/conv2_block1_1_conv/Conv2D + "
@@ -211,6 +208,6 @@ def test_trtexec_layer_info_gives_the_same_kernel_table():
     reformats = table[table.type == "Reformat"]
     assert len(reformats) and all(nodes == [] for nodes in reformats.nodes)
     # TensorRT 10's inspector names each layer's ONNX nodes in its metadata.
-    controlnet = read_trtexec_kernels(FIXTURES / "controlnet-a10-fp16" / "layerinfo.json")
+    controlnet = read_trtexec_kernels(fixture_path("controlnet-a10-fp16") / "layerinfo.json")
     first = controlnet.kernels[1]
     assert first.onnx_nodes == ("/Unsqueeze",) and first.outputs[0].dtype == "INT32"

@@ -270,6 +270,9 @@ def test_layer_table_accepts_missing_tf_nodes_from_pandas():
 
 
 def test_fixtures_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("WORKBENCH_TRTEXEC_FIXTURES", raising=False)
+    shipped = Path(__file__).resolve().parents[2] / "sample_models" / "trtexec"
+    assert fixtures_dir() == shipped and (shipped / "LICENSE-Apache-2.0.txt").is_file()
     monkeypatch.setenv("WORKBENCH_TRTEXEC_FIXTURES", str(tmp_path))
     assert fixtures_dir() == tmp_path
     monkeypatch.setenv("WORKBENCH_TRTEXEC_FIXTURES", str(tmp_path / "absent"))

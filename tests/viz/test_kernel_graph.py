@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import re
 
-import pytest
+from conftest import fixture_path
 
 from workbench.engines.inspection.tensorrt_kernels import KernelTensor
-from workbench.profiling.trtexec import fixtures_dir, read_trtexec_kernels
+from workbench.profiling.trtexec import read_trtexec_kernels
 from workbench.viz.graphs import to_svg
 from workbench.viz.kernel_graph import kernel_color, kernel_graph
 
-FIXTURES = fixtures_dir()
 
-
-@pytest.mark.skipif(FIXTURES is None, reason="needs ../shared/fixtures/trtexec")
 def test_trtexec_engine_draws_kernels_holding_their_tf_nodes_and_shaped_tensors():
-    assert FIXTURES is not None
-    anatomy = read_trtexec_kernels(FIXTURES / "keras-resnet50-rtx3090-fp16" / "engine.graph.json")
+    anatomy = read_trtexec_kernels(
+        fixture_path("keras-resnet50-rtx3090-fp16") / "engine.graph.json")
     svg = to_svg(kernel_graph(anatomy))
     drawn = [k for k in anatomy.kernels if k.inputs or k.outputs]
     assert svg.count('class="node"') == len(drawn) + 2  # the kernels, one input, one output

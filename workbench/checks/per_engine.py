@@ -40,6 +40,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.engines.onnx.precision import FP16_MAX
 from workbench.engines.runtime.converted_model import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
+from workbench.graph.channels_last import cpu_runnable
 from workbench.lazy import tf
 
 if TYPE_CHECKING:
@@ -302,8 +303,8 @@ def _op_to_denylist(segment: SegmentGraph, batch: tuple[Any, ...]) -> tuple[str,
     ops = {n.name: n.op for n in graph_def.node if n.name in members
            and n.op not in _NOT_ARITHMETIC}
 
-    def _import() -> None:
-        tf.compat.v1.import_graph_def(graph_def, name="")
+    def _import() -> None:  # a GPU-prepared segment's NCHW pools run on this CPU too
+        tf.compat.v1.import_graph_def(cpu_runnable(graph_def), name="")
 
     wrapped = tf.compat.v1.wrap_function(_import, [])
     graph = wrapped.graph

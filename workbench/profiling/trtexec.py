@@ -179,9 +179,10 @@ def timing_summary(timing: Source) -> dict:
 
 
 def fixtures_dir() -> Path | None:
-    """The real trtexec exports beside the repository (`../shared/fixtures/trtexec`), or
-    `$WORKBENCH_TRTEXEC_FIXTURES`; None when absent (they are Apache-2.0, not copied here)."""
-    default = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "trtexec"
+    """The real trtexec exports the lessons and tests read: `sample_models/trtexec` (shipped
+    beside the package, with their Apache-2.0 licences and provenance), or the folder
+    `$WORKBENCH_TRTEXEC_FIXTURES` names; None when absent."""
+    default = Path(__file__).resolve().parents[2] / "sample_models" / "trtexec"
     path = Path(environment.TRTEXEC_FIXTURES.read() or default)
     return path if path.is_dir() else None
 
