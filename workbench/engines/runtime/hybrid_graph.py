@@ -254,9 +254,9 @@ def with_native_functions(converted: GraphDef, segments: Sequence[SegmentGraph],
     in_loops = engines_in_loops(converted)
     for segment in segments:
         fed = (weights or {}).get(segment.engine.name, ())
-        # Run natively on a CPU (TRTEngineOp's kernel, a plain load), a GPU-prepared segment's
-        # NCHW pools need oneDNN; channels-last between Transposes they run anywhere.
-        graph_def = cpu_runnable(_native_graph_def(segment, fed, variables))
+        # Kept as TF-TRT saved it (NCHW where prepared for a GPU): on an x86 CPU the workbench
+        # runs TensorFlow with oneDNN, which takes NCHW (lazy.TENSORFLOW_ENVIRONMENT).
+        graph_def = _native_graph_def(segment, fed, variables)
         fdef = _function_def_of(segment, graph_def, len(fed))
         if segment.engine.name in in_loops:
             fdef.attr[NOINLINE].b = True
