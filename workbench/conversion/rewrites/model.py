@@ -1,0 +1,99 @@
+"""A model with the rewrites applied: an ordinary TensorFlow model with the same signature.
+
+The signature function is frozen (weights become Consts, as TF-TRT's own conversion does),
+rewritten, and wrapped again: `rewrite_model` gives a `LoadedModel` any conversion session
+opens like the original, and `save_rewritten` writes it as a SavedModel that plain TensorFlow
+(and TF-TRT) load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.conversion.rewrites import RewrittenGraph, rewrite_graph
+from workbench.errors import ModelLoadError, WorkbenchError, first_line
+from workbench.graph.freeze import freeze_function
+from workbench.graph.loading import LoadedModel
+from workbench.lazy import tf
+
+
+@dataclass
+class RewrittenModel:
+    """The rewritten model and how many matches each rewrite changed."""
+
+    model: LoadedModel
+    counts: dict[str, int]
+    original: LoadedModel
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.counts)
+
+
+def rewrite_model(loaded: LoadedModel, only: Iterable[str] | None = None) -> RewrittenModel:
+    """`loaded`'s signature function frozen and rewritten (`only`: the rewrites to apply)."""
+    try:
+        frozen = freeze_function(loaded.function, fast=False, signature=loaded.signature_key)
+    except WorkbenchError:
+        raise
+    except Exception as exc:  # TensorFlow's freezing raises many types
+        raise ModelLoadError(f"Could not freeze {loaded.source}: {first_line(exc)}") from None
+    input_names = [name.split(":")[0] for name in frozen.inputs]
+    if sorted(input_names) != sorted(loaded.input_names):
+        raise WorkbenchError(f"{loaded.source}: the frozen signature's inputs "
+                             f"{', '.join(input_names)} are not named as its inputs "
+                             f"{', '.join(loaded.input_names)}; rewrite a SavedModel instead")
+    rewritten = rewrite_graph(frozen.graph_def, frozen.inputs, frozen.outputs, only)
+    function = wrap(rewritten, frozen.inputs, frozen.outputs)
+    names = ",".join(rewritten.counts) or "nothing to rewrite"
+    model = LoadedModel(f"{loaded.source} (rewritten: {names})", "graph_def", function,
+                        loaded.signature_key, loaded.tags, list(loaded.input_names),
+                        list(loaded.output_names))
+    model.input_names = _ordered_inputs(input_names, loaded)
+    return RewrittenModel(model, rewritten.counts, loaded)
+
+
+def _ordered_inputs(frozen_order: list[str], loaded: LoadedModel) -> list[str]:
+    """The wrapped function takes its inputs in the frozen graph's order; `LoadedModel` calls
+    a graph_def function positionally in `input_names` order, so that order it is."""
+    return frozen_order if set(frozen_order) == set(loaded.input_names) else loaded.input_names
+
+
+def wrap(rewritten: RewrittenGraph, inputs: list[str], outputs: list[str]) -> Any:
+    """The rewritten GraphDef as a function of its input tensors returning its outputs."""
+    graph_def = rewritten.graph_def
+
+    def _import() -> None:
+        tf.compat.v1.import_graph_def(graph_def, name="")
+
+    wrapped = tf.compat.v1.wrap_function(_import, [])
+    graph = wrapped.graph
+    return wrapped.prune([graph.get_tensor_by_name(name) for name in inputs],
+                         [graph.get_tensor_by_name(name) for name in outputs])
+
+
+def save_rewritten(rewritten: RewrittenModel, directory: str | Path) -> Path:
+    """Writes the rewritten model as a SavedModel with the original's signature key, input
+    names and output names (weights are Consts in its graph)."""
+    model = rewritten.model
+    function = model.function
+    specs = [tf.TensorSpec(t.shape, t.dtype, name=name)
+             for t, name in zip(function.inputs, model.input_names, strict=True)]
+    output_names = list(model.output_names)
+
+    def serve(*args: Any) -> dict[str, Any]:
+        return dict(zip(output_names, function(*args), strict=True))
+
+    module = tf.Module()
+    module.serve = tf.function(serve, input_signature=specs)
+    directory = Path(directory)
+    try:
+        tf.saved_model.save(module, str(directory),
+                            signatures={model.signature_key: module.serve})
+    except Exception as exc:  # TensorFlow raises many types
+        raise WorkbenchError(f"could not write the rewritten model to {directory}: "
+                             f"{first_line(exc)}") from None
+    return directory
