@@ -7,8 +7,11 @@ from workbench.conversion.rewrites.rewrite import GraphEdit, Rewrite, data_input
 FLOAT_TYPES = ("float", "half")  # TF-TRT's Erf converter takes these (and int8, not an Erfc T)
 # erf(x) is within 1 ulp of 1 where erfc is small, so 1 - erf loses erfc's relative precision
 # there but not its absolute one.
-BOUND = ("float rounding: |(1 - erf(x)) - erfc(x)| <= 2.4e-7 in float32 (two ulps of 1); "
-         "where erfc(x) < 1e-6 (x > 3.5) its relative error is not bounded, the absolute one is")
+# Measured on TensorFlow's kernels over 4M points of [-12, 12]: at most 3.6e-7 (float32, at
+# x = 3.74) and 9.8e-4 (half).
+BOUND = ("float rounding: |(1 - erf(x)) - erfc(x)| <= 4.8e-7 in float32 (4 ulps of 1), "
+         "<= 2e-3 in half; where erfc(x) < 1e-6 (x > 3.5) the relative error is not bounded, "
+         "the absolute one is")
 
 
 def _apply(edit: GraphEdit) -> int:

@@ -76,8 +76,8 @@ class GraphEdit:
         on the anchor's producer (a control input), so it lives in the same loop frame: a Const
         outside a loop may not feed a node inside."""
         node = self.add(name, "Const", [], dtype=dtype)
-        node.attr["value"].tensor.CopyFrom(
-            tf.make_tensor_proto(np.asarray(value), dtype=tf.as_dtype(NUMPY_NAMES.get(dtype, dtype))))
+        numpy_type = tf.as_dtype(NUMPY_NAMES.get(dtype, dtype))
+        node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(np.asarray(value), numpy_type))
         producer = self.node_defs[anchor.split(":")[0].lstrip("^")]
         if self.has_loops and producer.op != "Placeholder":
             node.input.append("^" + producer.name)
