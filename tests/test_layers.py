@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tuning",),
     ("diagnosis",),
     ("ui",),
-    ("cli",),
+    ("cli", "cli_rewrite"),
     ("",),  # workbench/__init__.py: the package's lazy re-exports sit on top
 ]
 

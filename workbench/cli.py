@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from workbench import environment
+from workbench import cli_rewrite, environment
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
@@ -101,6 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_tune_command(commands)
     _add_export_command(commands)
     _add_graph_command(commands)
+    rewrite = commands.add_parser("rewrite", help=cli_rewrite.HELP)
+    cli_rewrite.add_arguments(rewrite), rewrite.set_defaults(run=cli_rewrite.run)
     doctor = commands.add_parser(
         "doctor", help="what this machine can run: TensorFlow, TF-TRT, TensorRT, GPUs, engine "
                        f"backends, Graphviz, Chromium (exit {EXIT_INTERNAL} when the workbench "

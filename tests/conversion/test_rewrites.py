@@ -194,7 +194,7 @@ def test_saved_rewritten_model_loads_in_plain_tensorflow(tmp_path):
     gives the engines the in-memory rewritten model gave."""
     original = model(gelu)
     rewritten = rewrite_model(original)
-    path = save_rewritten(rewritten, tmp_path / "rewritten")
+    path = save_rewritten(rewritten.model, tmp_path / "rewritten")
     function = tf.saved_model.load(str(path)).signatures["serving_default"]
     assert list(function.structured_input_signature[1]) == ["x"]
     assert sorted(function.structured_outputs) == ["y", "z"]
@@ -217,3 +217,81 @@ def test_rewrites_are_not_applied_by_convert():
     """convert() converts the model as it is: the Erfc stays rejected."""
     result = ConversionSession(model(gelu), cache=False).convert(IMPLICIT)
     assert any(n.op == "Erfc" for n in result.unconverted)
+
+
+def two_gelus(x):
+    """Dense -> exact GELU -> Dense -> exact GELU -> Dense: each Erfc splits the engine."""
+    rng = np.random.default_rng(0)
+    h = x
+    for _ in range(2):
+        h = tf.nn.gelu(h @ tf.constant(rng.normal(size=(8, 8)).astype(np.float32)), False)
+    return {"y": h @ tf.constant(rng.normal(size=(8, 8)).astype(np.float32))}
+
+
+def test_advice_offers_the_rewrites_like_a_setting():
+    from workbench.conversion.advice import advise
+
+    session = ConversionSession(model(two_gelus), cache=False)
+    params = ConversionParams()
+    now = session.convert(params)
+    entries = [a for a in advise(session, params) if a.setting == "rewrites"]
+    assert len(now.engines) == 3
+    assert [(a.value, a.engines) for a in entries] == [(("erfc_as_erf",), 1)]
+    assert "3 engines -> 1" in entries[0].why and "--only erfc_as_erf" in entries[0].why
+    assert entries[0].to_json()["value"] == ["erfc_as_erf"]
+    assert session.convert(params).engines == now.engines  # the session's model is untouched
+
+
+def test_no_rewrite_advice_without_a_pattern():
+    from workbench.conversion.advice import advise
+
+    def plain(x):
+        return {"y": tf.nn.relu(x) * 2.0 + 1.0}
+
+    session = ConversionSession(model(plain), cache=False)
+    assert not [a for a in advise(session, IMPLICIT) if a.setting == "rewrites"]
+    assert session._rewritten == {}  # nothing frozen or rewritten for it
+
+
+@pytest.fixture(scope="module")
+def gelu_saved_model(tmp_path_factory):
+    module = tf.Module()
+    module.serve = tf.function(two_gelus,
+                               input_signature=[tf.TensorSpec((None, 8), tf.float32, name="x")])
+    path = tmp_path_factory.mktemp("rewrites") / "gelus"
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    return path
+
+
+def test_cli_rewrite_json(gelu_saved_model, tmp_path, capsys):
+    import json
+
+    from workbench.cli import main
+
+    out = tmp_path / "rewritten"
+    assert main(["rewrite", str(gelu_saved_model), "-o", str(out), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["matches"]) for r in document["rewrites"]] == [("erfc_as_erf", 2)]
+    assert document["conversion"]["before"]["engines"] == 3
+    assert document["conversion"]["after"]["engines"] == 1
+    (checked,) = document["outputs_checked"]
+    assert checked["output"] == "y" and checked["max_rel_error"] <= 1e-6
+    assert (out / "saved_model.pb").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--only", "nope"], "unknown rewrite nope"),
+    (["--only", "broadcast_to_dropped"], "nothing to rewrite"),
+])
+def test_cli_rewrite_errors(gelu_saved_model, tmp_path, capsys, argv, message):
+    from workbench.cli import main
+
+    assert main(["rewrite", str(gelu_saved_model), "-o", str(tmp_path / "x"), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rewrite_refuses_an_existing_directory(gelu_saved_model, tmp_path, capsys):
+    from workbench.cli import main
+
+    assert main(["rewrite", str(gelu_saved_model), "-o", str(tmp_path)]) == 2
+    assert "exists" in capsys.readouterr().err

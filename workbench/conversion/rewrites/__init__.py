@@ -20,7 +20,12 @@ from workbench.conversion.rewrites.casts import (
     CAST_TO_BOOL,
 )
 from workbench.conversion.rewrites.erfc import ERFC
-from workbench.conversion.rewrites.rewrite import GraphEdit, Rewrite
+from workbench.conversion.rewrites.rewrite import (
+    EXPLICIT_BATCH,
+    IMPLICIT_BATCH,
+    GraphEdit,
+    Rewrite,
+)
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.prepare import infer_shapes
@@ -52,6 +57,14 @@ def select(only: Iterable[str] | None = None) -> list[Rewrite]:
         raise WorkbenchError(f"unknown rewrite {', '.join(unknown)}; the rewrites are: "
                              f"{', '.join(REWRITES)}")
     return [rewrite for name, rewrite in REWRITES.items() if name in names]
+
+
+def rewrites_for(rejected_ops: Iterable[str], use_dynamic_shape: bool) -> list[str]:
+    """The rewrites worth trying: their pattern's op is among `rejected_ops` and their
+    replacement converts in this shape mode."""
+    mode = EXPLICIT_BATCH if use_dynamic_shape else IMPLICIT_BATCH
+    ops = set(rejected_ops)
+    return [r.name for r in REWRITES.values() if mode in r.shape_modes and ops & set(r.ops)]
 
 
 def rewrite_graph(graph_def: Any, inputs: list[str], outputs: list[str],

@@ -15,7 +15,7 @@ from typing import Any
 
 from workbench.conversion.rewrites import RewrittenGraph, rewrite_graph
 from workbench.errors import ModelLoadError, WorkbenchError, first_line
-from workbench.graph.freeze import freeze_function
+from workbench.graph.freeze import FrozenGraph, freeze_function
 from workbench.graph.loading import LoadedModel
 from workbench.lazy import tf
 
@@ -33,14 +33,21 @@ class RewrittenModel:
         return bool(self.counts)
 
 
-def rewrite_model(loaded: LoadedModel, only: Iterable[str] | None = None) -> RewrittenModel:
-    """`loaded`'s signature function frozen and rewritten (`only`: the rewrites to apply)."""
+def freeze(loaded: LoadedModel) -> FrozenGraph:
+    """`loaded`'s signature function frozen with its real weights (TensorFlow's freezing)."""
     try:
-        frozen = freeze_function(loaded.function, fast=False, signature=loaded.signature_key)
+        return freeze_function(loaded.function, fast=False, signature=loaded.signature_key)
     except WorkbenchError:
         raise
     except Exception as exc:  # TensorFlow's freezing raises many types
         raise ModelLoadError(f"Could not freeze {loaded.source}: {first_line(exc)}") from None
+
+
+def rewrite_model(loaded: LoadedModel, only: Iterable[str] | None = None,
+                  frozen: FrozenGraph | None = None) -> RewrittenModel:
+    """`loaded`'s signature function frozen and rewritten (`only`: the rewrites to apply);
+    `frozen`, when given, is `freeze(loaded)` done before."""
+    frozen = frozen or freeze(loaded)
     input_names = [name.split(":")[0] for name in frozen.inputs]
     if sorted(input_names) != sorted(loaded.input_names):
         raise WorkbenchError(f"{loaded.source}: the frozen signature's inputs "
@@ -75,10 +82,9 @@ def wrap(rewritten: RewrittenGraph, inputs: list[str], outputs: list[str]) -> An
                          [graph.get_tensor_by_name(name) for name in outputs])
 
 
-def save_rewritten(rewritten: RewrittenModel, directory: str | Path) -> Path:
-    """Writes the rewritten model as a SavedModel with the original's signature key, input
-    names and output names (weights are Consts in its graph)."""
-    model = rewritten.model
+def save_rewritten(model: LoadedModel, directory: str | Path) -> Path:
+    """Writes a rewritten model (`RewrittenModel.model`) as a SavedModel with the original's
+    signature key, input names and output names (weights are Consts in its graph)."""
     function = model.function
     specs = [tf.TensorSpec(t.shape, t.dtype, name=name)
              for t, name in zip(function.inputs, model.input_names, strict=True)]
