@@ -466,6 +466,9 @@ def _run_convert(args: argparse.Namespace) -> int:
         )
 
         print(estimate_line(estimate))
+        rewritten_line = cli_rewrite.estimate_line(session, params, advice, args.target_gpu,
+                                                   args.target_batch_size)
+        print(rewritten_line) if rewritten_line else None
         sweep = sweep_estimate(session, params, session.sweep(params), args.target_gpu,
                                args.target_batch_size)
         advice_line = sweep_advice(sweep, params.validated().minimum_segment_size)

@@ -72,6 +72,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def estimate_line(session: Any, params: Any, advice: list[Any], gpu: str,
+                  batch_size: int) -> str | None:
+    """`convert --target-gpu`'s line for the rewrites advice: the rewritten model's estimate on
+    that GPU (None when the advice has no rewrites entry)."""
+    if not any(entry.setting == "rewrites" for entry in advice):
+        return None
+    from workbench.profiling.conversion_estimate import conversion_estimate
+    from workbench.profiling.conversion_estimate import estimate_line as line
+
+    return "with the rewrites: " + line(conversion_estimate(session.rewritten(), params, gpu,
+                                                            batch_size), label=False)
+
+
 def _conversion(result: Any) -> dict[str, Any]:
     return {"engines": len(result.engines), "percent_converted": result.percent_converted,
             "native_nodes": result.not_converted_top_level}

@@ -237,7 +237,7 @@ def test_advice_offers_the_rewrites_like_a_setting():
     entries = [a for a in advise(session, params) if a.setting == "rewrites"]
     assert len(now.engines) == 3
     assert [(a.value, a.engines) for a in entries] == [(("erfc_as_erf",), 1)]
-    assert "3 engines -> 1" in entries[0].why and "--only erfc_as_erf" in entries[0].why
+    assert "3 engines -> 1" in entries[0].why and "rejects Erfc here" in entries[0].why
     assert entries[0].to_json()["value"] == ["erfc_as_erf"]
     assert session.convert(params).engines == now.engines  # the session's model is untouched
 

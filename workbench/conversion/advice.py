@@ -224,12 +224,13 @@ def _beats_thresholds(session: ConversionSession, params: ConversionParams,
 
 def _rewrite_advice(session: ConversionSession, params: ConversionParams,
                     now: ConversionResult) -> Advice | None:
-    """The rewrites that would convert more, as one setting (None when none would)."""
+    """The model with every rewrite applied (what `workbench rewrite` writes), as one setting,
+    when one of the rewrites addresses an op rejected here and the rewritten model converts
+    better; None otherwise. One rewritten model per session, whatever the parameters."""
     rejected = {n.op for n in now.unconverted if n.in_tftrt_report and n.reason != REASON_EXCLUDED}
-    names = rewrites_for(rejected, params.use_dynamic_shape)
-    if not names:
+    if not rewrites_for(rejected, params.use_dynamic_shape):
         return None
-    rewritten = session.rewritten(names)
+    rewritten = session.rewritten()
     if not rewritten.rewrite_counts:
         return None
     then = rewritten.convert(params)
@@ -237,10 +238,10 @@ def _rewrite_advice(session: ConversionSession, params: ConversionParams,
         return None
     applied = tuple(rewritten.rewrite_counts)
     counts = ", ".join(f"{name} ({count})" for name, count in rewritten.rewrite_counts.items())
-    ops = sorted({op for name in applied for op in REWRITES[name].ops})
+    ops = sorted({op for name in applied for op in REWRITES[name].ops} & rejected)
     why = (f"TF-TRT rejects {', '.join(ops)} here; the model rewritten ({counts}; exact or "
-           f"within stated bounds, `workbench rewrite MODEL -o DIR --only "
-           f"{','.join(applied)}`) gives {_effect(now, then)}")
+           f"within stated bounds; `workbench rewrite MODEL -o DIR` writes it) gives "
+           f"{_effect(now, then)}")
     return Advice("rewrites", applied, len(then.engines), then.percent_converted,
                   _largest(then), then.not_converted_top_level, why)
 
