@@ -47,9 +47,13 @@ def outputs(loaded: LoadedModel, x: np.ndarray) -> dict[str, np.ndarray]:
 
 # --- the pattern models -----------------------------------------------------------------------
 
+def exact_gelu(x):
+    """The exact GELU as TensorFlow >= 2.18 writes it (through Erfc; 2.17 uses Erf)."""
+    return 0.5 * x * tf.math.erfc(-x * 0.7071067811865476)
+
+
 def gelu(x):
-    """Keras 3's exact GELU, as TensorFlow computes it (through Erfc)."""
-    return {"y": tf.nn.gelu(x, approximate=False) * 2.0, "z": tf.math.erfc(x) + 1.0}
+    return {"y": exact_gelu(x) * 2.0, "z": tf.math.erfc(x) + 1.0}
 
 
 def broadcast(x):
@@ -224,7 +228,7 @@ def two_gelus(x):
     rng = np.random.default_rng(0)
     h = x
     for _ in range(2):
-        h = tf.nn.gelu(h @ tf.constant(rng.normal(size=(8, 8)).astype(np.float32)), False)
+        h = exact_gelu(h @ tf.constant(rng.normal(size=(8, 8)).astype(np.float32)))
     return {"y": h @ tf.constant(rng.normal(size=(8, 8)).astype(np.float32))}
 
 
@@ -295,3 +299,14 @@ def test_cli_rewrite_refuses_an_existing_directory(gelu_saved_model, tmp_path, c
 
     assert main(["rewrite", str(gelu_saved_model), "-o", str(tmp_path)]) == 2
     assert "exists" in capsys.readouterr().err
+
+
+def test_whatif_names_the_rewrites_per_rejected_op():
+    from workbench.conversion.whatif import blocking_op_types
+
+    session = ConversionSession(model(two_gelus), cache=False)
+    table = blocking_op_types(session, IMPLICIT).set_index("op")
+    assert table.loc["Erfc", "rewrites"] == "erfc_as_erf"
+    dynamic = blocking_op_types(ConversionSession(model(bool_cast), cache=False), DYNAMIC)
+    rewrites = dict(zip(dynamic.op, dynamic.rewrites, strict=True))
+    assert rewrites["Cast"] == "cast_chain_fused,cast_to_bool_as_comparison"

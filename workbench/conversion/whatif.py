@@ -16,12 +16,13 @@ import pandas as pd
 
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, UnconvertedNode
+from workbench.conversion.rewrites import rewrites_for
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.validator import INPUT_FAILURE
 
 COLUMNS = (
     "op", "rejected", "converted_now", "converted_if_supported", "gained",
-    "engines_now", "engines_if_supported", "top_reason",
+    "engines_now", "engines_if_supported", "top_reason", "rewrites",
 )
 EXCLUDED_REASON = "excluded by segmenter option. Most likely an input or output node."
 # Reasons a fake converter cannot lift: the segmenter's checks before the validator (device,
@@ -85,6 +86,7 @@ def _row(
         "engines_now": len(now.engines),
         "engines_if_supported": len(then.engines),
         "top_reason": Counter(n.reason for n in nodes).most_common(1)[0][0],
+        "rewrites": ",".join(rewrites_for({op}, params.use_dynamic_shape)),
     }
 
 
