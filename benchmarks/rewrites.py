@@ -73,16 +73,20 @@ def measure(name: str) -> dict[str, Any]:
     return row
 
 
+COLUMNS = ["model", "rewrites (matches)", "implicit batch: engines, % converted",
+           "dynamic shape: engines, % converted", "outputs: max rel. error"]
+
+
+def cells(row: dict[str, Any]) -> list[str]:
+    """One table row as text."""
+    rewrites = ", ".join(f"{k} ({v})" for k, v in row["rewrites"].items()) or "none apply"
+    error = f"{row['max_rel_error']:.1e}" if row["rewrites"] else "-"
+    return [row["model"], rewrites, *(_change(row[mode]) for mode in MODES), error]
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["| model | rewrites (matches) | implicit batch: engines, % converted | "
-             "dynamic shape: engines, % converted | outputs: max rel. error |",
-             "|---|---|---|---|---|"]
-    for row in rows:
-        rewrites = ", ".join(f"{k} ({v})" for k, v in row["rewrites"].items()) or "none apply"
-        cells = [_change(row[mode]) for mode in MODES]
-        error = f"{row['max_rel_error']:.1e}" if row["rewrites"] else "-"
-        lines.append(f"| {row['model']} | {rewrites} | {cells[0]} | {cells[1]} | {error} |")
-    return lines
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
+    return lines + ["| " + " | ".join(cells(row)) + " |" for row in rows]
 
 
 def _change(values: tuple[int, float, int, float]) -> str:
@@ -113,9 +117,7 @@ def main() -> None:
             f"error <= {TARGET_RELATIVE_ERROR:g}", met))
     record.write("rewrites", figures, details={
         "title": "Engines and % converted before -> after the rewrites",
-        "columns": ["model", "rewrites", *MODES, "max_rel_error"],
-        "rows": [[r["model"], r["rewrites"], *[list(r[m]) for m in MODES], r["max_rel_error"]]
-                 for r in rows]})
+        "columns": COLUMNS, "rows": [cells(row) for row in rows]})
 
 
 if __name__ == "__main__":

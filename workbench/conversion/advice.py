@@ -227,8 +227,9 @@ def _rewrite_advice(session: ConversionSession, params: ConversionParams,
     """The model with every rewrite applied (what `workbench rewrite` writes), as one setting,
     when one of the rewrites addresses an op rejected here and the rewritten model converts
     better; None otherwise. One rewritten model per session, whatever the parameters."""
-    rejected = {n.op for n in now.unconverted if n.in_tftrt_report and n.reason != REASON_EXCLUDED}
-    if not rewrites_for(rejected, params.use_dynamic_shape):
+    rejected = [n for n in now.unconverted if n.in_tftrt_report and n.reason != REASON_EXCLUDED]
+    graph = session.prepared(params.precision_mode).graph
+    if not rewrites_for(graph, [n.name for n in rejected], params.use_dynamic_shape):
         return None
     rewritten = session.rewritten()
     if not rewritten.rewrite_counts:
@@ -238,7 +239,7 @@ def _rewrite_advice(session: ConversionSession, params: ConversionParams,
         return None
     applied = tuple(rewritten.rewrite_counts)
     counts = ", ".join(f"{name} ({count})" for name, count in rewritten.rewrite_counts.items())
-    ops = sorted({op for name in applied for op in REWRITES[name].ops} & rejected)
+    ops = sorted({op for name in applied for op in REWRITES[name].ops} & {n.op for n in rejected})
     why = (f"TF-TRT rejects {', '.join(ops)} here; the model rewritten ({counts}; exact or "
            f"within stated bounds; `workbench rewrite MODEL -o DIR` writes it) gives "
            f"{_effect(now, then)}")

@@ -28,6 +28,7 @@ from workbench.conversion.rewrites.rewrite import (
 )
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
+from workbench.graph.nodes import Graph
 from workbench.graph.prepare import infer_shapes
 
 REWRITES: dict[str, Rewrite] = {r.name: r for r in (
@@ -40,10 +41,6 @@ class RewrittenGraph:
 
     graph_def: Any
     counts: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.counts)
 
 
 def select(only: Iterable[str] | None = None) -> list[Rewrite]:
@@ -59,12 +56,13 @@ def select(only: Iterable[str] | None = None) -> list[Rewrite]:
     return [rewrite for name, rewrite in REWRITES.items() if name in names]
 
 
-def rewrites_for(rejected_ops: Iterable[str], use_dynamic_shape: bool) -> list[str]:
-    """The rewrites worth trying: their pattern's op is among `rejected_ops` and their
-    replacement converts in this shape mode."""
+def rewrites_for(graph: Graph, rejected: Iterable[str], use_dynamic_shape: bool) -> list[str]:
+    """The rewrites worth trying: a node in `rejected` (names in the prepared `graph`) looks
+    like the start of their pattern, and their replacement converts in this shape mode."""
     mode = EXPLICIT_BATCH if use_dynamic_shape else IMPLICIT_BATCH
-    ops = set(rejected_ops)
-    return [r.name for r in REWRITES.values() if mode in r.shape_modes and ops & set(r.ops)]
+    nodes = [graph[name] for name in rejected if name in graph.by_name]
+    return [r.name for r in REWRITES.values()
+            if mode in r.shape_modes and any(r.may_start_at(graph, node) for node in nodes)]
 
 
 def rewrite_graph(graph_def: Any, inputs: list[str], outputs: list[str],

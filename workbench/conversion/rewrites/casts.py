@@ -8,12 +8,15 @@ bool is a comparison of an int32 Fill.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from workbench.conversion.rewrites.rewrite import (
     EXPLICIT_BATCH,
     GraphEdit,
     Rewrite,
     data_inputs,
 )
+from workbench.graph.nodes import Graph, Node
 
 FLOAT_HALF = ("float", "half")
 # Casts that keep every value exactly: to a type that represents all of the source's values.
@@ -105,6 +108,14 @@ def _bool_fills(edit: GraphEdit) -> int:
     return rewritten
 
 
+def _after_a_cast(graph: Graph, node: Node) -> bool:
+    return graph[node.inputs[0].node].op == "Cast"
+
+
+def _is_bool(attr: str) -> Callable[[Graph, Node], bool]:
+    return lambda graph, node: node.attr(attr) == "bool"
+
+
 CAST_CHAIN = Rewrite(
     name="cast_chain_fused",
     pattern="Cast(A->B) then Cast(B->C), A->B lossless (half->float/double, float->double), "
@@ -113,6 +124,7 @@ CAST_CHAIN = Rewrite(
     rejects="Cast op is not supported - Allowed output dtypes: [float, half]. Received: double",
     ops=("Cast",),
     apply=_fuse_cast_chains,
+    starts_at=_after_a_cast,
 )
 BOOL_EXPAND_DIMS = Rewrite(
     name="bool_expand_dims_before_cast",
@@ -121,6 +133,7 @@ BOOL_EXPAND_DIMS = Rewrite(
     rejects="Data type bool is not supported for ExpandDims, must be one of [float, int32, half]",
     ops=("ExpandDims",),
     apply=_expand_dims_before_bool_cast,
+    starts_at=_is_bool("T"),
     shape_modes=(EXPLICIT_BATCH,),  # the Cast it leaves becomes a comparison (below)
 )
 CAST_TO_BOOL = Rewrite(
@@ -130,6 +143,7 @@ CAST_TO_BOOL = Rewrite(
     rejects="Cast op is not supported - Allowed output dtypes: [float, half]. Received: bool",
     ops=("Cast",),
     apply=_casts_to_bool,
+    starts_at=_is_bool("DstT"),
     shape_modes=(EXPLICIT_BATCH,),  # comparisons and LogicalNot need explicit batch
 )
 BOOL_FILL = Rewrite(
@@ -139,5 +153,6 @@ BOOL_FILL = Rewrite(
     rejects="Data type bool is not supported for Fill, must be one of [float, half, int32]",
     ops=("Fill",),
     apply=_bool_fills,
+    starts_at=_is_bool("T"),
     shape_modes=(EXPLICIT_BATCH,),  # Fill and Equal need explicit batch
 )

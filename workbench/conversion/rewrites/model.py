@@ -26,11 +26,6 @@ class RewrittenModel:
 
     model: LoadedModel
     counts: dict[str, int]
-    original: LoadedModel
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.counts)
 
 
 def freeze(loaded: LoadedModel) -> FrozenGraph:
@@ -56,17 +51,12 @@ def rewrite_model(loaded: LoadedModel, only: Iterable[str] | None = None,
     rewritten = rewrite_graph(frozen.graph_def, frozen.inputs, frozen.outputs, only)
     function = wrap(rewritten, frozen.inputs, frozen.outputs)
     names = ",".join(rewritten.counts) or "nothing to rewrite"
+    # The wrapped function takes its inputs in the frozen graph's order, and a graph_def
+    # LoadedModel is called positionally in `input_names` order: that order, then.
     model = LoadedModel(f"{loaded.source} (rewritten: {names})", "graph_def", function,
-                        loaded.signature_key, loaded.tags, list(loaded.input_names),
+                        loaded.signature_key, loaded.tags, input_names,
                         list(loaded.output_names))
-    model.input_names = _ordered_inputs(input_names, loaded)
-    return RewrittenModel(model, rewritten.counts, loaded)
-
-
-def _ordered_inputs(frozen_order: list[str], loaded: LoadedModel) -> list[str]:
-    """The wrapped function takes its inputs in the frozen graph's order; `LoadedModel` calls
-    a graph_def function positionally in `input_names` order, so that order it is."""
-    return frozen_order if set(frozen_order) == set(loaded.input_names) else loaded.input_names
+    return RewrittenModel(model, rewritten.counts)
 
 
 def wrap(rewritten: RewrittenGraph, inputs: list[str], outputs: list[str]) -> Any:

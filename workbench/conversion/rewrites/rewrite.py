@@ -121,6 +121,14 @@ class Rewrite:
     bound: str = "exact"
     shape_modes: tuple[str, ...] = BOTH_MODES
     precisions: tuple[str, ...] = ALL_PRECISIONS
+    # Whether a node of the prepared graph looks like the pattern's start (cheap: the advice
+    # rewrites the model only for a rejected node that does).
+    starts_at: Callable[[Graph, Node], bool] | None = None
+
+    def may_start_at(self, graph: Graph, node: Node) -> bool:
+        if node.op not in self.ops:
+            return False
+        return self.starts_at is None or self.starts_at(graph, node)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "pattern": self.pattern, "replacement": self.replacement,
