@@ -199,13 +199,13 @@ def test_cli_convert_target_gpu_adds_the_estimate(digits_documents):
 # --- convert --tensorrt --target-gpu: engines estimated from the kernels TensorRT built ------
 
 def _tensor(shape, dtype="FP16"):
-    from workbench.engines.backends.tensorrt_kernels import KernelTensor
+    from workbench.engines.inspection.tensorrt_kernels import KernelTensor
 
     return KernelTensor("t", tuple(shape), dtype, dtype)
 
 
 def test_a_fused_kernel_gets_the_flops_of_the_convolution_it_holds_once():
-    from workbench.engines.backends.tensorrt_kernels import Kernel
+    from workbench.engines.inspection.tensorrt_kernels import Kernel
     from workbench.profiling.estimate import KernelWork, engine_work, with_batch
 
     conv = KernelWork("gemm", 1e9, 1e6, "fp16", 20.0)

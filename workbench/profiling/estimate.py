@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from workbench.engines.backends.tensorrt_kernels import (
+from workbench.engines.inspection.tensorrt_kernels import (
     NON_COMPUTE_TYPES,
     EngineAnatomy,
     Kernel,

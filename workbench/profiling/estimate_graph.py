@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from workbench.engines.backends.tensorrt_kernels import Kernel, KernelTensor
+from workbench.engines.inspection.tensorrt_kernels import Kernel, KernelTensor
 from workbench.graph.gpu_facts import GpuFacts, gpu_facts
 from workbench.graph.nodes import Graph, Node
 from workbench.profiling.estimate import (

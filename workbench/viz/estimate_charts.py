@@ -15,7 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from workbench.engines.inspection.tensorrt_kernels import NON_COMPUTE_TYPES
 from workbench.viz.charts import CONVERTED_COLOR, ENGINES_COLOR, LATENCY_COLORS, _layout, _note
+from workbench.viz.style import counted
 
 NATIVE_COLOR = LATENCY_COLORS[0]
 MEASURED_COLOR = LATENCY_COLORS[2]
@@ -74,7 +76,9 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
                           what: str = "kernel") -> go.Figure:
     """Estimated time per kernel (`layer`, `estimated_ms`; `measured_ms` where a trtexec
     profile measured the same layer), the costliest TOP_KERNELS, side by side. `what` names
-    the rows (kernel, engine)."""
+    the rows (kernel, engine). Kernels that compute nothing of the network (shape calls,
+    stream syncs) are one row, not a bar each."""
+    rows = grouped_non_compute(rows)
     shown = rows.sort_values("estimated_ms", ascending=False).head(TOP_KERNELS)
     names = [_short(n) for n in shown["layer"]]
     fig = go.Figure()
@@ -92,7 +96,7 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
         ))
     height = max(420, 160 + 22 * len(shown) * (1 + ("measured_ms" in shown)))
     title = (f"{what.capitalize()} times estimated for {gpu}<br><sup>the {len(shown)} "
-             f"costliest of {len(rows)} {what}s; estimated, not measured"
+             f"costliest of {counted(len(rows), what)}; estimated, not measured"
              + ("; measured beside them" if len(fig.data) > 1 else "") + "</sup>")
     _layout(fig, title, height=height, barmode="group")
     fig.update_yaxes(autorange="reversed", type="category")
@@ -101,6 +105,25 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
     if rows.empty:
         _note(fig, f"No {what}s to estimate.")
     return fig
+
+
+def grouped_non_compute(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with the kernels of NON_COMPUTE_TYPES (`layer_type`) summed into one row,
+    `shape calls / syncs (N kernels)`."""
+    if "layer_type" not in rows or rows.empty:
+        return rows
+    idle = rows["layer_type"].isin(NON_COMPUTE_TYPES)
+    if not idle.any():
+        return rows
+    summed = {"layer": f"shape calls / syncs ({counted(int(idle.sum()), 'kernel')})",
+              "layer_type": "shape calls / syncs",
+              "estimated_ms": float(rows.loc[idle, "estimated_ms"].sum())}
+    if "measured_ms" in rows:
+        measured = rows.loc[idle, "measured_ms"]
+        summed["measured_ms"] = float(measured.sum()) if measured.notna().any() else None
+    grouped = pd.concat([rows[~idle], pd.DataFrame([summed])], ignore_index=True)
+    grouped.attrs = dict(rows.attrs)
+    return grouped
 
 
 def estimate_table(estimates: Sequence[dict[str, Any]]) -> pd.DataFrame:
