@@ -43,7 +43,7 @@ def measure(name: str, session: ConversionSession, repeat: int) -> dict[str, flo
     start = time.perf_counter()
     prepared = session.prepared("FP32")
     prepare_ms = (time.perf_counter() - start) * 1000
-    params = ConversionParams().validated()
+    params = ConversionParams()
     nodes = len(prepared.graph.real_nodes)
 
     segment_ms = best_of(repeat, lambda: session.segmentation(params, cached=False))

@@ -18,7 +18,11 @@ pytestmark = pytest.mark.slow
 TINY_BERT_GELU = pytest.mark.newest_stack(
     reason="TF <= 2.17 writes tiny_bert's GELU with Erf, which converts (2.21 with Erfc, "
     "rejected): other engine counts than the notebook explains")
-NEWEST_STACK_NOTEBOOKS = {"02_minimum_segment_size": TINY_BERT_GELU}
+# Notebook 11 rewrites the Erfc of TF >= 2.18's exact GELU; TF 2.17 writes it with Erf.
+KERAS_GELU_ERFC = pytest.mark.newest_stack(
+    reason="TF <= 2.17 writes Keras' exact GELU with Erf, which converts: no Erfc to rewrite")
+NEWEST_STACK_NOTEBOOKS = {"02_minimum_segment_size": TINY_BERT_GELU,
+                          "11_fixing_the_model": KERAS_GELU_ERFC}
 
 # What a lesson shows, checked in its own kernel after it ran (kept out of the lesson's cells).
 CHECKS = {
@@ -170,6 +174,16 @@ if tensorrt_rtx_onnx.available()[0]:
     assert "#1a7f37" in svg and "outline: TensorRT" in svg
 assert "TensorListReserve" in message and not (OUT / "lstm.onnx").exists()
 """,
+    "11_fixing_the_model": """
+assert set(rejected.op) >= {"Erfc", "Cast", "ExpandDims", "Fill"}
+assert len(before.engines) == 6 and len(after.engines) == 1, (before.engines, after.engines)
+(entry,) = [a for a in advice if a.setting == "rewrites"]
+assert (entry.engines, entry.percent_converted) == (1, after.percent_converted)  # as measured
+assert rewritten.rewrite_counts["erfc_as_erf"] == 2
+assert estimates["rewritten"]["converted_ms"] < estimates["original"]["converted_ms"]
+assert max(errors.values()) < 1e-5
+assert any(n.op == "Erfc" for n in converter.result.unconverted)  # convert() never rewrites
+""",
 }
 
 
@@ -196,4 +210,4 @@ def test_the_course_keeps_its_names() -> None:
     assert [p.stem for p in NOTEBOOKS] == [
         "00_workbench", "01_quickstart", "02_minimum_segment_size", "03_precision",
         "04_dynamic_shapes", "05_native_fallback", "06_engines", "07_inside_an_engine",
-        "08_profiling", "09_tuning", "10_after_tftrt"]
+        "08_profiling", "09_tuning", "10_after_tftrt", "11_fixing_the_model"]

@@ -63,7 +63,7 @@ def test_supporting_the_resize_merges_the_two_engines(two_convs: ConversionSessi
         "op": "ResizeBilinear", "rejected": 1, "converted_now": 6,
         # The resize and its size Const join; both convolutions end up in one engine.
         "converted_if_supported": 8, "gained": 2, "engines_now": 2, "engines_if_supported": 1,
-        "top_reason": RESIZE_REASON,
+        "top_reason": RESIZE_REASON, "rewrites": "",  # no verified rewrite starts there
     }
     # A fake converter still converts the inputs: a uint8 input stays unsupported.
     assert (cast["rejected"], cast["gained"], cast["engines_if_supported"]) == (1, 0, 2)

@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from workbench import environment
-from workbench.cli import options
+from workbench.cli import options, rewrite
 from workbench.cli.verdicts import gpu_estimate, tensorrt_verdicts
 from workbench.errors import WorkbenchError
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     for line in summary_lines(result):
         print(line)
     if estimate is not None:
-        _print_estimate(session, params, args, estimate, calibration)
+        _print_estimate(session, params, args, estimate, calibration, advice)
     for name, verdict in (tensorrt or {}).items():
         outcome = (f"built, {verdict['plan_bytes']} bytes, {verdict['layers']} layers, "
                    f"{verdict['build_s']} s") if verdict["built"] else verdict["error"]
@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_estimate(session: ConversionSession, params: ConversionParams,
                     args: argparse.Namespace, estimate: dict,
-                    calibration: Calibration | None) -> None:
-    """The model's estimate, then what the minimum_segment_size sweep suggests for the GPU."""
+                    calibration: Calibration | None, advice: list) -> None:
+    """The model's estimate, the rewritten model's when the advice has the rewrites, then what
+    the minimum_segment_size sweep suggests for the GPU."""
     from workbench.profiling.estimate.conversion import (
         estimate_line,
         sweep_advice,
@@ -83,6 +84,10 @@ def _print_estimate(session: ConversionSession, params: ConversionParams,
     )
 
     print(estimate_line(estimate))
+    rewritten = rewrite.estimate_line(session, params, advice, args.target_gpu,
+                                      args.target_batch_size)
+    if rewritten:
+        print(rewritten)
     sweep = sweep_estimate(session, params, session.sweep(params), args.target_gpu,
                            args.target_batch_size, calibration)
     advice_line = sweep_advice(sweep, params.minimum_segment_size)

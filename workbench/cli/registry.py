@@ -19,6 +19,7 @@ from workbench.cli import (
     graph,
     inspect_converted,
     report,
+    rewrite,
     strip_engines,
     trtexec_profile,
     tune,
@@ -38,7 +39,7 @@ COMMANDS: dict[str, Command] = {
     "convert": convert, "report": report, "profile": trtexec_profile, "estimate": estimate,
     "validate": validate, "check": check, "inspect": inspect_converted,
     "strip-engines": strip_engines, "tune": tune, "export": export, "graph": graph,
-    "doctor": doctor,
+    "rewrite": rewrite, "doctor": doctor,
 }
 
 

@@ -10,7 +10,10 @@ off a clustering) and compared with the current conversion:
   neither segments identically, so there is nothing to measure;
 - the denylist: each denylisted op type taken off it, and each op type whose denylisting could
   remove an engine (an engine with fewer other effective nodes than the threshold) put on it;
-- the engine limit (`max_engines`, TF_TRT_MAX_ALLOWED_ENGINES) raised to keep every segment.
+- the engine limit (`max_engines`, TF_TRT_MAX_ALLOWED_ENGINES) raised to keep every segment;
+- the model itself: the verified rewrites (conversion/rewrites/) whose pattern TF-TRT rejects
+  here, applied to a copy of the model (`setting` "rewrites", no parameter changes: the
+  rewritten model is written with `workbench rewrite`), converted by the same rules.
 
 Gain, in this order: fewer nodes left to TensorFlow (top-level nodes outside engines), then fewer
 engines, then a larger largest engine. Nodes left to TensorFlow, not the percentage, because a
@@ -32,6 +35,7 @@ from workbench.conversion.candidates import REASON_EXCLUDED, REASON_IMPLICIT_BAT
 from workbench.conversion.ops import QUANTIZATION_OPS
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult
+from workbench.conversion.rewrites import REWRITES, rewrites_for
 from workbench.conversion.segmenter import NOOP_OPS, Segmentation
 from workbench.conversion.session import ConversionSession
 from workbench.graph.nodes import SINK, SOURCE, Graph
@@ -106,6 +110,9 @@ def advise(session: ConversionSession, params: ConversionParams) -> list[Advice]
         if gain or trade:
             why = _why(session, params, changed, trial, now, then)
             found.append(_advice(trial, then, why, trade))
+    rewrites = _rewrite_advice(session, params, now)
+    if rewrites is not None:
+        found.append(rewrites)
     # Strict gains by the gain order, then trade-offs, fewest engines first.
     return sorted(found, key=lambda a: (a.trade_off, (a.engines, a.native_nodes) if a.trade_off
                                         else (a.native_nodes, a.engines, -a.largest_engine)))
@@ -212,6 +219,31 @@ def _beats_thresholds(session: ConversionSession, params: ConversionParams,
                 result.not_converted_top_level <= then.not_converted_top_level:
             return False
     return True
+
+
+def _rewrite_advice(session: ConversionSession, params: ConversionParams,
+                    now: ConversionResult) -> Advice | None:
+    """The model with every rewrite applied (what `workbench rewrite` writes), as one setting,
+    when one of the rewrites addresses an op rejected here and the rewritten model converts
+    better; None otherwise. One rewritten model per session, whatever the parameters."""
+    rejected = [n for n in now.unconverted if n.in_tftrt_report and n.reason != REASON_EXCLUDED]
+    graph = session.prepared(params.precision_mode).graph
+    if not rewrites_for(graph, [n.name for n in rejected], params.use_dynamic_shape):
+        return None
+    rewritten = session.rewritten()
+    if not rewritten.rewrite_counts:
+        return None
+    then = rewritten.convert(params)
+    if not _key(then) < _key(now):
+        return None
+    applied = tuple(rewritten.rewrite_counts)
+    counts = ", ".join(f"{name} ({count})" for name, count in rewritten.rewrite_counts.items())
+    ops = sorted({op for name in applied for op in REWRITES[name].ops} & {n.op for n in rejected})
+    why = (f"TF-TRT rejects {', '.join(ops)} here; the model rewritten ({counts}; exact or "
+           f"within stated bounds; `workbench rewrite MODEL -o DIR` writes it) gives "
+           f"{_effect(now, then)}")
+    return Advice("rewrites", applied, len(then.engines), then.percent_converted,
+                  _largest(then), then.not_converted_top_level, why)
 
 
 # --- the one-line reasons, from the actual non-conversion reasons ------------------------------

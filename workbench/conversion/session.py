@@ -70,6 +70,10 @@ class ConversionSession:
         self._optimized: OptimizedGraph | None = None
         self._prepared: dict[bool, PreparedGraph] = {}
         self._segmentations: dict[tuple, Segmentation] = {}
+        self._rewritten: dict[tuple[str, ...] | None, ConversionSession] = {}
+        self._frozen: Any = None  # the model frozen with its weights, for the rewrites
+        # Matches changed per rewrite when this session's model is a rewritten one.
+        self.rewrite_counts: dict[str, int] = {}
         self.timings: dict[str, float] = {}
 
     @classmethod
@@ -97,6 +101,24 @@ class ConversionSession:
                       keep_variables=keep_variables)
         session.timings["load_s"] = time.perf_counter() - start
         return session
+
+    def rewritten(self, only: Sequence[str] | None = None) -> ConversionSession:
+        """A session of this model with the rewrites applied (conversion/rewrites/; `only`:
+        their names), prepared for the same target. It is another model, converted by the
+        same rules; convert() itself never rewrites. Kept per set of rewrites."""
+        from workbench.conversion.rewrites.model import freeze, rewrite_model
+
+        key = None if only is None else tuple(sorted(only))
+        if key not in self._rewritten:
+            self._frozen = self._frozen or freeze(self.loaded)
+            rewritten = rewrite_model(self.loaded, only, self._frozen)
+            session = ConversionSession(rewritten.model, self.disable_non_trt_optimizers,
+                                        cache=False, fast_freeze=self.fast_freeze,
+                                        prepare_for=self.target,
+                                        keep_variables=self.keep_variables)
+            session.rewrite_counts = rewritten.counts
+            self._rewritten[key] = session
+        return self._rewritten[key]
 
     @property
     def optimized(self) -> OptimizedGraph:

@@ -17,12 +17,14 @@ import pandas as pd
 
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, UnconvertedNode
+from workbench.conversion.rewrites import rewrites_for
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.validator import INPUT_FAILURE
+from workbench.graph.nodes import Graph
 
 COLUMNS = (
     "op", "rejected", "converted_now", "converted_if_supported", "gained",
-    "engines_now", "engines_if_supported", "top_reason",
+    "engines_now", "engines_if_supported", "top_reason", "rewrites",
 )
 EXCLUDED_REASON = "excluded by segmenter option. Most likely an input or output node."
 # Reasons a fake converter cannot lift: the segmenter's checks before the validator (device,
@@ -47,7 +49,8 @@ def blocking_op_types(
     """
     now = session.convert(params)
     rejected = _rejected_by_op(now)
-    rows = [_row(session, params, now, op, nodes) for op, nodes in rejected.items()]
+    graph = session.prepared(params.precision_mode).graph
+    rows = [_row(session, params, now, op, nodes, graph) for op, nodes in rejected.items()]
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     table = table.sort_values(
         ["gained", "rejected", "op"], ascending=[False, False, True], kind="stable"
@@ -70,6 +73,7 @@ def _row(
     now: ConversionResult,
     op: str,
     nodes: list[UnconvertedNode],
+    graph: Graph,
 ) -> dict:
     if all(_unliftable(n.reason) for n in nodes):
         then = now
@@ -85,6 +89,8 @@ def _row(
         "engines_now": len(now.engines),
         "engines_if_supported": len(then.engines),
         "top_reason": Counter(n.reason for n in nodes).most_common(1)[0][0],
+        "rewrites": ",".join(rewrites_for(graph, [n.name for n in nodes],
+                                          params.use_dynamic_shape)),
     }
 
 

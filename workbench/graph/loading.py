@@ -87,8 +87,10 @@ def load_model(
     """Loads `model`: a SavedModel dir, a `.keras` file, a Keras model, or a frozen `.pb`.
 
     A frozen GraphDef needs `output_node_names` (the TF1 workflow); its inputs default to its
-    Placeholders.
+    Placeholders. A `LoadedModel` (a rewritten one, say) is taken as it is.
     """
+    if isinstance(model, LoadedModel):
+        return model
     if _is_keras_model(model):
         return _from_keras(model, source=type(model).__name__)
     if not isinstance(model, (str, os.PathLike)):

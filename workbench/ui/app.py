@@ -100,6 +100,8 @@ class Workbench:
         # TensorRT's verdicts (engine -> JSON object) per parameters they were made for.
         self.tensorrt: dict[ConversionParams, dict[str, dict]] = self._verdicts.by_params
         self.controls.observe(self.refresh)
+        self.controls.rewrites.observe(self._toggle_rewrites, names="value")
+        self._original_session: ConversionSession | None = None  # while the rewrites are on
         self.target_gpu.observe(self.refresh)
         self._start_loading()
 
@@ -208,6 +210,7 @@ class Workbench:
                              error=True)
             return
         self.model, self.session, self.view, self.error = model, None, None, None
+        self._original_session, self.controls.rewrites.value = None, False
         self.check = self.profile_table = self.blocking = self.per_engine_report = None
         self._verdicts.forget()
         self._start_loading()
@@ -327,6 +330,22 @@ class Workbench:
         self.controls.set_op_types(n.op for n in session.prepared().graph.real_nodes)
         self.controls.set_threshold_range(sweep_limit(largest_segment(session, self.params)))
         self.runs_tab.show()
+
+    def _toggle_rewrites(self, change: dict) -> None:
+        """Converts the model rewritten by the verified rewrites (made in the background the
+        first time), or the original again; measurements of the other model are dropped."""
+        if self.session is None:
+            return
+        original = self._original_session = self._original_session or self.session
+        self.check = self.profile_table = self.blocking = self.per_engine_report = None
+        if change["new"]:
+            self._start(partial(steps.rewriting, original), self._use_session, "Rewriting")
+        else:
+            self._use_session(original)
+            self._refresh()
+
+    def _use_session(self, session: ConversionSession) -> None:
+        self.session = session
 
     def _measured(self, attribute: str) -> Callable[[Any], None]:
         """A step's done-handler: keeps its measurement for the next view."""

@@ -65,6 +65,9 @@ class Controls:
             options=WORKSPACE_CHOICES, value=_workspace_choice(params.max_workspace_size_bytes),
             **_FULL,
         )
+        # Not a TF-TRT setting: the app converts the rewritten model instead (conversion/rewrites/).
+        self.rewrites = widgets.Checkbox(value=False, description="apply the verified rewrites",
+                                         indent=False)
         self.use_calibration = params.use_calibration
         self._callbacks: list[Callable[[], None]] = []
         self._holding = False  # set_params fires the callbacks once, not once per widget
@@ -90,6 +93,8 @@ class Controls:
                 heading("<b>Never convert</b>"),
                 label("op types", "TF_TRT_OP_DENYLIST; types present in the model"),
                 self.denylist,
+                heading("<b>The model</b> <span class='wb-note'>(not a TF-TRT setting: "
+                        "<code>workbench rewrite</code>)</span>"), self.rewrites,
                 heading("<b>Engines</b> <span class='wb-note'>(recorded with runs; used when "
                         "engines are built)</span>"),
                 label("maximum_cached_engines"), self.max_cached_engines,
@@ -158,7 +163,7 @@ class Controls:
             widget.observe(lambda _change: None if self._holding else callback(), names="value")
 
     def set_disabled(self, disabled: bool) -> None:
-        for widget in self.all:
+        for widget in [*self.all, self.rewrites]:
             widget.disabled = disabled
         if not disabled:
             self.profile_strategy.disabled = not self.dynamic_shape.value

@@ -49,6 +49,12 @@ def resolved_model(choice: Any) -> Any:
     return choice() if is_function else choice
 
 
+def rewriting(session: ConversionSession) -> Step:
+    """The session of the model with the verified rewrites applied (made once per session)."""
+    yield 0.1, "Rewriting the model (freezing, the verified rewrites, Grappler on the result)"
+    return session.rewritten()
+
+
 def blocking_ops(session: ConversionSession, params: ConversionParams) -> Step:
     yield 0.1, "Re-segmenting once per rejected op type"
     return blocking_op_types(session, params)

@@ -1,0 +1,312 @@
+"""The graph rewrites: each is equivalent to the original on native TensorFlow (exactly, or
+within its stated bound), each turns a node TF-TRT's rules reject into nodes they accept, and
+each leaves alone the near misses where it would not be equivalent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from workbench.conversion.params import ConversionParams
+from workbench.conversion.rewrites import REWRITES, select
+from workbench.conversion.rewrites.model import rewrite_model, save_rewritten
+from workbench.conversion.session import ConversionSession
+from workbench.errors import WorkbenchError
+from workbench.graph.loading import LoadedModel
+
+DYNAMIC = ConversionParams(use_dynamic_shape=True, dynamic_shape_profile_strategy="Range",
+                           minimum_segment_size=1)
+IMPLICIT = ConversionParams(minimum_segment_size=1)
+ERFC_BOUND = 4.8e-7  # erfc_as_erf's stated float32 bound
+
+
+def model(body: Callable[[tf.Tensor], dict], shape: tuple = (None, 8)) -> LoadedModel:
+    """A one-input model: `body(x)` returns the named outputs."""
+    function = tf.function(body, input_signature=[tf.TensorSpec(shape, tf.float32, name="x")])
+    concrete = function.get_concrete_function()
+    return LoadedModel(body.__name__, "keras", concrete, input_names=["x"],
+                       output_names=sorted(concrete.structured_outputs))
+
+
+def special_values(columns: int = 8) -> np.ndarray:
+    """Rows of ordinary and awkward floats: zeros of both signs, NaN, infinities, huge and
+    tiny values, and a sweep across erfc's range."""
+    awkward = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e30, -1e30, 1e-40, 3.0, -2.5, 65504.0,
+               7e4, 0.5, 1.0, -1.0, 2.0]
+    sweep = np.linspace(-6, 6, 8 * columns)
+    values = np.concatenate([awkward, sweep]).astype(np.float32)
+    return values[: len(values) // columns * columns].reshape(-1, columns)
+
+
+def outputs(loaded: LoadedModel, x: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v.numpy() for k, v in loaded(x).items()}
+
+
+# --- the pattern models -----------------------------------------------------------------------
+
+def exact_gelu(x):
+    """The exact GELU as TensorFlow >= 2.18 writes it (through Erfc; 2.17 uses Erf)."""
+    return 0.5 * x * tf.math.erfc(-x * 0.7071067811865476)
+
+
+def gelu(x):
+    return {"y": exact_gelu(x) * 2.0, "z": tf.math.erfc(x) + 1.0}
+
+
+def broadcast(x):
+    w = tf.constant(np.arange(8, dtype=np.float32).reshape(1, 8))
+    wide = tf.broadcast_to(w, tf.shape(x))
+    return {"y": (x + wide) * wide}
+
+
+def cast_chain(x):
+    through_double = tf.cast(x * 3.0, tf.float64)
+    return {"y": tf.cast(through_double, tf.float32) + 1.0,
+            "z": tf.cast(tf.cast(x, tf.float64), tf.float16) * tf.constant(2.0, tf.float16)}
+
+
+def bool_cast(x):
+    return {"y": tf.where(tf.cast(x * 2.0, tf.bool), x, 7.0)}
+
+
+def bool_expand_dims(x):
+    cond = tf.expand_dims(tf.cast(x * 2.0, tf.bool), 2)
+    return {"y": tf.where(cond, tf.expand_dims(x, 2), 7.0) + 1.0}
+
+
+def bool_fill(x):
+    everywhere = tf.fill(tf.shape(x), True)
+    nowhere = tf.fill(tf.shape(x), False)
+    positive = tf.logical_and(everywhere, x > 0.0)
+    return {"y": tf.where(tf.logical_or(nowhere, positive), x, 7.0) * 2.0}
+
+
+# name -> (pattern model, pattern op, params under which the replacement converts)
+CASES = {
+    "erfc_as_erf": (gelu, "Erfc", IMPLICIT),
+    "broadcast_to_dropped": (broadcast, "BroadcastTo", DYNAMIC),
+    "cast_chain_fused": (cast_chain, "Cast", IMPLICIT),
+    "bool_expand_dims_before_cast": (bool_expand_dims, "ExpandDims", DYNAMIC),
+    "cast_to_bool_as_comparison": (bool_cast, "Cast", DYNAMIC),
+    "bool_fill_as_comparison": (bool_fill, "Fill", DYNAMIC),
+}
+
+
+def test_every_rewrite_has_a_case():
+    assert set(CASES) == set(REWRITES)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rewrite_equals_native(name):
+    """The rewritten model's outputs equal the original's on native TensorFlow: bit for bit
+    where the rewrite is exact (NaN where NaN), within the stated bound otherwise."""
+    body = CASES[name][0]
+    original = model(body)
+    rewritten = rewrite_model(original, only=[name])
+    assert rewritten.counts.get(name, 0) >= 1
+    x = special_values()
+    expected, got = outputs(original, x), outputs(rewritten.model, x)
+    assert expected.keys() == got.keys()
+    for key in expected:
+        assert got[key].dtype == expected[key].dtype and got[key].shape == expected[key].shape
+        if REWRITES[name].bound == "exact":
+            np.testing.assert_array_equal(got[key], expected[key])
+        else:
+            # gelu's x * erfc(...) scales the bound by |x| <= 6 where erfc is not 0 or 2,
+            # and 1 + erfc rounds once more.
+            np.testing.assert_allclose(got[key], expected[key], rtol=0, atol=ERFC_BOUND * 8,
+                                       err_msg=f"{name}: output {key}")
+
+
+def test_erfc_rewrite_within_its_bound():
+    """erfc_as_erf's stated bound, element by element over erfc's range."""
+    x = np.linspace(-10, 10, 20001, dtype=np.float32).reshape(1, -1)
+    original = model(lambda x: {"y": tf.math.erfc(x)}, shape=(None, x.shape[1]))
+    rewritten = rewrite_model(original, only=["erfc_as_erf"])
+    error = np.abs(outputs(rewritten.model, x)["y"] - outputs(original, x)["y"])
+    assert error.max() <= ERFC_BOUND
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rules_reject_the_pattern_and_accept_the_replacement(name):
+    """Our op rules give the reason the registry states for the pattern node; after the
+    rewrite no node fails for it, and more nodes are converted."""
+    body, op, params = CASES[name]
+    rewrite = REWRITES[name]
+    before = ConversionSession(model(body), cache=False).convert(params)
+    after = ConversionSession(rewrite_model(model(body), only=[name]).model,
+                              cache=False).convert(params)
+    assert rewrite.rejects in {n.reason for n in before.unconverted if n.op == op}
+    assert rewrite.rejects not in {n.reason for n in after.unconverted}
+    assert after.not_converted_top_level < before.not_converted_top_level
+
+
+def test_broadcast_kept_when_it_widens_the_result():
+    """x[B,1] + broadcast_to(c, [B,8]) is [B,8]; without the BroadcastTo it would be [B,1]."""
+    def widening(x):
+        wide = tf.broadcast_to(tf.constant([[2.0]]), tf.stack([tf.shape(x)[0], 8]))
+        return {"y": x + wide}
+
+    assert rewrite_model(model(widening, shape=(None, 1)), ["broadcast_to_dropped"]).counts == {}
+
+
+def test_broadcast_kept_for_an_unknown_dimension():
+    """A target shape Grappler cannot relate to the other operand's proves nothing."""
+    def unknown(x):
+        wide = tf.broadcast_to(tf.constant([[2.0]]), tf.shape(tf.transpose(x)))
+        return {"y": x * tf.transpose(wide)}
+
+    assert rewrite_model(model(unknown), ["broadcast_to_dropped"]).counts == {}
+
+
+def test_lossy_cast_chain_kept():
+    """float -> int32 -> float truncates, and float -> half -> float rounds: not fused."""
+    def lossy(x):
+        return {"y": tf.cast(tf.cast(x, tf.int32), tf.float32),
+                "z": tf.cast(tf.cast(x, tf.float16), tf.float32)}
+
+    assert rewrite_model(model(lossy), ["cast_chain_fused"]).counts == {}
+
+
+def test_fill_of_a_computed_bool_kept():
+    def computed(x):
+        return {"y": tf.where(tf.fill(tf.shape(x), x[0, 0] > 0.0), x, 1.0)}
+
+    assert rewrite_model(model(computed), ["bool_fill_as_comparison"]).counts == {}
+
+
+def test_a_broken_equivalence_fails_the_check(monkeypatch):
+    """The comparison with native catches a replacement that is not equivalent: here Erfc
+    made `1 + Erf(x)` instead of `1 - Erf(x)`."""
+    from workbench.conversion.rewrites import rewrite as rewrite_module
+
+    retype = rewrite_module.GraphEdit.retype
+
+    def wrong(self, node_def, op, inputs, **types):
+        retype(self, node_def, "AddV2" if op == "Sub" else op, inputs, **types)
+
+    monkeypatch.setattr(rewrite_module.GraphEdit, "retype", wrong)
+    with pytest.raises(AssertionError):
+        test_rewrite_equals_native("erfc_as_erf")
+
+
+def test_saved_rewritten_model_loads_in_plain_tensorflow(tmp_path):
+    """Same signature key, input and output names; same outputs; and converting the SavedModel
+    gives the engines the in-memory rewritten model gave."""
+    original = model(gelu)
+    rewritten = rewrite_model(original)
+    path = save_rewritten(rewritten.model, tmp_path / "rewritten")
+    function = tf.saved_model.load(str(path)).signatures["serving_default"]
+    assert list(function.structured_input_signature[1]) == ["x"]
+    assert sorted(function.structured_outputs) == ["y", "z"]
+    x = special_values()
+    loaded = function(x=tf.constant(x))
+    for key, value in outputs(rewritten.model, x).items():
+        np.testing.assert_array_equal(loaded[key].numpy(), value)
+    in_memory = ConversionSession(rewritten.model, cache=False).convert(IMPLICIT)
+    saved = ConversionSession.open(path, cache=False).convert(IMPLICIT)
+    assert [sorted(e.native_ops.items()) for e in saved.engines] == \
+        [sorted(e.native_ops.items()) for e in in_memory.engines]
+
+
+def test_unknown_rewrite_name_says_the_known_ones():
+    with pytest.raises(WorkbenchError, match="unknown rewrite nope; the rewrites are: erfc_as"):
+        select(["nope"])
+
+
+def test_rewrites_are_not_applied_by_convert():
+    """convert() converts the model as it is: the Erfc stays rejected."""
+    result = ConversionSession(model(gelu), cache=False).convert(IMPLICIT)
+    assert any(n.op == "Erfc" for n in result.unconverted)
+
+
+def two_gelus(x):
+    """Dense -> exact GELU -> Dense -> exact GELU -> Dense: each Erfc splits the engine."""
+    rng = np.random.default_rng(0)
+    h = x
+    for _ in range(2):
+        h = exact_gelu(h @ tf.constant(rng.normal(size=(8, 8)).astype(np.float32)))
+    return {"y": h @ tf.constant(rng.normal(size=(8, 8)).astype(np.float32))}
+
+
+def test_advice_offers_the_rewrites_like_a_setting():
+    from workbench.conversion.advice import advise
+
+    session = ConversionSession(model(two_gelus), cache=False)
+    params = ConversionParams()
+    now = session.convert(params)
+    entries = [a for a in advise(session, params) if a.setting == "rewrites"]
+    assert len(now.engines) == 3
+    assert [(a.value, a.engines) for a in entries] == [(("erfc_as_erf",), 1)]
+    assert "3 engines -> 1" in entries[0].why and "rejects Erfc here" in entries[0].why
+    assert entries[0].to_json()["value"] == ["erfc_as_erf"]
+    assert session.convert(params).engines == now.engines  # the session's model is untouched
+
+
+def test_no_rewrite_advice_without_a_pattern():
+    from workbench.conversion.advice import advise
+
+    def plain(x):
+        return {"y": tf.nn.relu(x) * 2.0 + 1.0}
+
+    session = ConversionSession(model(plain), cache=False)
+    assert not [a for a in advise(session, IMPLICIT) if a.setting == "rewrites"]
+    assert session._rewritten == {}  # nothing frozen or rewritten for it
+
+
+@pytest.fixture(scope="module")
+def gelu_saved_model(tmp_path_factory):
+    module = tf.Module()
+    module.serve = tf.function(two_gelus,
+                               input_signature=[tf.TensorSpec((None, 8), tf.float32, name="x")])
+    path = tmp_path_factory.mktemp("rewrites") / "gelus"
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    return path
+
+
+def test_cli_rewrite_json(gelu_saved_model, tmp_path, capsys):
+    import json
+
+    from workbench.cli import main
+
+    out = tmp_path / "rewritten"
+    assert main(["rewrite", str(gelu_saved_model), "-o", str(out), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["matches"]) for r in document["rewrites"]] == [("erfc_as_erf", 2)]
+    assert document["conversion"]["before"]["engines"] == 3
+    assert document["conversion"]["after"]["engines"] == 1
+    (checked,) = document["outputs_checked"]
+    assert checked["output"] == "y" and checked["max_rel_error"] <= 1e-6
+    assert (out / "saved_model.pb").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--only", "nope"], "unknown rewrite nope"),
+    (["--only", "broadcast_to_dropped"], "nothing to rewrite"),
+])
+def test_cli_rewrite_errors(gelu_saved_model, tmp_path, capsys, argv, message):
+    from workbench.cli import main
+
+    assert main(["rewrite", str(gelu_saved_model), "-o", str(tmp_path / "x"), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rewrite_refuses_an_existing_directory(gelu_saved_model, tmp_path, capsys):
+    from workbench.cli import main
+
+    assert main(["rewrite", str(gelu_saved_model), "-o", str(tmp_path)]) == 2
+    assert "exists" in capsys.readouterr().err
+
+
+def test_whatif_names_the_rewrites_per_rejected_op():
+    from workbench.conversion.whatif import blocking_op_types
+
+    session = ConversionSession(model(two_gelus), cache=False)
+    table = blocking_op_types(session, IMPLICIT).set_index("op")
+    assert table.loc["Erfc", "rewrites"] == "erfc_as_erf"
+    dynamic = blocking_op_types(ConversionSession(model(bool_cast), cache=False), DYNAMIC)
+    rewrites = dict(zip(dynamic.op, dynamic.rewrites, strict=True))
+    assert rewrites["Cast"] == "cast_to_bool_as_comparison"  # a Cast not after a Cast
