@@ -10,6 +10,7 @@ import pytest
 
 import sample_models
 from workbench.conversion.params import ConversionParams
+from workbench.errors import WorkbenchError
 from workbench.ui import Workbench
 from workbench.ui.tune_tab import TuneTab
 
@@ -62,6 +63,13 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     tab.start()
     assert all(r.reused for r in tab.records) and len(tab.records) == 2
     assert time.perf_counter() - started < 5
+
+    # Another model: its trials are not this one's, and cannot be applied to it.
+    app.open(sample_models.build("detector"))
+    assert tab.records == [] and tab.choice.options == () and tab.apply_button.disabled
+    with pytest.raises(WorkbenchError, match="no finished trial"):
+        tab.apply(other.trial_id)
+    assert tab.model == str(sample_models.build("detector"))
 
 
 def test_cancel_keeps_the_finished_trials(tmp_path: Path) -> None:

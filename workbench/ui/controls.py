@@ -76,29 +76,29 @@ class Controls:
                 self.profile_strategy, self.denylist, self.max_engines,
                 self.max_cached_engines, self.allow_build_at_runtime, self.workspace]
 
-    def box(self) -> widgets.VBox:
+    def sections(self) -> list[widgets.VBox]:
+        """The controls in sections of one column each: stacked beside the tabs, side by side
+        above them in a narrow notebook (`layout.py`)."""
         heading, label = widgets.HTML, _label
-        return widgets.VBox(
-            [
-                heading("<b>Segmentation</b>"),
-                label("minimum_segment_size"), self.minimum_segment_size,
-                label("max engines", "TF_TRT_MAX_ALLOWED_ENGINES; 0 = no limit"),
-                self.max_engines,
-                heading("<b>Precision</b>"), label("precision_mode"), self.precision,
-                heading("<b>Shapes</b>"), self.dynamic_shape,
-                label("dynamic_shape_profile_strategy"), self.profile_strategy,
-                heading("<b>Never convert</b>"),
-                label("op types", "TF_TRT_OP_DENYLIST; types present in the model"),
-                self.denylist,
-                heading("<b>Engines</b> <span class='wb-note'>(recorded with runs; used when "
-                        "engines are built)</span>"),
-                label("maximum_cached_engines"), self.max_cached_engines,
-                self.allow_build_at_runtime,
-                label("max_workspace_size_bytes"), self.workspace,
-            ],
-            layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}", width=CONTROLS_WIDTH,
-                                  padding="0 12px 0 0"),
-        )
+        sections = [
+            [heading("<b>Segmentation</b>"),
+             label("minimum_segment_size"), self.minimum_segment_size,
+             label("max engines", "TF_TRT_MAX_ALLOWED_ENGINES; 0 = no limit"),
+             self.max_engines],
+            [heading("<b>Precision</b>"), label("precision_mode"), self.precision,
+             heading("<b>Shapes</b>"), self.dynamic_shape,
+             label("dynamic_shape_profile_strategy"), self.profile_strategy],
+            [heading("<b>Never convert</b>"),
+             label("op types", "TF_TRT_OP_DENYLIST; types present in the model"),
+             self.denylist],
+            [heading("<b>Engines</b> <span class='wb-note'>(recorded with runs; used when "
+                     "engines are built)</span>"),
+             label("maximum_cached_engines"), self.max_cached_engines,
+             self.allow_build_at_runtime,
+             label("max_workspace_size_bytes"), self.workspace],
+        ]
+        return [widgets.VBox(children, layout=widgets.Layout(width="300px"))
+                for children in sections]
 
     def set_threshold_range(self, limit: int) -> None:
         """The slider reaches `limit` (`viz.view.sweep_limit`: the sweep's last threshold)."""
