@@ -11,9 +11,9 @@ import sample_models
 from workbench.conversion.params import ConversionParams
 from workbench.ui import Workbench
 from workbench.ui.store import ExperimentStore
-from workbench.ui.tables import has_snake_case
 from workbench.viz.hierarchy import ROOT
 from workbench.viz.scope_graphs import FRAME, GROUP_BOX, HIGHLIGHT
+from workbench.viz.words import has_snake_case
 
 pytestmark = pytest.mark.slow
 
@@ -316,8 +316,10 @@ def test_one_truth_per_model(app: Workbench, tmp_path: Path,
     assert "detector run" in app.runs_tab.table.value
     assert "detector" in app.headline.value
 
+    app.controls.denylist.value = ["CombinedNonMaxSuppression"]  # the detector's only
     app.open(sample_models.build("digits_cnn"))
     assert app.model_name == "digits_cnn" and "digits_cnn" in app.headline.value
+    assert list(app.controls.denylist.value) == [] and app.params.denylist == ()
     assert app.check is None and app.measured.export is None
     assert app.validation_tab.note.value == app.validation_tab.outputs.value == ""
     assert "latency" not in app.figures and "runs" not in app.figures

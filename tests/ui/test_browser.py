@@ -115,9 +115,9 @@ def assert_graph_shows_engines(current: dict[str, Any]) -> None:
     assert not missing, f"engines in the summary but not in the graph SVG: {missing}"
 
 
-def screenshot(page: Any, name: str) -> Path:
-    """Saves the viewport with the app scrolled to the top (the code cell is above it)."""
-    page.evaluate("() => document.querySelector('.wb-app')?.scrollIntoView({block: 'start'})")
+def screenshot(page: Any, name: str, top: str = ".wb-app") -> Path:
+    """Saves the viewport scrolled to `top` (default: the app; the code cell is above it)."""
+    page.evaluate("(top) => document.querySelector(top)?.scrollIntoView({block: 'start'})", top)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / name
     page.screenshot(path=str(path), full_page=False)
@@ -438,6 +438,28 @@ LAYOUT_JS = r"""() => {
 }"""
 
 APP_TEXT_JS = "() => document.querySelector('.wb-app').textContent"
+MAIN_TABS_JS = """() => [...document.querySelectorAll('#jp-main-dock-panel .lm-TabBar-tab')]
+  .map((t) => t.textContent)"""
+
+
+def make_run_lab_args() -> list[str]:
+    """The JupyterLab settings of `make run` that decide what its printed URL opens."""
+    return re.findall(r"--LabApp\.default_url=\S+", (REPO / "Makefile").read_text())
+
+
+def open_like_make_run(page: Any, lab: Any) -> None:
+    """The URL `make run` prints (the server's root, with `make run`'s default_url) opens the
+    workbench notebook itself, not the Launcher."""
+    printed = f"/lab/tree/{NOTEBOOK.name}?token="
+    wait_until("JupyterLab printing the notebook's URL", lambda: printed in lab.log_tail(200),
+               30, lab.log_tail)
+    page.goto(lab.url(""), wait_until="domcontentloaded")
+    wait_until("JupyterLab opening the notebook", lambda: kernel_ready(page), 60,
+               lambda: page_text(page))
+    tabs = page.evaluate(MAIN_TABS_JS)
+    assert tabs == [NOTEBOOK.name], f"make run's URL opened {tabs}"
+
+
 TABS = ("Summary", "Non-conversion report", "Segment graph", "Charts", "Validation", "Runs",
         "Profiling", "Tune", "Export")
 
@@ -447,7 +469,8 @@ def layout_problems(page: Any, width: int, tab: str) -> dict[str, Any]:
     page.get_by_role("tab", name=tab).click()
     page.wait_for_timeout(700)  # plotly and Lumino settle on the new width
     layout = page.evaluate(LAYOUT_JS)
-    screenshot(page, f"layout_{width}_{tab.lower().replace(' ', '_').replace('-', '_')}.png")
+    name = tab.lower().replace(" ", "_").replace("-", "_")
+    screenshot(page, f"layout_{width}_{name}.png", ".wb-app .wb-headline")
     bad = {k: v for k, v in layout.items() if k not in ("app_width", "tab_rows") and v}
     if layout["tab_rows"] != 1:
         bad["tab_rows"] = layout["tab_rows"]
@@ -472,22 +495,21 @@ def change_every_control(page: Any) -> None:
     wait_idle(page, "precision FP16")
     controls.get_by_text("use_dynamic_shape").click()
     wait_idle(page, "dynamic shape on")
-    selects = controls.locator("select")
-    selects.nth(0).select_option("Optimal")
+    controls.locator(".wb-profile-strategy select").select_option("Optimal")
     wait_idle(page, "profile strategy Optimal")
-    tags = controls.locator(".jupyter-widget-tagsinput input, .widget-tagsinput input").first
+    tags = controls.locator(".wb-denylist input").first
     tags.click()
     tags.type("Softmax")
     page.keyboard.press("Enter")
     wait_idle(page, "Softmax never converted")
-    numbers = controls.locator("input[type=number]")
-    for index, value in ((0, "3"), (1, "2")):  # max engines, maximum_cached_engines
-        numbers.nth(index).fill(value)
-        numbers.nth(index).press("Enter")
-        wait_idle(page, f"number box {index} set to {value}")
+    for name, value in (("max-engines", "3"), ("max-cached-engines", "2")):
+        box = controls.locator(f".wb-{name} input")
+        box.fill(value)
+        box.press("Enter")
+        wait_idle(page, f"{name} set to {value}")
     controls.get_by_text("allow_build_at_runtime").click()
     wait_idle(page, "allow_build_at_runtime off")
-    selects.nth(1).select_option(label="1 GiB")
+    controls.locator(".wb-workspace select").select_option(label="1 GiB")
     wait_idle(page, "workspace 1 GiB")
 
 
@@ -534,18 +556,17 @@ def switch_model(page: Any, name: str) -> str:
 @pytest.mark.parametrize("width", [1280, 1440])
 def test_every_control_and_action_fits_and_belongs_to_the_open_model(
         tmp_path: Path, width: int) -> None:
-    """With JupyterLab's file browser open (its default): every control changed, every action
+    """Opened as `make run` opens it, with JupyterLab's file browser open (its default): every
+    control changed, every action
     run on tiny_bert, then another model opened. In every tab, before and after: nothing
     pushed sideways or cut, one row of tabs, words in tables and charts; after the switch,
     nothing of tiny_bert. Screenshots `layout_<width>_<tab>.png`."""
     with (
-        jupyter_lab([NOTEBOOK], tmp_path) as lab,
+        jupyter_lab([NOTEBOOK], tmp_path, make_run_lab_args()) as lab,
         chromium_page(tmp_path / "chromium", width=width, height=900) as page,
         screenshot_on_failure(page),
     ):
-        page.goto(lab.url(f"lab/tree/{NOTEBOOK.name}"), wait_until="domcontentloaded")
-        wait_until("JupyterLab opening the notebook", lambda: kernel_ready(page), 60,
-                   lambda: page_text(page))
+        open_like_make_run(page, lab)
         page.evaluate("() => { jupyterapp.shell.activateById('filebrowser');"
                       " jupyterapp.shell.collapseRight(); }")
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -160,8 +160,10 @@ class WorkbenchController:
             self.on_status("busy: cancel the running step before opening another model", True)
             return
         self._opening = model
+        # The denylist names op types of the open model: the new one is clustered without it.
+        params = replace(self.params, denylist=())
         body = partial(steps.loading, model, self.models, self._open_args,
-                       self.params.precision_mode, self.params, self._machine_checked)
+                       params.precision_mode, params, self._machine_checked)
         self._start(body, self._loaded, f"Opening {model_name(model)}")
 
     def refresh(self) -> None:
@@ -334,8 +336,8 @@ class WorkbenchController:
             return
         opening, self._opening = model_name(self._opening), None
         self.error = message
-        still = f" Still showing {self.model_name}." if self.session is not None else ""
-        self.on_status(f"Could not open {opening}: {message}{still}", True)
+        still = f". Still showing {self.model_name}." if self.session is not None else ""
+        self.on_status(f"Could not open {opening}: {message.rstrip('.')}{still}", True)
         self.on_open_failed(message)
 
     def _on_cancelled(self) -> None:

@@ -23,8 +23,9 @@ WORKSPACE_CHOICES = [
     ("4 GiB", 1 << 32),
     ("16 GiB", 1 << 34),
 ]
-_FULL = {"layout": widgets.Layout(width="300px")}
-CONTROLS_WIDTH = "330px"
+_FULL = {"layout": widgets.Layout(width="250px")}
+SECTION_WIDTH = "260px"
+CONTROLS_WIDTH = "340px"
 
 
 class Controls:
@@ -65,6 +66,9 @@ class Controls:
             options=WORKSPACE_CHOICES, value=_workspace_choice(p.max_workspace_size_bytes),
             **_FULL,
         )
+        for name in ("profile_strategy", "denylist", "max_engines", "max_cached_engines",
+                     "workspace"):
+            getattr(self, name).add_class("wb-" + name.replace("_", "-"))
         self.use_calibration = p.use_calibration
         self._callbacks: list[Callable[[], None]] = []
         self._holding = False  # set_params fires the callbacks once, not once per widget
@@ -97,7 +101,7 @@ class Controls:
              self.allow_build_at_runtime,
              label("max_workspace_size_bytes"), self.workspace],
         ]
-        return [widgets.VBox(children, layout=widgets.Layout(width="300px"))
+        return [widgets.VBox(children, layout=widgets.Layout(width=SECTION_WIDTH))
                 for children in sections]
 
     def set_threshold_range(self, limit: int) -> None:
@@ -105,8 +109,15 @@ class Controls:
         self.minimum_segment_size.max = limit
 
     def set_op_types(self, op_types: Iterable[str]) -> None:
-        """The denylist offers the op types present in the model."""
-        self.denylist.allowed_tags = sorted(set(op_types))
+        """The denylist offers the op types present in the model, and keeps only those (another
+        model opened may not hold the ones chosen for the previous one)."""
+        allowed = sorted(set(op_types))
+        self._holding = True
+        try:
+            self.denylist.value = [t for t in self.denylist.value if t in allowed]
+            self.denylist.allowed_tags = allowed
+        finally:
+            self._holding = False
 
     def params(self) -> ConversionParams:
         return ConversionParams(

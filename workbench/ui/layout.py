@@ -47,7 +47,7 @@ class AppLayout:
         self.picker = widgets.Combobox(
             options=list(models), ensure_option=False,
             placeholder="a sample model's name or your model's path",
-            layout=widgets.Layout(width="236px"))
+            layout=widgets.Layout(width="214px"))
         self.open_button = widgets.Button(description="Open", icon="folder-open",
                                           layout=widgets.Layout(width="80px"))
         self.tabs = widgets.Tab(children=[tab.widget for tab in tabs],
@@ -70,9 +70,8 @@ class AppLayout:
 
     def _left(self, controls: Controls, under_picker: Sequence[widgets.Widget]) -> widgets.Box:
         picker = widgets.VBox([widgets.HTML("<b>Model</b>"),
-                               widgets.HBox([self.picker, self.open_button]), *under_picker],
-                              layout=widgets.Layout(width="320px"))
-        left = widgets.VBox([picker, *controls.sections()],
+                               widgets.HBox([self.picker, self.open_button])])
+        left = widgets.VBox([picker, *under_picker, *controls.sections()],
                             layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}",
                                                   padding="0 12px 0 0"))
         left.add_class("wb-left")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+
+from workbench.viz.words import column_label
 
 STYLE = """
 <style>
@@ -58,43 +59,7 @@ STYLE = """
 </style>
 """
 
-# Column names that words alone do not make readable (units, abbreviations).
-LABELS = {
-    "percent_converted": "% converted", "plan": "plan size", "build": "build time",
-    "max_abs": "largest error", "mean_abs": "mean error", "max_rel": "largest relative error",
-    "mean_rel": "mean relative error", "top1_agreement": "top-1 agreement",
-    "effective_size": "effective size", "in_tftrt_report": "in TF-TRT's report",
-    "speedup": "speed-up", "avg": "average", "top1_agreement_pct": "top-1 agreement (%)",
-    "max_abs_error": "largest error", "engines_backend": "engines' backend",
-    "engines_device": "engines' device", "validation_passed": "validation passed",
-}
-_UNITS = {"_ms": "ms", "_s": "s", "_bytes": "bytes", "_mib": "MiB", "_pct": "%"}
-_LOWER = re.compile(r"[a-z0-9_]+")
-_BATCH = re.compile(r"_b(\d+)$")
-_SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 MISSING = "–"
-
-
-def column_label(name: str) -> str:
-    """A column's name in words: `tensorrt_plan_bytes` -> "TensorRT plan size (bytes)",
-    `converted_ms_b1` -> "converted (ms, batch 1)". Names that are not snake_case (an
-    engine's, an op's) stay as they are."""
-    if name in LABELS:
-        return LABELS[name]
-    if not _LOWER.fullmatch(name):
-        return name
-    prefix = ""
-    if name.startswith("tensorrt_"):
-        prefix, name = "TensorRT ", name.removeprefix("tensorrt_")
-    batch = _BATCH.search(name)
-    if batch:
-        name = name[: batch.start()]
-    units = [u for suffix, u in _UNITS.items() if name.endswith(suffix)][:1]
-    if units:
-        name = name[: name.rfind("_")]
-    units += [f"batch {batch.group(1)}"] if batch else []
-    words = LABELS.get(name, name.replace("_", " "))
-    return prefix + words + (f" ({', '.join(units)})" if units else "")
 
 
 def cell_text(value: Any) -> str:
@@ -144,11 +109,6 @@ def _row_html(record: dict[str, Any], shown: Sequence[str], rest: Sequence[str])
                         f"<dd>{html.escape(cell_text(record[c]))}</dd>" for c in rest)
         cells += f"<td><details><summary>more</summary><dl>{items}</dl></details></td>"
     return f"<tr>{cells}</tr>"
-
-
-def has_snake_case(text: str) -> bool:
-    """Whether `text` holds a snake_case word (an internal name, not one for people)."""
-    return bool(_SNAKE.search(text))
 
 
 def pre_html(text: str) -> str:

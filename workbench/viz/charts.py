@@ -28,6 +28,7 @@ from workbench.viz.style import (
     error_color,
     reason_category,
 )
+from workbench.viz.words import column_label
 
 # Series colours: the strong tones of the engine palette, one meaning each.
 CONVERTED_COLOR = ENGINE_COLORS[8]  # blue: % of nodes converted
@@ -76,9 +77,9 @@ def sweep_chart(sweep: Sequence[ConversionResult], recommendation: Recommendatio
     for key in RECOMMENDATION_STYLES:
         _add_recommendation(fig, recommendation, key, x)
     _label_recommendations(fig, recommendation, x)
-    title = "Conversion against minimum_segment_size"
+    title = "Conversion against minimum segment size"
     _layout(fig, _with_model(title, points), height=440, hovermode="x unified")
-    fig.update_xaxes(title_text="minimum_segment_size (effective nodes)")
+    fig.update_xaxes(title_text="minimum segment size (effective nodes)")
     # Headroom above 100% (and above the most engines) for the recommendations' labels.
     fig.update_yaxes(title_text="nodes converted (%)", range=[0, 100 * LABEL_HEADROOM],
                      tickvals=list(range(0, 101, 20)), secondary_y=False)
@@ -405,8 +406,7 @@ def _unit(column: str) -> str | None:
 
 
 def _metric_title(column: str) -> str:
-    unit = _unit(column)
-    return f"{column} ({unit})" if unit else column
+    return column_label(column)
 
 
 # layout

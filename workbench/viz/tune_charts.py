@@ -225,10 +225,10 @@ def conversion_chart(table: pd.DataFrame) -> go.Figure:
             customdata=[_hover(r) for r in group],
             hovertemplate="%{customdata}<extra></extra>",
         ))
-    _layout(fig, _title("Conversion against minimum_segment_size", rows, "one line per "
+    _layout(fig, _title("Conversion against minimum segment size", rows, "one line per "
                         "precision"), height=440)
     fig.update_layout(legend={"title": {"text": "configuration"}})
-    fig.update_xaxes(title_text="minimum_segment_size (effective nodes)", tickmode="array",
+    fig.update_xaxes(title_text="minimum segment size (effective nodes)", tickmode="array",
                      tickvals=sorted({r["minimum_segment_size"] for r in rows}))
     fig.update_yaxes(title_text="nodes converted (%)", range=[0, 105])
     _list_left_out(fig, left_out, "not converted")
