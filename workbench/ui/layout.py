@@ -42,6 +42,7 @@ class AppLayout:
                                               layout=widgets.Layout(width="200px"))
         self.cancel_button = widgets.Button(description="Cancel", icon="stop",  # not squeezed
                                             layout=widgets.Layout(width="auto", flex="0 0 auto"))
+        self.cancel_button.add_class("wb-cancel")  # shown while a step runs
         self.headline = widgets.HTML()
         self.knob_notes = widgets.HTML()
         self.picker = widgets.Combobox(
