@@ -48,7 +48,39 @@ class Measurements:
     tensorrt: dict[ConversionParams, dict[str, dict]] = field(default_factory=dict)
 
 
-class WorkbenchController:
+class Screen:
+    """What the controller tells whoever draws it (`Workbench`); headless, nothing is shown."""
+
+    def on_status(self, text: str, error: bool) -> None:
+        """A one-line status (errors say what to do)."""
+
+    def on_busy(self, busy: bool) -> None:
+        """A step started (controls off, progress on) or ended."""
+
+    def on_progress(self, fraction: float) -> None:
+        """The running step's progress, 0 to 1."""
+
+    def on_view(self, view: ConversionView, start: float) -> None:
+        """A new view of the open model (`start`: when building it began)."""
+
+    def on_model_opened(self, session: ConversionSession, previous: str) -> None:
+        """Another model is open (`previous`: the one it replaced, if any); its results were
+        dropped, a view of it comes next."""
+
+    def on_open_failed(self, message: str) -> None:
+        """Opening a model failed; `session` says whether the previous one is still open."""
+
+    def on_runs_changed(self) -> None:
+        """The experiment store has another run."""
+
+    def on_machine(self, machine: Diagnosis) -> None:
+        """workbench.doctor()'s facts about this kernel's machine."""
+
+    def on_tensorrt_progress(self, text: str, error: bool = False) -> None:
+        """The TensorRT verdicts' progress, or why they cannot be made."""
+
+
+class WorkbenchController(Screen):
     """The open model (SavedModel dir, Keras model, `.keras`, `.pb`, or a name of `models`),
     its conversion with the current parameters and its measurements."""
 
@@ -246,36 +278,6 @@ class WorkbenchController:
 
     def cancel(self) -> None:
         self._runner.cancel()
-
-    # --- what the widgets show (nothing, headless) -----------------------------------------
-
-    def on_status(self, text: str, error: bool) -> None:
-        """A one-line status (errors say what to do)."""
-
-    def on_busy(self, busy: bool) -> None:
-        """A step started (controls off, progress on) or ended."""
-
-    def on_progress(self, fraction: float) -> None:
-        """The running step's progress, 0 to 1."""
-
-    def on_view(self, view: ConversionView, start: float) -> None:
-        """A new view of the open model (`start`: when building it began)."""
-
-    def on_model_opened(self, session: ConversionSession, previous: str) -> None:
-        """Another model is open (`previous`: the one it replaced, if any); its results were
-        dropped, a view of it comes next."""
-
-    def on_open_failed(self, message: str) -> None:
-        """Opening a model failed; `session` says whether the previous one is still open."""
-
-    def on_runs_changed(self) -> None:
-        """The experiment store has another run."""
-
-    def on_machine(self, machine: Diagnosis) -> None:
-        """workbench.doctor()'s facts about this kernel's machine."""
-
-    def on_tensorrt_progress(self, text: str, error: bool = False) -> None:
-        """The TensorRT verdicts' progress, or why they cannot be made."""
 
     # --- background steps -----------------------------------------------------------------
 
