@@ -30,7 +30,7 @@ STYLE = """
 .wb-table dt { color: #5f6b7a; }
 .wb-table dd { margin: 0; overflow-wrap: anywhere; }
 .wb-pre { font-family: var(--jp-code-font-family, monospace); font-size: 11px;
-          line-height: 1.35; white-space: pre-wrap; overflow-wrap: anywhere; background: #fafbfc;
+          line-height: 1.35; white-space: pre; overflow-x: auto; background: #fafbfc;
           padding: 8px; border: 1px solid #eceff3; }
 .wb-scroll { overflow-x: auto; max-width: 100%; }
 .wb-app .widget-html-content { line-height: 1.35; }

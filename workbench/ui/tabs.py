@@ -136,7 +136,8 @@ class SummaryTab:
               "Segment graph; more: its inputs, outputs and TensorRT's details)</span>"
             + table_html(engines, rows="engines", show=ENGINE_ESSENTIALS)
             + "<b>Op histogram per engine</b>" + op_histogram_html(view.op_histogram)
-            + "<b>As TF-TRT's <code>summary()</code> prints it</b>" + pre_html(view.summary_text)
+            + "<details><summary>As TF-TRT's <code>summary()</code> prints it</summary>"
+            + pre_html(view.summary_text) + "</details>"
         )
 
 
