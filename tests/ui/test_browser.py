@@ -533,7 +533,7 @@ def change_every_control(page: Any) -> None:
 def click_and_wait(page: Any, tab: str, button: str, step: str, timeout_s: float) -> None:
     page.get_by_role("tab", name=tab).click()
     before = state(page)["status"]
-    page.get_by_role("button", name=button, exact=True).click()
+    page.get_by_role("button", name=button).click()
     wait_idle(page, step, timeout_s, before)
 
 

@@ -94,20 +94,21 @@ def table_html(frame: pd.DataFrame, empty: str = "Nothing to show.", rows: str =
     shown = [c for c in (show or frame.columns) if c in frame.columns]
     rest = [c for c in frame.columns if c not in shown]
     classes = "wb-table" + (f" wb-rows wb-rows-{rows}" if rows else "")
-    head = "".join(f"<th>{html.escape(column_label(str(c)))}</th>" for c in shown)
+    head = "\n".join(f"<th>{html.escape(column_label(str(c)))}</th>" for c in shown)
     if rest:
         head += "<th>more</th>"
-    body = "".join(_row_html(record, shown, rest) for record in frame.to_dict("records"))
+    # Newlines between rows and cells: the table's text (copied, searched) keeps cells apart.
+    body = "\n".join(_row_html(record, shown, rest) for record in frame.to_dict("records"))
     return (f'<div class="wb-scroll"><table class="{classes}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>")
+            f"\n<tbody>\n{body}\n</tbody></table></div>")
 
 
 def _row_html(record: dict[str, Any], shown: Sequence[str], rest: Sequence[str]) -> str:
-    cells = "".join(f"<td>{html.escape(cell_text(record[c]))}</td>" for c in shown)
+    cells = "\n".join(f"<td>{html.escape(cell_text(record[c]))}</td>" for c in shown)
     if rest:
-        items = "".join(f"<dt>{html.escape(column_label(str(c)))}</dt>"
+        items = "\n".join(f"<dt>{html.escape(column_label(str(c)))}</dt>"
                         f"<dd>{html.escape(cell_text(record[c]))}</dd>" for c in rest)
-        cells += f"<td><details><summary>more</summary><dl>{items}</dl></details></td>"
+        cells += f"\n<td><details><summary>more</summary><dl>{items}</dl></details></td>"
     return f"<tr>{cells}</tr>"
 
 
