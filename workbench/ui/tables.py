@@ -21,8 +21,9 @@ STYLE = """
 .wb-table { border-collapse: collapse; font-size: 12px; margin: 4px 0 12px 0; }
 .wb-table th { background: #f0f3f7; text-align: left; padding: 4px 8px;
                border-bottom: 1px solid #c9d1db; }
-.wb-table td { padding: 3px 8px; border-bottom: 1px solid #eceff3; vertical-align: top;
-               overflow-wrap: anywhere; }
+.wb-table td { padding: 3px 8px; border-bottom: 1px solid #eceff3; vertical-align: top; }
+/* Long text (reasons, errors, node paths) may break anywhere; short names never do. */
+.wb-table td.wb-long { overflow-wrap: anywhere; min-width: 12em; }
 .wb-table tr:hover td { background: #f7f9fc; }
 .wb-table details summary { cursor: pointer; color: #3b6ea8; white-space: nowrap; }
 .wb-table dl { margin: 4px 0; display: grid; grid-template-columns: max-content auto;
@@ -60,6 +61,7 @@ STYLE = """
 """
 
 MISSING = "–"
+LONG_CELL = 30  # characters: a cell this long may wrap inside its words
 
 
 def cell_text(value: Any) -> str:
@@ -104,12 +106,17 @@ def table_html(frame: pd.DataFrame, empty: str = "Nothing to show.", rows: str =
 
 
 def _row_html(record: dict[str, Any], shown: Sequence[str], rest: Sequence[str]) -> str:
-    cells = "\n".join(f"<td>{html.escape(cell_text(record[c]))}</td>" for c in shown)
+    cells = "\n".join(_cell_html(cell_text(record[c])) for c in shown)
     if rest:
         items = "\n".join(f"<dt>{html.escape(column_label(str(c)))}</dt>"
                         f"<dd>{html.escape(cell_text(record[c]))}</dd>" for c in rest)
         cells += f"\n<td><details><summary>more</summary><dl>{items}</dl></details></td>"
     return f"<tr>{cells}</tr>"
+
+
+def _cell_html(text: str) -> str:
+    long = ' class="wb-long"' if len(text) > LONG_CELL else ""
+    return f"<td{long}>{html.escape(text)}</td>"
 
 
 def pre_html(text: str) -> str:
