@@ -399,7 +399,8 @@ LAYOUT_JS = r"""() => {
   const tabs = [...app.querySelectorAll('.lm-TabBar-tab')];
   const inside = (sel) => [...app.querySelectorAll(sel)].filter(shown);
   const chartText = inside('.js-plotly-plot .gtitle, .js-plotly-plot .g-xtitle, '
-    + '.js-plotly-plot .g-ytitle, .js-plotly-plot .legendtext, .js-plotly-plot .annotation-text');
+    + '.js-plotly-plot .g-ytitle, .js-plotly-plot .legendtext, .js-plotly-plot .legendtitletext, '
+    + '.js-plotly-plot .annotation-text');
   return {
     app_width: app.getBoundingClientRect().width,
     tab_rows: new Set(tabs.map((t) => Math.round(t.getBoundingClientRect().top))).size,

@@ -206,7 +206,7 @@ def runs_chart(runs: pd.DataFrame) -> go.Figure:
         fig.update_yaxes(title_text=unit or "", rangemode="tozero", row=row, col=1)
     count = f"{len(table)} run{'' if len(table) == 1 else 's'}"
     _layout(fig, f"Runs compared ({count})", height=120 + ROW_HEIGHT * rows, barmode="group")
-    fig.update_layout(legend={"title": {"text": "precision_mode"}, "y": 1.0, "x": 1.0,
+    fig.update_layout(legend={"title": {"text": "precision"}, "y": 1.0, "x": 1.0,
                               "yanchor": "bottom", "xanchor": "right"})
     # Shared axes label only the bottom row by default: every row names its bars' runs.
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels,

@@ -99,7 +99,7 @@ def pareto_chart(table: pd.DataFrame) -> go.Figure:
     _layout(fig, _title(title, rows, "marker size: % converted; ringed: "
                         "Pareto set (latency, error, % converted); dotted: its front in this "
                         "plane"), height=480)
-    fig.update_layout(legend={"title": {"text": "precision_mode"}})
+    fig.update_layout(legend={"title": {"text": "precision"}})
     fig.update_xaxes(title_text=(
         f"latency per call estimated for {target['gpu']} at batch {target['batch_size']} (ms)"
         if target else f"latency per call, mean (ms){_produced_by(rows)}"), rangemode="tozero")
