@@ -98,7 +98,7 @@ def table_html(frame: pd.DataFrame, empty: str = "Nothing to show.", rows: str =
     classes = "wb-table" + (f" wb-rows wb-rows-{rows}" if rows else "")
     head = "\n".join(f"<th>{html.escape(column_label(str(c)))}</th>" for c in shown)
     if rest:
-        head += "<th>more</th>"
+        head += "\n<th>more</th>"
     # Newlines between rows and cells: the table's text (copied, searched) keeps cells apart.
     body = "\n".join(_row_html(record, shown, rest) for record in frame.to_dict("records"))
     return (f'<div class="wb-scroll"><table class="{classes}"><thead><tr>{head}</tr></thead>'
@@ -108,9 +108,9 @@ def table_html(frame: pd.DataFrame, empty: str = "Nothing to show.", rows: str =
 def _row_html(record: dict[str, Any], shown: Sequence[str], rest: Sequence[str]) -> str:
     cells = "\n".join(_cell_html(cell_text(record[c])) for c in shown)
     if rest:
-        items = "\n".join(f"<dt>{html.escape(column_label(str(c)))}</dt>"
+        items = "\n".join(f"<dt>{html.escape(column_label(str(c)))}</dt>\n"
                         f"<dd>{html.escape(cell_text(record[c]))}</dd>" for c in rest)
-        cells += f"\n<td><details><summary>more</summary><dl>{items}</dl></details></td>"
+        cells += f"\n<td><details><summary>more</summary>\n<dl>{items}</dl></details></td>"
     return f"<tr>{cells}</tr>"
 
 
