@@ -82,7 +82,6 @@ docs-diagrams: install
 SHOTS := test-output/browser
 screenshots: install
 	$(PY) -m pytest -q tests/ui/test_browser.py::test_slider_updates_summary_and_graph \
-		"tests/ui/test_browser.py::test_every_control_and_action_fits_and_belongs_to_the_open_model[1280]" \
 		tests/ui/test_tuning_browser.py
 	cp $(SHOTS)/01_before_slider.png docs/images/workbench.png
 	cp $(SHOTS)/01_nonconversion_report.png docs/images/nonconversion-report.png
@@ -92,7 +91,6 @@ screenshots: install
 	cp $(SHOTS)/02_runs.png docs/images/runs.png
 	cp $(SHOTS)/02_profiling.png docs/images/profiling.png
 	cp $(SHOTS)/tune_01_search_done.png docs/images/tune.png
-	cp $(SHOTS)/layout_1280_summary.png docs/images/workbench-narrow.png
 
 
 # The TensorRT backend family's GPU-only code, type-checked against the real APIs: stubs made
