@@ -80,9 +80,10 @@ def test_graph_views(app: Workbench) -> None:
     converted = app.svg
     app.graph_tab.choice.value = "Full"
     assert app.svg != converted
-    app.graph_tab.choice.value = "One engine"
-    app.graph_tab.engine.value = "TRTEngineOp_000_000"
-    assert "TRTEngineOp_000_001" not in app.svg
+    app.graph_tab.engine.value = None
+    app.graph_tab.choice.value = "One engine"  # none chosen: the first engine is drawn
+    assert app.graph_tab.engine.value == "TRTEngineOp_000_000"
+    assert "TRTEngineOp_000_001" not in app.svg and "TRTEngineOp_000_000" in app.svg
 
 
 def test_graph_groups_open_close_search_and_report_rows(app: Workbench) -> None:

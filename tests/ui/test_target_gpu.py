@@ -32,6 +32,25 @@ def test_no_gpu_means_cpu_measurements_only(app: Workbench) -> None:
         app.target_gpu.set("GTX 480")
 
 
+def test_one_measured_latency_calibrates_every_estimate_on_that_gpu(app: Workbench) -> None:
+    app.set_params({"minimum_segment_size": 1})
+    app.target_gpu.set("T4", batch_size=1)
+    before = dict(zip(app.figures["estimate sweep"].data[0].x,
+                      app.figures["estimate sweep"].data[0].y, strict=True))
+    app.target_gpu.measured.value = round(3 * before[1], 4)  # the conversion shown: mss 1
+    sweep = app.figures["estimate sweep"]
+    after = dict(zip(sweep.data[0].x, sweep.data[0].y, strict=True))
+    assert after[1] == pytest.approx(3 * before[1], rel=1e-3)
+    assert after[4] == pytest.approx(3 * before[4], rel=1e-3)  # every other threshold too
+    assert "calibrated on FP32, minimum_segment_size 1, batch 1" in \
+        sweep.layout.meta["estimate_label"]
+    assert "calibrated on" in app.profile_tab.estimate.note.value
+    assert sweep.data[0].error_y.array is not None  # the range, drawn
+    app.target_gpu.measured.value = 0.0
+    assert app.target_gpu.calibration is None
+    app.target_gpu.set(None)
+
+
 def test_picking_a_gpu_draws_the_estimated_sweep_and_engines(app: Workbench) -> None:
     app.set_params({"minimum_segment_size": 1})
     app.target_gpu.set("NVIDIA T4", batch_size=8)
@@ -39,7 +58,7 @@ def test_picking_a_gpu_draws_the_estimated_sweep_and_engines(app: Workbench) -> 
     assert "Estimated latency on Tesla T4" in sweep.layout.title.text
     assert "batch 8" in sweep.layout.title.text
     assert sweep.layout.meta["estimate_label"].startswith("estimated for Tesla T4; ")
-    assert "leave-one-out" in app.profile_tab.estimate.note.value
+    assert "out of sample" in app.profile_tab.estimate.note.value
     converted = dict(zip(sweep.data[0].x, sweep.data[0].y, strict=True))
     assert converted[1] > converted[4]  # four engines estimated slower than one
     assert "more, smaller engines are estimated slower" in app.charts_tab.estimate.note.value

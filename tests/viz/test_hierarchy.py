@@ -89,11 +89,25 @@ def test_open_state_breadcrumb_and_first_view():
     assert "wrap/model/block_6" in groups and "wrap/model/block_7" not in groups
     assert [label for _, label in tree.breadcrumb(block)] == ["model", "wrap/model",
                                                              "block_* ×30", "block_7"]
+    # The group list's names: the parent path, without the lone top group or the series.
+    assert tree.path_label("wrap/model/block_7") == "block_7"
+    assert tree.path_label("wrap/model") == "wrap/model"
     first = tree.first_view()
     assert tree.boxes(first) <= TOP_BOXES and "wrap/model" in first
     assert tree.first_view(depth=0) == {ROOT}
     with pytest.raises(KeyError):
         tree.normalize(["no/such/scope"])
+
+
+def test_groups_of_the_same_name_are_told_apart_by_their_parent_path():
+    nodes = [node("x", "Placeholder")]
+    for layer in ("layer_0", "layer_1"):
+        nodes += [node(f"bert/{layer}/attention/{op}", op, "x") for op in ("MatMul", "Softmax")]
+        nodes += [node(f"bert/{layer}/output/{op}", op, "x") for op in ("MatMul", "Relu")]
+    graph = Graph(nodes)
+    tree = ScopeTree.build(graph, ConversionResult(ConversionParams(), [], [], {}, 0))
+    labels = [tree.path_label(g) for g in tree.groups if g.endswith("attention")]
+    assert labels == ["layer_0/attention", "layer_1/attention"]
 
 
 def test_find_and_report_row_open_and_highlight_their_nodes():

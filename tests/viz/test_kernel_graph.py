@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from workbench.engines.backends.tensorrt_kernels import KernelTensor
+from workbench.engines.inspection.tensorrt_kernels import KernelTensor
 from workbench.profiling.trtexec import fixtures_dir, read_trtexec_kernels
 from workbench.viz.graphs import to_svg
 from workbench.viz.kernel_graph import kernel_color, kernel_graph
@@ -46,5 +46,32 @@ def test_json_kernels_draw_too_with_engine_inputs_and_outputs():
     assert svg.count('class="node"') == 4 and svg.count('class="edge"') == 3
     assert "?x8x8x8 FP16" in svg and "?x10 FP32" in svg
     assert "not drawn: 1 without tensors" in dot.source
+    assert "tiny: 2 kernels holding 3 TF nodes" in dot.source
+    # The TF nodes in no kernel: shape arithmetic and removed nodes, each a note, counted.
+    one = to_svg(kernel_graph(kernels[2:], engine="one", removed=["m/id"],
+                              shape_nodes=["m/Shape", "m/Prod"]))
+    assert "one: 1 kernel holding 1 TF node" in one
+    assert "shape nodes, computed from tensor shapes: 2 TF nodes" in one
+    assert "removed by TensorRT: 1 TF node<" in one
     assert KernelTensor("t", (-1, 8), "FP16", "NHWC").to_json()["shape"] == [-1, 8]
     assert kernel_color("correlation") != kernel_color("gemm") != kernel_color("kgen")
+
+
+def test_kernel_chart_groups_shape_calls_and_syncs_into_one_row():
+    import pandas as pd
+
+    from workbench.viz.estimate_charts import kernel_estimate_chart
+
+    rows = pd.DataFrame(
+        [{"engine": "e", "layer": f"__mye{i}_0_myl0_0", "layer_type": "shape_call",
+          "estimated_ms": 0.0} for i in range(13)]
+        + [{"engine": "e", "layer": "[ShapeHostToDeviceCopy 0]",
+            "layer_type": "ShapeHostToDevice", "estimated_ms": 0.0},
+           {"engine": "e", "layer": "__myl_FcAdd_myl0_2", "layer_type": "runtime_fusion",
+            "estimated_ms": 0.02}])
+    figure = kernel_estimate_chart(rows, "T4", "estimated for T4")
+    (bars,) = figure.data
+    assert list(bars.y) == ["__myl_FcAdd_myl0_2", "shape calls / syncs (14 kernels)"]
+    assert "costliest of 2 kernels" in figure.layout.title.text
+    one = kernel_estimate_chart(rows.tail(1), "T4", "estimated for T4")
+    assert "costliest of 1 kernel;" in one.layout.title.text

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from workbench import environment
-from workbench.engines.backends.tensorrt_kernels import (
+from workbench.engines.inspection.tensorrt_kernels import (
     EngineAnatomy,
     Kernel,
     inspector_kernels,

@@ -1,7 +1,7 @@
 """A search's trials estimated for a named GPU (`tune(..., target_gpu=...)`).
 
 The estimate needs no worker: it is the conversion's prepared graph and engines run through
-`profiling.conversion_estimate`, milliseconds per trial once the model is open. So it is made
+`profiling.estimate.conversion`, milliseconds per trial once the model is open. So it is made
 here, in the process that drives the search, for every trial that finished ok, stored ones
 included: a search run without a GPU gets estimates for any GPU later without running again.
 """
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from workbench.conversion.session import ConversionSession
-from workbench.profiling.conversion_estimate import conversion_estimate
+from workbench.profiling.estimate.conversion import conversion_estimate
 from workbench.tuning.grid import params_of
 from workbench.tuning.record import TrialRecord
-from workbench.tuning.result import TuneResult
+from workbench.tuning.tune_result import TuneResult
 
 
 def estimate_trials(session: ConversionSession, trials: Sequence[TrialRecord], gpu: str,

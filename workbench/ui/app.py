@@ -2,7 +2,7 @@
 
 `Workbench` draws a `WorkbenchController` (`controller.py`: the open model, its measurements,
 the long steps) with widgets: the controls (`controls.py`), the frame around the tabs
-(`layout.py`), and one `ConversionView` built per change that every tab renders (`tabs.py` and
+(`frame.py`), and one `ConversionView` built per change that every tab renders (`tabs.py` and
 the `*_tab.py` modules; the HTML report renders the same view). Moving a control reconverts at
 once (the clustering is cached, so a threshold change costs milliseconds). Everything shown is
 also reachable from Python: `app.result`, `app.report`, `app.view`, `app.sweep`, `app.figures`,
@@ -23,8 +23,8 @@ from workbench.errors import WorkbenchError
 from workbench.ui.controller import WorkbenchController
 from workbench.ui.controls import Controls
 from workbench.ui.export_tab import ExportTab
+from workbench.ui.frame import AppLayout, knob_notes_html
 from workbench.ui.graph_tab import GraphTab
-from workbench.ui.layout import AppLayout, knob_notes_html
 from workbench.ui.store import ExperimentStore
 from workbench.ui.tables import note_html
 from workbench.ui.tabs import (
@@ -95,7 +95,7 @@ class Workbench(WorkbenchController):
         ]
 
     def _lay_out(self) -> None:
-        """The frame (`layout.py`); its widgets are the app's attributes too."""
+        """The frame (`frame.py`); its widgets are the app's attributes too."""
         self.layout = AppLayout(self.controls, self.tab_list, list(self.models),
                                 [self.target_gpu.widget])
         for name in ("status", "progress", "cancel_button", "headline", "knob_notes", "picker",

@@ -97,7 +97,7 @@ class WorkbenchController(Screen):
         self.timings: dict[str, float] = {}
         self.measured = Measurements()
         self.machine: Diagnosis | None = None  # workbench.doctor()'s facts
-        self._params = (params or ConversionParams()).validated()
+        self._params = params or ConversionParams()
         self._open_args = tuple(open_args)
         self._background = background
         self._opening: Any = None  # the model being loaded
@@ -106,7 +106,7 @@ class WorkbenchController(Screen):
         self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,
                                   self._on_cancelled)
         self._verdicts = TensorRTVerdicts(self.on_tensorrt_progress,
-                                          lambda: self.params.validated(), self._verdicts_made,
+                                          lambda: self.params, self._verdicts_made,
                                           background)
         self._first_model = model
 
@@ -125,7 +125,7 @@ class WorkbenchController(Screen):
         """Sets the parameters (a dict may name only some fields) and reconverts once."""
         if not isinstance(params, ConversionParams):
             params = ConversionParams(**{**self._params.as_dict(), **params})
-        self._params = params.validated()
+        self._params = params
         self.refresh()
 
     @property
@@ -208,7 +208,7 @@ class WorkbenchController(Screen):
             return
         start = time.perf_counter()
         try:
-            params = self.params.validated()
+            params = self.params
             measured = self.measured
             self.view = build_view(self.session, params, measured.check, measured.profile,
                                    measured.blocking, measured.tensorrt.get(params),
@@ -229,7 +229,7 @@ class WorkbenchController(Screen):
             raise WorkbenchError("nothing to keep: the model has not been converted")
         run = Run.from_result(self.view.result, self.params, name or None)
         check = self.measured.check
-        if check is not None and check.params == self.params.validated():
+        if check is not None and check.params == self.params:
             run.metrics = check.metrics()
         run = self.store.add(run)
         self.on_runs_changed()
@@ -274,7 +274,7 @@ class WorkbenchController(Screen):
         """TensorRT's verdict on every engine of the current conversion (TensorRT-RTX, no GPU
         needed), in the background beside the controls; shown while these parameters are."""
         if self.session is not None and not self._verdicts.busy:
-            self._verdicts.start(self.session, self.params.validated())
+            self._verdicts.start(self.session, self.params)
 
     def cancel(self) -> None:
         self._runner.cancel()

@@ -29,9 +29,10 @@ from workbench.viz.hierarchy import (
     focus_on_engine,
     focus_on_row,
 )
-from workbench.viz.kernel_graph import verdict_kernel_graph
+from workbench.viz.kernel_graph import NO_VERDICT, verdict_kernel_graph
 from workbench.viz.overlays import engine_overlays
 from workbench.viz.scope_graphs import FRAME, GROUP_BOX, scope_drawing
+from workbench.viz.style import counted
 from workbench.viz.view import ConversionView
 
 if TYPE_CHECKING:
@@ -192,7 +193,8 @@ class GraphTab:
             return
         kind = GRAPH_VIEWS[self.choice.value]
         if kind in ("engine", "kernels") and not self.engine.value:
-            kind = "converted"
+            self._pick_engine(view, kind)
+            return
         if kind == "kernels":
             self._draw_kernels(view)
             return
@@ -203,13 +205,14 @@ class GraphTab:
                                     overlays=engine_overlays(view.tensorrt, self._gpu_estimate()))
             self.svg = inline_svg(drawing.digraph)
         except WorkbenchError as exc:
-            self.html.value = note_html(str(exc), error=True)
+            self._say(str(exc), error=True)
             return
         self.open = drawing.open
         self._controls(tree, drawing.open)
         found = f"; {len(self.highlight)} highlighted" if self.highlight else ""
         chosen = self._describe(self.selected) if self.selected in self.highlight else ""
-        self.note.value = note_html(f"{chosen or f'{drawing.boxes} boxes{found}.'} Click a group "
+        boxes = counted(drawing.boxes, "box", "boxes")
+        self.note.value = note_html(f"{chosen or f'{boxes}{found}.'} Click a group "
                                     "to open it (or pick it from the list, or search); the path "
                                     "above closes what lies below a step.")
         self.html.value = self.svg
@@ -232,24 +235,46 @@ class GraphTab:
             return None
         return self.target.estimate(self._view)
 
+    def _pick_engine(self, view: ConversionView, kind: str) -> None:
+        """A view of one engine with none chosen: the first engine (for kernels, the first
+        TensorRT built), drawn through the engine list's observer; without engines, why."""
+        names = view.engine_names
+        if not names:
+            self._say("This conversion has no engines: lower minimum_segment_size or look at "
+                      "the non-conversion report.")
+            return
+        built = [n for n in names if ((view.tensorrt or {}).get(n) or {}).get("built")]
+        self.engine.value = (built or names)[0] if kind == "kernels" else names[0]
+
+    def _say(self, text: str, error: bool = False) -> None:
+        """A note in place of the drawing; nothing of the previous drawing stays."""
+        self.svg = ""
+        self.note.value = ""
+        self.crumbs.children = []
+        self.html.value = note_html(text, error=error)
+
     def _draw_kernels(self, view: ConversionView) -> None:
         """One engine as TensorRT built it (after the Summary tab's TensorRT verdicts)."""
         try:
             self.svg = inline_svg(verdict_kernel_graph(view.tensorrt, self.engine.value,
                                                        view.graph))
         except WorkbenchError as exc:
-            self.html.value = note_html(str(exc), error=True)
+            self._say(str(exc), error=str(exc) != NO_VERDICT)  # no verdict: an ask
             return
-        self.note.value = ""
+        self.crumbs.children = []
+        self.note.value = note_html(f"{self.engine.value} as TensorRT-RTX built it: its "
+                                    "kernels, the tensors between them, and the TF nodes in "
+                                    "no kernel. Pick another engine above.")
         self.html.value = self.svg
 
     def _controls(self, tree: ScopeTree, opened: frozenset[str]) -> None:
         collapsed, _ = tree.visible(opened)
         by_size = sorted(collapsed, key=lambda g: -tree.groups[g].nodes)
         options: list[tuple[str, tuple[str, str] | None]] = [("", None)]
-        options += [(f"open ▸ {tree.groups[g].label} ({tree.groups[g].nodes} nodes)",
-                     ("open", g)) for g in by_size]
-        options += [(f"close ▾ {tree.groups[g].label}", ("close", g))
+        options += [(f"open ▸ {_left_cut(tree.path_label(g))} "
+                     f"({counted(tree.groups[g].nodes, 'node')})", ("open", g))
+                    for g in by_size]
+        options += [(f"close ▾ {_left_cut(tree.path_label(g))}", ("close", g))
                     for g in sorted(opened - {ROOT})]
         self.group.options = options
         if self.focus not in tree.groups:
@@ -262,6 +287,11 @@ class GraphTab:
                                     tooltip=f"close what lies in {gid or 'the model'}")
             button.on_click(lambda _b, g=gid: self.close_below(g))
             yield button
+
+
+def _left_cut(text: str, limit: int = 64) -> str:
+    """The end of a long group path, which names the group (its start is shared)."""
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
 def _row(*children: widgets.Widget) -> widgets.HBox:

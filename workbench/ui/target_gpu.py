@@ -1,7 +1,7 @@
 """The app's target GPU: a picker (none: CPU measurements only) and what the Charts, Profiling
 and Tune tabs show for the picked GPU.
 
-Every figure here is estimated (`profiling.conversion_estimate`), titled with the GPU and
+Every figure here is estimated (`profiling.estimate.conversion`), titled with the GPU and
 "estimated", with the estimate's label (the model's measured error) beside it, and drawn apart
 from what this machine measured. The estimate of a sweep is kept per setting other than
 minimum_segment_size, so moving the threshold slider costs nothing more.
@@ -20,7 +20,8 @@ import pandas as pd
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.graph.gpu_facts import GPU_FACTS, gpu_facts
-from workbench.profiling.conversion_estimate import (
+from workbench.profiling.estimate.calibration import Calibration, from_measured, from_profile
+from workbench.profiling.estimate.conversion import (
     conversion_estimate,
     engine_kernel_estimates,
     estimated_beside_measured,
@@ -62,8 +63,16 @@ class TargetGpu:
                                             layout=widgets.Layout(width="100px"))
         for widget in (self.picker, self.batch):
             widget.observe(lambda _change: self._changed(), names="value")
+        # One latency measured on that GPU, of the conversion shown when it is entered (0: none)
+        self.calibration: Calibration | None = None
+        self.measured = widgets.BoundedFloatText(
+            value=0.0, min=0.0, max=1e6, step=0.01, description="measured ms",
+            style={"description_width": "80px"}, layout=widgets.Layout(width="170px"),
+            tooltip="The latency you measured on this GPU for the conversion shown, at this "
+                    "batch: every estimate on this GPU is then rescaled (0: none)")
+        self.measured.observe(lambda _change: self._measured_changed(), names="value")
         self.widget = widgets.VBox([widgets.HTML("<b>Target GPU</b> (estimates)"),
-                                    widgets.HBox([self.picker, self.batch])])
+                                    widgets.HBox([self.picker, self.batch]), self.measured])
         self.widget.add_class("wb-target-gpu")
 
     @property
@@ -92,12 +101,37 @@ class TargetGpu:
         if session is None or gpu is None:
             return None
         last = self._last
-        if last is None or last[0] is not view or last[1:3] != (gpu, batch):
+        if last is None or last[0] is not view or last[1:4] != (gpu, batch, self.calibration):
             # TensorRT's verdicts on these settings (Summary tab's button) give the real kernels.
             document = conversion_estimate(session, view.params, gpu, batch, view.result,
-                                           view.tensorrt)
-            self._last = last = (view, gpu, batch, document)
-        return last[3]
+                                           view.tensorrt, self.calibration)
+            self._last = last = (view, gpu, batch, self.calibration, document)
+        return last[-1]
+
+    def calibrate(self, view: ConversionView | None, measured_ms: float | None = None,
+                  profile: str | None = None) -> Calibration | None:
+        """Calibrates every estimate on the picked GPU on one measurement: `measured_ms`, the
+        latency of `view`'s conversion at the picked batch, or a trtexec `profile` of one
+        engine on that GPU (neither: no calibration). Returns it."""
+        session, gpu = self.session_of(), self.gpu
+        if gpu is None or (measured_ms is None and not profile):
+            self.calibration = None
+        elif profile:
+            self.calibration = from_profile(profile, gpu)
+        elif session is not None and view is not None:
+            self.calibration = None  # the estimate it calibrates must not be calibrated itself
+            raw = self.estimate(view)
+            self.calibration = from_measured(
+                gpu, measured_ms, raw["converted_ms"],
+                f"{view.params.precision_mode}, minimum_segment_size "
+                f"{view.params.minimum_segment_size}, batch {self.batch_size}")
+        self._changed()
+        return self.calibration
+
+    def _measured_changed(self) -> None:
+        value = float(self.measured.value)
+        view = self._last[0] if self._last else None
+        self.calibrate(view, value if value > 0 else None)
 
     def observe(self, callback: Callable[[], None]) -> None:
         self._listeners.append(callback)
@@ -127,8 +161,10 @@ class SweepEstimate:
         batch = self.target.batch_size
         key = (replace(view.params, minimum_segment_size=1), len(view.sweep), gpu, batch)
         tables = self._tables.setdefault(session, {})
+        key += (self.target.calibration,)
         if key not in tables:
-            tables[key] = sweep_estimate(session, view.params, view.sweep, gpu, batch)
+            tables[key] = sweep_estimate(session, view.params, view.sweep, gpu, batch,
+                                         self.target.calibration)
         table = tables[key]
         figure = sweep_estimate_chart(table, current=view.params.minimum_segment_size)
         self.show(self.out, figure)
@@ -154,11 +190,18 @@ class EngineEstimate:
             layout=widgets.Layout(width="230px"),
             tooltip="A trtexec profile's layer times beside the estimate of the same layers")
         self.compare_button.on_click(lambda _b: self._compare_clicked())
+        self.calibrate_button = widgets.Button(
+            description="Calibrate on this profile", icon="crosshairs",
+            layout=widgets.Layout(width="210px"),
+            tooltip="Rescale every estimate on the target GPU by this engine's measured / "
+                    "estimated time (its layer info beside the profile)")
+        self.calibrate_button.on_click(lambda _b: self._calibrate_clicked())
         self.compare_note, self.compare_out = widgets.HTML(), widgets.Output()
         self.figures: dict[str, Any] = {}
         self.widget = widgets.VBox([
             self.note, self.table, self.out,
-            widgets.HBox([self.profile, self.layer_info, self.compare_button],
+            widgets.HBox([self.profile, self.layer_info, self.compare_button,
+                          self.calibrate_button],
                          layout=widgets.Layout(flex_flow="row wrap")),
             self.compare_note, self.compare_out])
 
@@ -173,13 +216,18 @@ class EngineEstimate:
             return self.figures
         if view.tensorrt:
             rows = engine_kernel_estimates(session, view.params, view.result, view.tensorrt,
-                                           gpu, batch)
+                                           gpu, batch, self.target.calibration)
             rows["layer"] = rows["engine"].str.removeprefix("TRTEngineOp_") + ": " + rows["layer"]
             what = "kernel"
         else:
             rows = pd.DataFrame({"layer": [*estimate["engines"], "TF ops outside engines"],
                                  "estimated_ms": [*estimate["engines"].values(),
                                                   estimate["native_ops_ms"]]})
+            span = (estimate["converted_low_ms"] / estimate["converted_ms"],
+                    estimate["converted_high_ms"] / estimate["converted_ms"]) \
+                if estimate["converted_ms"] else (1.0, 1.0)
+            rows["estimated_low_ms"] = rows["estimated_ms"] * span[0]
+            rows["estimated_high_ms"] = rows["estimated_ms"] * span[1]
             what = "engine"
         figure = kernel_estimate_chart(rows, estimate["gpu"], estimate["label"], what=what)
         self.figures[f"estimate per {what}"] = figure
@@ -201,6 +249,15 @@ class EngineEstimate:
             f"estimated {estimated:.3f} ms for {table.attrs['gpu']}, summed over layers")
         self.show(self.compare_out, figure)
         return table
+
+    def _calibrate_clicked(self) -> None:
+        """Every estimate on the target GPU calibrated on the profile (its layer info beside)."""
+        try:
+            calibration = self.target.calibrate(None, profile=self.profile.value.strip())
+            self.compare_note.value = note_html(calibration.label() if calibration else
+                                                "Pick a target GPU to calibrate it")
+        except WorkbenchError as exc:
+            self.compare_note.value = note_html(str(exc), error=True)
 
     def _compare_clicked(self) -> None:
         try:

@@ -1,4 +1,4 @@
-"""Plotly charts of GPU latency estimated for a named GPU (`profiling.conversion_estimate`).
+"""Plotly charts of GPU latency estimated for a named GPU (`profiling.estimate.conversion`).
 
 Every chart says in its title which GPU the figures are estimated for, and carries the
 estimate's label (its measured error) under the plot: estimated figures are never drawn as if
@@ -15,7 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from workbench.engines.inspection.tensorrt_kernels import NON_COMPUTE_TYPES
 from workbench.viz.charts import CONVERTED_COLOR, ENGINES_COLOR, LATENCY_COLORS, _layout, _note
+from workbench.viz.style import counted
 
 NATIVE_COLOR = LATENCY_COLORS[0]
 MEASURED_COLOR = LATENCY_COLORS[2]
@@ -25,15 +27,16 @@ TOP_KERNELS = 30  # the per-kernel chart shows the costliest ones
 
 def sweep_estimate_chart(table: pd.DataFrame, current: int | None = None) -> go.Figure:
     """Estimated latency of the converted model against minimum_segment_size (a row per
-    threshold: `profiling.conversion_estimate.sweep_estimate`), native TF's estimate as a
+    threshold: `profiling.estimate.conversion.sweep_estimate`), native TF's estimate as a
     line, the engine count on the right axis, the `current` threshold marked."""
     attrs = table.attrs
     gpu, batch = attrs.get("gpu", "?"), attrs.get("batch_size", 1)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     x = list(table["minimum_segment_size"])
+    band = _error_band(table, "converted_ms")
     fig.add_trace(go.Scatter(
         name=f"converted, estimated for {gpu}", x=x, y=list(table["converted_ms"]),
-        mode="lines+markers", line={"color": CONVERTED_COLOR, "width": 2.5},
+        mode="lines+markers", line={"color": CONVERTED_COLOR, "width": 2.5}, error_y=band,
         customdata=list(zip(table["engines_ms"], table["native_ops_ms"], strict=True)),
         hovertemplate=("mss=%{x}: %{y:.3f} ms estimated (engines %{customdata[0]:.3f}, "
                        "TF ops between them %{customdata[1]:.3f})<extra></extra>"),
@@ -74,13 +77,16 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
                           what: str = "kernel") -> go.Figure:
     """Estimated time per kernel (`layer`, `estimated_ms`; `measured_ms` where a trtexec
     profile measured the same layer), the costliest TOP_KERNELS, side by side. `what` names
-    the rows (kernel, engine)."""
+    the rows (kernel, engine). Kernels that compute nothing of the network (shape calls,
+    stream syncs) are one row, not a bar each."""
+    rows = grouped_non_compute(rows)
     shown = rows.sort_values("estimated_ms", ascending=False).head(TOP_KERNELS)
     names = [_short(n) for n in shown["layer"]]
     fig = go.Figure()
     fig.add_trace(go.Bar(
         name=f"estimated for {gpu}", y=names, x=list(shown["estimated_ms"]), orientation="h",
         marker={"color": CONVERTED_COLOR}, customdata=list(shown["layer"]),
+        error_x=_error_band(shown, "estimated_ms"),
         hovertemplate="%{customdata}: %{x:.4f} ms estimated<extra></extra>",
     ))
     if "measured_ms" in shown and shown["measured_ms"].notna().any():
@@ -92,7 +98,7 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
         ))
     height = max(420, 160 + 22 * len(shown) * (1 + ("measured_ms" in shown)))
     title = (f"{what.capitalize()} times estimated for {gpu}<br><sup>the {len(shown)} "
-             f"costliest of {len(rows)} {what}s; estimated, not measured"
+             f"costliest of {counted(len(rows), what)}; estimated, not measured"
              + ("; measured beside them" if len(fig.data) > 1 else "") + "</sup>")
     _layout(fig, title, height=height, barmode="group")
     fig.update_yaxes(autorange="reversed", type="category")
@@ -103,11 +109,32 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
     return fig
 
 
+def grouped_non_compute(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with the kernels of NON_COMPUTE_TYPES (`layer_type`) summed into one row,
+    `shape calls / syncs (N kernels)`."""
+    if "layer_type" not in rows or rows.empty:
+        return rows
+    idle = rows["layer_type"].isin(NON_COMPUTE_TYPES)
+    if not idle.any():
+        return rows
+    summed = {"layer": f"shape calls / syncs ({counted(int(idle.sum()), 'kernel')})",
+              "layer_type": "shape calls / syncs",
+              "estimated_ms": float(rows.loc[idle, "estimated_ms"].sum())}
+    if "measured_ms" in rows:
+        measured = rows.loc[idle, "measured_ms"]
+        summed["measured_ms"] = float(measured.sum()) if measured.notna().any() else None
+    grouped = pd.concat([rows[~idle], pd.DataFrame([summed])], ignore_index=True)
+    grouped.attrs = dict(rows.attrs)
+    return grouped
+
+
 def estimate_table(estimates: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """The estimates per batch size as a table for reading (the app, the report)."""
     return pd.DataFrame([{
         "batch size": e["batch_size"], "native TF ms": round(e["native_ms"], 4),
         "converted ms": round(e["converted_ms"], 4),
+        "converted range ms": (f"{e['converted_low_ms']:.4f}-{e['converted_high_ms']:.4f}"
+                               if "converted_low_ms" in e else None),
         "speed-up": round(e["native_ms"] / e["converted_ms"], 2) if e["converted_ms"] else None,
         "engines ms": round(e["engines_ms"], 4),
         "TF ops between engines ms": round(e["native_ops_ms"], 4)} for e in estimates])
@@ -124,6 +151,18 @@ def label_estimate(fig: go.Figure, label: str) -> None:
     fig.update_layout(height=fig.layout.height + extra,
                       margin={"t": (fig.layout.margin.t or 90) + extra},
                       meta={**(fig.layout.meta or {}), "estimate_label": label})
+
+
+def _error_band(table: pd.DataFrame, column: str) -> dict | None:
+    """Plotly error bars from the estimate's range (`<stem>low_ms`, `<stem>high_ms` beside
+    `column`, `<stem>ms`), None where the table has none."""
+    stem = column[:-2]
+    low, high = f"{stem}low_ms", f"{stem}high_ms"
+    if low not in table or high not in table:
+        return None
+    return {"type": "data", "symmetric": False, "color": "#9aa5b1", "thickness": 1,
+            "array": list(table[high] - table[column]),
+            "arrayminus": list(table[column] - table[low])}
 
 
 def _short(name: str, width: int = 48) -> str:

@@ -32,6 +32,7 @@ from workbench.graph.nodes import Graph, Node, TensorRef
 from workbench.viz.style import (
     ENGINE_BORDER,
     category_color,
+    counted,
     engine_color,
     error_color,
     reason_category,
@@ -74,7 +75,7 @@ def full_graph(graph: Graph, result: ConversionResult) -> graphviz.Digraph:
             _engine_box(target, engine, index, note="collapsed")
             continue
         with target.subgraph(name=f"cluster_{engine.name}") as cluster:
-            cluster.attr(label=f"{engine.name}  [{engine.native_node_count} nodes]",
+            cluster.attr(label=f"{engine.name}  [{counted(engine.native_node_count, 'node')}]",
                          style="rounded,filled", fillcolor=_tint(engine_color(index)),
                          color=ENGINE_BORDER, fontsize="10", tooltip=_engine_tooltip(engine))
             for node in members:
@@ -146,7 +147,8 @@ def converted_graph(graph: Graph, result: ConversionResult,
     notes = [f"{len(folded)} weight Consts not drawn"] if folded else []
     notes += ["big unconverted regions collapsed"] if excess > 0 else []
     _legend(dot, result.engines, drawn_reasons,
-            f"{len(converted.nodes)} top-level nodes, {len(result.engines)} engines"
+            f"{counted(len(converted.nodes), 'top-level node')}, "
+            f"{counted(len(result.engines), 'engine')}"
             + (f" ({', '.join(notes)})" if notes else ""))
     return dot
 
@@ -159,11 +161,11 @@ def engine_graph(graph: Graph, result: ConversionResult, engine: str) -> graphvi
     index = names.index(engine)
     info = result.engines[index]
     members = set(info.nodes)
-    dot = _digraph(f"engine_{engine}", f"{engine}: {len(members)} segment nodes")
+    dot = _digraph(f"engine_{engine}", f"{engine}: {counted(len(members), 'segment node')}")
     with dot.subgraph(name=f"cluster_{engine}") as cluster:
-        cluster.attr(label=f"{engine}  [{info.native_node_count} nodes]", style="rounded,filled",
-                     fillcolor=_tint(engine_color(index)), color=ENGINE_BORDER,
-                     tooltip=_engine_tooltip(info))
+        cluster.attr(label=f"{engine}  [{counted(info.native_node_count, 'node')}]",
+                     style="rounded,filled", fillcolor=_tint(engine_color(index)),
+                     color=ENGINE_BORDER, tooltip=_engine_tooltip(info))
         for name in info.nodes:
             node = graph.by_name[name]
             _op_node(cluster, node, engine_color(index), f"{name}\nin {engine}",
@@ -324,7 +326,7 @@ def _region_node(dot: graphviz.Digraph, region: str, items: list[_Outside]) -> N
     main = max(by_category, key=by_category.__getitem__)
     lines = [f"{n} {c}" for c, n in sorted(by_category.items(), key=lambda kv: -kv[1])]
     sample = ", ".join(item.name for item in items[:5])
-    dot.node(region, f"not converted\n[{len(items)} nodes]", shape="folder",
+    dot.node(region, f"not converted\n[{counted(len(items), 'node')}]", shape="folder",
              fillcolor=category_color(main), **{**UNCONVERTED, "style": "filled"},
              tooltip=f"{len(items)} connected nodes not converted: {'; '.join(lines)}\n"
                      f"e.g. {sample}")
@@ -520,7 +522,7 @@ def _engine_box(dot: graphviz.Digraph, engine: EngineInfo, index: int, note: str
         suffix += f"\nmax abs error {error:.2g}"
     if overlay:
         suffix += f"\n{overlay}"
-    dot.node(engine.name, f"{engine.name}\n[{engine.native_node_count} nodes]{suffix}",
+    dot.node(engine.name, f"{engine.name}\n[{counted(engine.native_node_count, 'node')}]{suffix}",
              **{"shape": "box3d", "style": "filled", "fillcolor": fill, "color": ENGINE_BORDER,
                 "penwidth": "1.2", "fontsize": "10",
                 "tooltip": _engine_tooltip(engine) + (f"\n{overlay}" if overlay else ""),
@@ -530,8 +532,9 @@ def _engine_box(dot: graphviz.Digraph, engine: EngineInfo, index: int, note: str
 def _engine_tooltip(engine: EngineInfo) -> str:
     ops = ", ".join(f"{op} x{n}" for op, n in sorted(engine.native_ops.items(),
                                                      key=lambda item: -item[1]))
-    return (f"{engine.name}: {engine.native_node_count} nodes, {len(engine.inputs)} inputs, "
-            f"{len(engine.outputs)} outputs\n{ops}")
+    return (f"{engine.name}: {counted(engine.native_node_count, 'node')}, "
+            f"{counted(len(engine.inputs), 'input')}, {counted(len(engine.outputs), 'output')}"
+            f"\n{ops}")
 
 
 def _edges(dot: graphviz.Digraph, edges: Iterable[tuple[str, str, bool]],

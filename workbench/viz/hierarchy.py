@@ -213,6 +213,16 @@ class ScopeTree:
         """(group id, label) from the root down to `gid`: the way back."""
         return [(g, self.groups[g].label) for g in [*self.ancestors(gid), gid]]
 
+    def path_label(self, gid: str) -> str:
+        """`gid`'s label after its parents' (`transformer_layer_0/self_attention`), without the
+        root, a lone top group (every path would repeat it) or the series above it (a block's
+        name says its series)."""
+        steps = [g for g in self.ancestors(gid) if g != ROOT
+                 and self.groups[g].kind not in ("series", "ops")] + [gid]
+        if len(steps) > 1 and self.groups[ROOT].children == [steps[0]]:
+            steps = steps[1:]
+        return "/".join(self.groups[g].label for g in steps)
+
     def nodes_under(self, gid: str) -> list[str]:
         """Every node name below `gid`, in graph order within each group."""
         group = self.groups[gid]

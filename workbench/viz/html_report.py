@@ -26,7 +26,7 @@ from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.whatif import blocking_op_types
 from workbench.errors import WorkbenchError
-from workbench.profiling.conversion_estimate import target_gpu_name
+from workbench.profiling.estimate.conversion import target_gpu_name
 from workbench.tf_compat import graph_origin
 from workbench.viz.view import ConversionView, Headline, build_view
 
@@ -95,7 +95,7 @@ def collect(session: ConversionSession, params: ConversionParams,
             per_engine: Any = None) -> ConversionView:
     """The report's view: the app's, with the blocking op types always measured."""
     return build_view(session, params, check=check,
-                      blocking=blocking_op_types(session, params.validated()), tensorrt=tensorrt,
+                      blocking=blocking_op_types(session, params), tensorrt=tensorrt,
                       per_engine=per_engine)
 
 
@@ -367,7 +367,7 @@ def _per_engine(data: ConversionView) -> str:
 def _estimates(session: ConversionSession, data: ConversionView, gpu: str,
                batch_sizes: Sequence[int]) -> list[dict]:
     """The conversion's latency estimated for `gpu` at each batch size."""
-    from workbench.profiling.conversion_estimate import conversion_estimate
+    from workbench.profiling.estimate.conversion import conversion_estimate
 
     return [conversion_estimate(session, data.params, gpu, b, data.result, data.tensorrt)
             for b in batch_sizes]
@@ -378,7 +378,7 @@ def estimate_html(session: ConversionSession, data: ConversionView, estimates: S
     """The conversion's latency estimated for a GPU (`estimates`: one per batch size), per
     engine, and along the minimum_segment_size sweep, the estimate's label (its measured
     error) first."""
-    from workbench.profiling.conversion_estimate import sweep_advice, sweep_estimate
+    from workbench.profiling.estimate.conversion import sweep_advice, sweep_estimate
     from workbench.viz.estimate_charts import estimate_table, sweep_estimate_chart
 
     gpu = estimates[0]["gpu"]

@@ -4,7 +4,8 @@ nodes it holds, each tensor between kernels an edge labelled with its shape and 
 The kernels come from TensorRT-RTX's build log (`TensorRTVerdict.anatomy`) or from a GPU's
 engine inspector JSON (`profiling.trtexec.read_trtexec_kernels`); JSON kernels (`convert --json
 --tensorrt`, the app's verdicts) are taken as they are. Shape calls and stream events, which
-move no tensor, are left out and counted in the title.
+move no tensor, are left out and counted in the title; the TF nodes in no kernel are two notes:
+the shape nodes (computed from tensor shapes) and those TensorRT removed.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from typing import Any
 
 import graphviz
 
-from workbench.engines.backends.tensorrt_kernels import EngineAnatomy, Kernel, KernelTensor
+from workbench.engines.inspection.tensorrt_kernels import EngineAnatomy, Kernel, KernelTensor
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import Graph
 from workbench.viz.graphs import EDGE_ATTR, GRAPH_ATTR, NODE_ATTR, _last
+from workbench.viz.style import counted
 
+NO_VERDICT = ("No TensorRT verdict on this engine yet: press \"TensorRT verdicts\" in the "
+              "Summary tab to build the engines with TensorRT-RTX, then come back here.")
 NODES_LISTED = 8  # TF nodes written in a kernel's box; the rest are counted
 # Fill by what a kernel does (TensorRT-RTX's and the inspector's layer types).
 TYPE_COLORS = (
@@ -45,23 +49,27 @@ def kernel_color(kernel_type: str) -> str:
 
 def kernel_graph(anatomy: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
                  graph: Graph | None = None, engine: str = "",
-                 removed: Sequence[str] = ()) -> graphviz.Digraph:
+                 removed: Sequence[str] = (), shape_nodes: Sequence[str] = ()
+                 ) -> graphviz.Digraph:
     """The engine's kernels in execution order with the tensors between them; `graph` (the
     prepared graph) gives each listed TF node its op type. Kernels given as a list (objects or
-    JSON) come with the `removed` TF nodes, which an anatomy holds itself."""
+    JSON) come with the `removed` TF nodes and the `shape_nodes`, which an anatomy holds
+    itself."""
     folded: Mapping[str, Any] = {}
     if isinstance(anatomy, EngineAnatomy):
         kernels, engine = list(anatomy.kernels), engine or anatomy.engine
         removed, folded = anatomy.removed, anatomy.folded
+        shape_nodes = anatomy.shape_nodes
     else:
         kernels = [k if isinstance(k, Kernel) else Kernel.from_record(k) for k in anatomy]
     drawn = [k for k in kernels if k.inputs or k.outputs]
     dot = graphviz.Digraph(f"kernels_{engine}", graph_attr=GRAPH_ATTR,
                            node_attr={**NODE_ATTR, "shape": "plain"}, edge_attr=EDGE_ATTR)
-    held = sum(len(k.nodes) for k in drawn)
-    title = (f"{engine}: {len(drawn)} kernels holding {held} TF nodes"
-             + (f" (not drawn: {len(kernels) - len(drawn)} without tensors, such as shape "
-                "calls and stream events)" if len(kernels) > len(drawn) else ""))
+    held = len({n for k in drawn for n in k.nodes})
+    hidden = len(kernels) - len(drawn)
+    title = (f"{engine}: {counted(len(drawn), 'kernel')} holding {counted(held, 'TF node')}"
+             + (f" (not drawn: {hidden} without tensors: shape calls and stream "
+                "synchronisations)" if hidden else ""))
     dot.attr(label=title, labelloc="t", fontsize="11", tooltip=title)
     producer: dict[str, str] = {}
     for index, kernel in enumerate(drawn):
@@ -88,11 +96,21 @@ def kernel_graph(anatomy: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
                 dot.node(sink, f"output\n{_last(tensor.name)}", shape="house",
                          tooltip=tensor.name, **_IO_STYLE)
                 dot.edge(f"k{index}", sink, label=_tensor_label(tensor), fontsize="7")
+    if shape_nodes:
+        dot.node("shape_nodes", f"shape nodes, computed from tensor shapes: "
+                 f"{counted(len(shape_nodes), 'TF node')}", shape="note", style="filled",
+                 fillcolor="#e8e2f2", fontsize="9", tooltip=_node_list(shape_nodes, graph))
     if removed:
-        dot.node("removed", f"removed by TensorRT: {len(removed)} TF nodes", shape="note",
-                 style="filled", fillcolor="#fbe3a6", fontsize="8",
-                 tooltip="\n".join(removed))
+        dot.node("removed", f"removed by TensorRT: {counted(len(removed), 'TF node')}",
+                 shape="note", style="filled", fillcolor="#fbe3a6", fontsize="9",
+                 tooltip=_node_list(removed, graph))
     return dot
+
+
+def _node_list(names: Sequence[str], graph: Graph | None) -> str:
+    """One line per TF node: its op type (where the graph knows it) and name."""
+    return "\n".join(f"{graph.by_name[n].op}  {n}" if graph is not None and n in graph.by_name
+                     else n for n in names)
 
 
 def verdict_kernel_graph(tensorrt: Mapping[str, Mapping[str, Any]] | None, engine: str,
@@ -101,13 +119,11 @@ def verdict_kernel_graph(tensorrt: Mapping[str, Mapping[str, Any]] | None, engin
     `convert --json --tensorrt` keep it); a WorkbenchError saying what to do without one."""
     verdict = (tensorrt or {}).get(engine)
     if verdict is None:
-        raise WorkbenchError("No TensorRT verdict on this engine yet: press \"TensorRT "
-                             "verdicts\" in the Summary tab to build the engines with "
-                             "TensorRT-RTX")
+        raise WorkbenchError(NO_VERDICT)
     if not verdict.get("built"):
         raise WorkbenchError(f"TensorRT did not build {engine}: {verdict.get('error')}")
     return kernel_graph(verdict.get("kernels") or [], graph, engine,
-                        verdict.get("removed_nodes") or ())
+                        verdict.get("removed_nodes") or (), verdict.get("shape_nodes") or ())
 
 
 def _kernel_label(kernel: Kernel, graph: Graph | None, folded: Mapping[str, Any]) -> str:

@@ -36,7 +36,7 @@ from workbench.viz.graphs import (
     render,
 )
 from workbench.viz.hierarchy import ROOT, TOP_BOXES, Focus, Group, ScopeTree, find
-from workbench.viz.style import category_color, engine_color, reason_category
+from workbench.viz.style import category_color, counted, engine_color, reason_category
 
 HIGHLIGHT = "#ff6f00"
 BAR_WIDTH = 150  # points: the stripes under a group's text
@@ -228,8 +228,9 @@ class _Drawer:
         self._edges(graph, units.edges, box_of)
         root = self.tree.groups[ROOT]
         _legend(dot, result.engines, dict(root.reasons),
-                f"{root.nodes} nodes in {len(self.tree.groups) - 1} groups; "
-                f"{self.box_count} boxes drawn ({view} view)",
+                f"{counted(root.nodes, 'node')} in "
+                f"{counted(len(self.tree.groups) - 1, 'group')}; "
+                f"{counted(self.box_count, 'box', 'boxes')} drawn ({view} view)",
                 only=root.engines if view == "engine" else None, notes=self.overlays)
         return dot
 
@@ -287,10 +288,11 @@ class _Drawer:
         group = self.tree.groups[gid]
         matches = sum(1 for n in self.marked if self._inside(n, gid))
         lines = [f"+ {KIND_PREFIX[group.kind]}{_short(group.label)}",
-                 f"{group.nodes} nodes, {_percent(group.converted, group.nodes)} converted"]
+                 f"{counted(group.nodes, 'node')}, "
+                 f"{_percent(group.converted, group.nodes)} converted"]
         if group.engines:
             (top, count), *rest = group.engines.most_common()
-            lines.append(f"{top} ({count})" + (f" +{len(rest)} engines" if rest else ""))
+            lines.append(f"{top} ({count})" + (f" +{counted(len(rest), 'engine')}" if rest else ""))
         if group.main_reason:
             lines.append(f"native: {group.main_reason} ({group.reasons[group.main_reason]})")
         if matches:
@@ -326,8 +328,8 @@ class _Drawer:
                 f'<TR><TD COLSPAN="{len(parts)}">{text}</TD></TR><TR>{cells}</TR></TABLE>>')
 
     def _tooltip(self, group: Group) -> str:
-        lines = [f"{group.id or 'model'}: {group.nodes} nodes, {group.converted} in engines "
-                 "(click to open)"]
+        lines = [f"{group.id or 'model'}: {counted(group.nodes, 'node')}, "
+                 f"{group.converted} in engines (click to open)"]
         lines += [f"  {e}: {n}" for e, n in group.engines.most_common()]
         lines += [f"  not converted, {c}: {n}" for c, n in group.reasons.most_common()]
         return "\n".join(lines)

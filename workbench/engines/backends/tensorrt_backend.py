@@ -4,9 +4,10 @@
 `build_plan` is the shared part every TensorRT build goes through: parse the segment's ONNX,
 configure profiles (TF-TRT's implicit-batch profile, or the dynamic-shape profiles, shape-tensor
 values included) and precision, build a serialized plan, and keep TensorRT's own words: the
-parser's and builder's errors and the built engine's kernels (from the builder's layer
-listing, `tensorrt_kernels`). It runs wherever the package imports: TensorRT-RTX's builder
-needs no GPU, so every machine gets TensorRT's verdict (`tensorrt_verdict`).
+parser's and builder's errors and its layer listing and fused regions, as text (the
+inspection room, `inspection/tensorrt_kernels`, reads them into kernels). It runs wherever
+the package imports: TensorRT-RTX's builder needs no GPU, so every machine gets TensorRT's
+verdict (`tensorrt_verdict`).
 
 Running engines (`TensorRTEngine`: device memory through cuda-python's runtime bindings,
 `execute_async_v3`, `IProfiler` timings, the inspector's layer JSON) needs an NVIDIA GPU
@@ -42,11 +43,6 @@ from workbench.engines.backends.tensorrt_api import (
     TENSORRT_RTX,
     TensorRTApi,
     precision_flags,
-)
-from workbench.engines.backends.tensorrt_kernels import (
-    Kernel,
-    parse_foreign_node,
-    parse_layers_message,
 )
 from workbench.engines.layer_table import layer_table, precision_of_format
 from workbench.engines.profiles import Profile, Shape
@@ -173,10 +169,9 @@ class PlanBuild:
     error: str | None
     plan: bytes | None
     build_s: float | None
-    layers: int | None
     builder: str
-    kernels: tuple[Kernel, ...] = ()  # the builder's layer listing, ONNX nodes named
-    regions: tuple[tuple[str, tuple[str, ...]], ...] = ()  # fused regions and their ONNX nodes
+    layer_listing: str = ""  # the builder's `Layers:` message (one `Name: ...` line a kernel)
+    region_messages: tuple[str, ...] = ()  # its `ForeignNode ...` messages (fused regions)
     network_nodes: tuple[str, ...] = ()  # the ONNX nodes of the model TensorRT parsed
 
 
@@ -198,7 +193,7 @@ def build_plan(api: TensorRTApi, model: onnx.ModelProto, precision: str,
 
     def outcome(parsed: bool, error: str | None) -> PlanBuild:
         return PlanBuild(parsed, False, error, None,
-                         time.perf_counter() - start if parsed else None, None, builder_name)
+                         time.perf_counter() - start if parsed else None, builder_name)
 
     try:
         typed = api.typed_model(model, precision, list(batches))
@@ -221,11 +216,10 @@ def build_plan(api: TensorRTApi, model: onnx.ModelProto, precision: str,
     plan = builder.build_serialized_network(network, config)  # None when the build fails
     if plan is None:
         return outcome(True, log.error_text() or "the builder returned no plan")
-    kernels = log.kernels  # None where the builder listed no layers
+    listing = log.layer_listing  # empty where the builder listed no layers
     data = bytes(plan)  # type: ignore[call-overload]
-    return PlanBuild(True, True, None, data, time.perf_counter() - start,
-                     None if kernels is None else len(kernels), builder_name,
-                     tuple(kernels or ()), tuple(log.regions),
+    return PlanBuild(True, True, None, data, time.perf_counter() - start, builder_name,
+                     listing, tuple(log.region_messages),
                      tuple(n.name for n in typed.graph.node))
 
 
@@ -294,19 +288,17 @@ def _build_log(api: TensorRTApi) -> Any:
         def __init__(self) -> None:
             trt.ILogger.__init__(self)  # the documented way to subclass a TensorRT interface
             self.errors: list[str] = []
-            self.kernels: list[Kernel] | None = None
-            self.regions: list[tuple[str, tuple[str, ...]]] = []
+            self.layer_listing = ""
+            self.region_messages: list[str] = []
 
         def log(self, level: trt_rtx.ILogger.Severity, message: str) -> None:
             if level in (severity.ERROR, severity.INTERNAL_ERROR):
                 if _NO_GPU_NOISE not in message:
                     self.errors.append(_one_line(message))
             elif message.startswith("Layers:"):
-                self.kernels = parse_layers_message(message)
+                self.layer_listing = message
             elif message.startswith("ForeignNode "):
-                region = parse_foreign_node(message)
-                if region is not None:
-                    self.regions.append(region)
+                self.region_messages.append(message)
 
         def error_text(self) -> str:
             return "; ".join(dict.fromkeys(self.errors))

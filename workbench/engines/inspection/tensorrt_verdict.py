@@ -7,7 +7,7 @@ model (those inside `_tftrt_convert_function` functions and loops too), with the
 TF-TRT would build: the implicit-batch profile (batch 1 up to the largest batch seen), or in
 dynamic-shape mode the profiles of `build()`'s inputs or of the given input sets, shape-tensor
 values included. A built engine's verdict holds its anatomy (`tensorrt_kernels`): the kernels
-TensorRT made, each with the TF nodes it holds, and the TF nodes it removed. Verdicts are
+TensorRT made, each with the TF nodes it holds, its shape nodes and the TF nodes it removed.
 cached in memory and on disk (next to the prepared graphs, `graph/cache.py`'s directory) under
 a key of everything that decides them, so a second look costs a hash, not a build.
 """
@@ -17,31 +17,34 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.durable_files import atomic_write
 from workbench.engines.backends.tensorrt_api import TENSORRT_RTX, TensorRTApi
 from workbench.engines.backends.tensorrt_backend import (
     ShapeValues,
     build_plan,
     implicit_batch_profile,
 )
-from workbench.engines.backends.tensorrt_kernels import (
+from workbench.engines.inspection.shape_arithmetic import shape_computations
+from workbench.engines.inspection.tensorrt_kernels import (
     EngineAnatomy,
     Kernel,
     engine_anatomy,
     kernel_table,
     onnx_producers,
+    parse_foreign_node,
+    parse_layers_message,
     tf_nodes_of,
 )
 from workbench.engines.profiles import Profile, ShapeSet, optimization_profiles
 from workbench.engines.settings import NO_REQUEST, BuildRequest
 from workbench.errors import WorkbenchError, first_line
-from workbench.files import atomic_write
 from workbench.graph.cache import cache_dir
 
 if TYPE_CHECKING:
@@ -51,8 +54,8 @@ if TYPE_CHECKING:
     from workbench.engines.runtime.converted_model import ConvertedModel
 
 # The contract's keys (`workbench convert --json --tensorrt`), in order.
-JSON_KEYS = ("parsed", "built", "error", "plan_bytes", "build_s", "layers", "builder",
-             "kernels", "removed_nodes")
+SUMMARY_KEYS = ("parsed", "built", "error", "plan_bytes", "build_s", "layers", "builder")
+JSON_KEYS = (*SUMMARY_KEYS, "kernels", "removed_nodes", "shape_nodes")
 # What the cache keeps of a build: the builder's words, before TF node names are given them.
 _CACHED_KEYS = ("parsed", "built", "error", "plan_bytes", "build_s", "layers", "builder",
                 "kernels", "regions", "network_nodes")
@@ -64,7 +67,8 @@ _memory: dict[str, dict[str, Any]] = {}
 
 @functools.cache
 def _code_digest() -> str:
-    from workbench.engines.backends import tensorrt_api, tensorrt_backend, tensorrt_kernels
+    from workbench.engines.backends import tensorrt_api, tensorrt_backend
+    from workbench.engines.inspection import tensorrt_kernels
     from workbench.engines.onnx import precision
 
     digest = hashlib.sha256()
@@ -103,6 +107,11 @@ class TensorRTVerdict:
         """TF nodes TensorRT got but put in no kernel (removed or folded away)."""
         return () if self.anatomy is None else self.anatomy.removed
 
+    @property
+    def shape_nodes(self) -> tuple[str, ...]:
+        """TF nodes in no kernel that compute shapes (on the host, in dynamic shape)."""
+        return () if self.anatomy is None else self.anatomy.shape_nodes
+
     def kernel_table(self) -> pd.DataFrame:
         """One row per kernel (`tensorrt_kernels.KERNEL_COLUMNS`); empty when not built."""
         return kernel_table(self.kernels, self.engine)
@@ -110,9 +119,9 @@ class TensorRTVerdict:
     def to_json(self) -> dict[str, Any]:
         """The contract's object: parsed, built, error, plan_bytes, build_s, layers, builder,
         kernels (name, type, nodes, inputs, outputs) and removed_nodes."""
-        return {key: getattr(self, key) for key in JSON_KEYS[:-2]} | {
+        return {key: getattr(self, key) for key in SUMMARY_KEYS} | {
             "kernels": [k.to_json() for k in self.kernels],
-            "removed_nodes": list(self.removed_nodes)}
+            "removed_nodes": list(self.removed_nodes), "shape_nodes": list(self.shape_nodes)}
 
     @property
     def outcome(self) -> str:
@@ -135,12 +144,13 @@ def tensorrt_verdict(model: onnx.ModelProto, precision: str = "FP32",
                      batches: Sequence[tuple[np.ndarray, ...]] = (),
                      shape_values: Mapping[str, ShapeValues] | None = None,
                      workspace_bytes: int | None = None, api: TensorRTApi = TENSORRT_RTX,
-                     use_cache: bool = True, tf_nodes: Sequence[str] | None = None
-                     ) -> TensorRTVerdict:
+                     use_cache: bool = True, tf_nodes: Sequence[str] | None = None,
+                     shape_nodes: Collection[str] = ()) -> TensorRTVerdict:
     """TensorRT's verdict on `model` at `precision` (FP16: float16 ONNX; INT8: Q/DQ
     calibrated on `batches`, the engine's input batches) for `request`'s profiles or implicit
     batch size; `shape_values` are the (min, opt, max) values of shape-tensor inputs.
-    `tf_nodes`, the engine's TF nodes, name the nodes of its kernels (`tf_node_of`).
+    `tf_nodes`, the engine's TF nodes, name the nodes of its kernels (`tf_node_of`);
+    `shape_nodes`, those computing shapes (`shape_arithmetic`), are shape nodes, not removed.
 
     Raises TensorRTMissingError without the package; everything TensorRT refuses is in the
     verdict (`error`), never raised."""
@@ -152,24 +162,26 @@ def tensorrt_verdict(model: onnx.ModelProto, precision: str = "FP32",
     if found is None:
         built = build_plan(api, model, precision, request, batches=batches,
                            shape_values=shape_values, workspace_bytes=workspace_bytes)
+        kernels = parse_layers_message(built.layer_listing)
+        regions = [r for r in map(parse_foreign_node, built.region_messages) if r is not None]
         found = {"parsed": built.parsed, "built": built.built, "error": built.error,
                  "plan_bytes": None if built.plan is None else len(built.plan),
                  "build_s": None if built.build_s is None else round(built.build_s, 3),
-                 "layers": built.layers, "builder": built.builder,
-                 "kernels": [k.to_record() for k in built.kernels],
-                 "regions": [[r, list(nodes)] for r, nodes in built.regions],
+                 "layers": len(kernels) if built.layer_listing else None,
+                 "builder": built.builder, "kernels": [k.to_record() for k in kernels],
+                 "regions": [[r, list(nodes)] for r, nodes in regions],
                  "network_nodes": list(built.network_nodes)}
         _store(key, found)
-    anatomy = _anatomy(name, found, model, tf_nodes) if found["built"] else None
+    anatomy = _anatomy(name, found, model, tf_nodes, shape_nodes) if found["built"] else None
     return TensorRTVerdict(engine=name, precision=precision, profiles=profiles,
-                           anatomy=anatomy, **{k: found[k] for k in JSON_KEYS[:-2]})
+                           anatomy=anatomy, **{k: found[k] for k in SUMMARY_KEYS})
 
 
 def _anatomy(name: str, found: Mapping[str, Any], model: onnx.ModelProto,
-             tf_nodes: Sequence[str] | None) -> EngineAnatomy:
+             tf_nodes: Sequence[str] | None, shape_nodes: Collection[str]) -> EngineAnatomy:
     kernels = [Kernel.from_record(k) for k in found["kernels"]]
     anatomy = engine_anatomy(name, kernels, found["network_nodes"], onnx_producers(model),
-                             tf_nodes, found["builder"])
+                             tf_nodes, found["builder"], shape_nodes)
     return replace(anatomy, regions=tuple(
         (region, tuple(tf_nodes_of(nodes, tf_nodes))) for region, nodes in found["regions"]))
 
@@ -233,6 +245,7 @@ def _verdict_of(converted: ConvertedModel, name: str, op: Any, seen: list[ShapeS
                 inputs: list[tuple[np.ndarray, ...]], api: TensorRTApi, largest: int = 1
                 ) -> TensorRTVerdict:
     settings = converted.engine_settings(name)
+    segment = converted.segments[name].segment
     precision = settings.precision_mode
     batches = list(op.calibration_data) or inputs
     request = _request(op, settings.use_dynamic_shape, settings.dynamic_shape_profile_strategy,
@@ -251,7 +264,8 @@ def _verdict_of(converted: ConvertedModel, name: str, op: Any, seen: list[ShapeS
     return tensorrt_verdict(model, precision, request, name=name, batches=batches,
                             shape_values=shape_values(model, batches),
                             workspace_bytes=settings.max_workspace_size_bytes, api=api,
-                            tf_nodes=converted.segments[name].segment.engine.nodes)
+                            tf_nodes=segment.engine.nodes,
+                            shape_nodes=shape_computations(segment.graph_def))
 
 
 def _request(op: Any, dynamic: bool, strategy: str | None, seen: list[ShapeSet]
@@ -375,6 +389,6 @@ def _store(key: str, verdict: dict[str, Any]) -> None:
 
 def verdict_columns(verdicts: Mapping[str, TensorRTVerdict]) -> dict[str, dict[str, Any]]:
     """engine -> the `tensorrt_*` columns of the engine tables (report, Summary tab, HTML)."""
-    return {name: {f"tensorrt_{key}": getattr(v, key) for key in JSON_KEYS[:-2]}
+    return {name: {f"tensorrt_{key}": getattr(v, key) for key in SUMMARY_KEYS}
             for name, v in verdicts.items()}
 

@@ -2,7 +2,7 @@
 // (ctrl/cmd + wheel, the buttons); a click on a box sends its Graphviz name (the SVG <title>)
 // to Python, which decides what it means (open a group, select a node or an engine).
 const MAX_HEIGHT = 760; // px: the viewport never grows beyond this, the drawing pans inside
-const READABLE = 0.6; // a new drawing is never shown smaller than this (Fit goes further)
+const LABEL_PX = 11; // boxes' labels are at least this tall on screen: Fit pans, never shrinks
 
 function render({ model, el }) {
   el.classList.add("wb-drawing");
@@ -30,10 +30,22 @@ function render({ model, el }) {
     x = Math.min(Math.max(x, port.clientWidth - w * scale - 40), 40);
     y = Math.min(Math.max(y, port.clientHeight - h * scale - 40), 40);
   };
-  const fit = (least = 0) => {  // the whole width, or `least` and the middle of it
+  // The zoom at which the boxes' usual label (the median font size of the nodes' text, in
+  // the SVG's units, times the px per unit the SVG is drawn at) is LABEL_PX tall.
+  const readable = () => {
+    const s = svg();
+    const sizes = [...stage.querySelectorAll("g.node text")]
+      .map((t) => parseFloat(t.getAttribute("font-size"))).filter((v) => v > 0)
+      .sort((a, b) => a - b);
+    const box = s?.viewBox?.baseVal;
+    if (!sizes.length || !box?.width) return 1;
+    const perUnit = s.width.baseVal.value / box.width;
+    return LABEL_PX / (sizes[Math.floor(sizes.length / 2)] * perUnit);
+  };
+  const fit = () => {  // the whole width, or the readable zoom and the middle of it
     const [w, h] = size();
     if (!w) return;
-    scale = Math.max(least, Math.min(1, (port.clientWidth || w) / w));
+    scale = Math.max(readable(), Math.min(1, (port.clientWidth || w) / w));
     port.style.height = `${Math.min(MAX_HEIGHT, Math.ceil(h * scale) + 4)}px`;
     x = ((port.clientWidth || w) - w * scale) / 2;
     y = 0;
@@ -69,7 +81,8 @@ function render({ model, el }) {
     bar.appendChild(b);
     return b;
   };
-  button("Fit", "fit the drawing to the column", () => fit());
+  button("Fit", "fit the drawing to the column, as far as labels stay readable (then pan)",
+    () => { fit(); if (model.get("focus")) centre(model.get("focus")); });
   button("−", "zoom out", () => zoomAt(1 / 1.25, port.clientWidth / 2, port.clientHeight / 2));
   button("+", "zoom in", () => zoomAt(1.25, port.clientWidth / 2, port.clientHeight / 2));
   button("1:1", "full size", () => zoomAt(1 / scale, port.clientWidth / 2, 0));
@@ -97,8 +110,8 @@ function render({ model, el }) {
     apply();  // a redraw after the user zoomed or panned keeps the zoom
     if (model.get("focus")) centre(model.get("focus"));
   };
-  const reset = () => {  // a new drawing: fitted, but never smaller than READABLE
-    fit(READABLE);
+  const reset = () => {  // a new drawing: fitted, but never smaller than readable
+    fit();
     if (model.get("focus")) centre(model.get("focus"));
   };
 

@@ -1,0 +1,162 @@
+"""GPU latency of a TensorRT engine's kernels on a named GPU, estimated without that GPU.
+
+Each kernel's work (`kernels.kernel_work`: FLOPs, bytes, the output elements its tiles cover)
+becomes time on a GPU from that GPU's datasheet (`graph.gpu_facts`: SMs, peak rates, memory
+bandwidth, L2, tensor-core generation) and a few fitted shares of those peaks:
+
+    compute = waves x (one tile's FLOPs) / (peak / SMs x compute_eff[generation][precision]
+                                            [x conv_share for convolutions])
+    memory  = (bytes beyond L2 + bytes within L2 / l2_speedup) / (bandwidth x memory_eff[kind])
+    time    = launch[kind] + max(compute, memory)
+
+A GEMM's output is cut into square tiles (128, else 64, else 32 on a side: the largest that
+gives every SM one), and the tiles run in waves of one per SM: a GEMM of 133 tiles on 132 SMs
+takes two waves (the wave scaling of cross-GPU predictors such as Habitat). Direct
+(depthwise-like) convolutions run on the CUDA cores at the FP32 rate. Every efficiency is at
+most 1 of the datasheet peak; `l2_speedup` (L2 over DRAM bandwidth) is at least 1. The
+coefficients, fitted by `benchmarks/estimate.py --fit`, and what each stands for are in
+`coefficients.json` and docs/estimate.md; the label every estimate carries quotes the error
+measured on data the fit never saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from workbench.engines.inspection.tensorrt_kernels import EngineAnatomy, Kernel
+from workbench.errors import WorkbenchError
+from workbench.graph.gpu_facts import GpuFacts, gpu_facts
+from workbench.profiling.estimate.coefficients import (
+    error_note,
+    load_coefficients,
+    with_ranges,
+)
+from workbench.profiling.estimate.kernels import (
+    TENSOR_CORE_KINDS,
+    KernelWork,
+    as_kernels,
+    kernel_work,
+)
+
+TILE_EDGES = (128, 64, 32)
+_BORROWS = {"int8": "fp16", "fp32": "tf32", "direct": "fp32"}
+
+
+def rate_key(precision: str, gpu: GpuFacts) -> str:
+    """The datasheet peak a kernel of `precision` runs at: FP32 tensors as TF32 where the GPU
+    has it (TensorRT's default), BF16 as FP16."""
+    if precision == "fp32":
+        return "tf32" if gpu.tf32_tflops else "fp32"
+    return "fp32" if precision == "fp32_strict" else precision
+
+
+def compute_efficiency(coefficients: dict, generation: str, key: str) -> float:
+    """The share of the peak a generation's kernels reach (`key`: fp32, tf32, fp16, int8, or
+    direct: convolutions on the CUDA cores at the FP32 rate). A generation not measured
+    borrows Ampere's; a precision not measured borrows FP16's (INT8: the datasheets double
+    the rate) or TF32's (FP32)."""
+    table = coefficients["compute_eff"]
+    for shares in (table.get(generation) or {}, table["ampere"]):
+        for candidate in (key, _BORROWS.get(key), "fp16"):
+            if candidate in shares:
+                return shares[candidate]
+    raise WorkbenchError(f"the estimate's coefficients hold no compute efficiency for {key}")
+
+
+def compute_key(work: KernelWork, gpu: GpuFacts) -> str:
+    """Which compute efficiency and peak a kernel uses."""
+    return "direct" if work.kind == "direct" else rate_key(work.precision, gpu)
+
+
+def peak_flops(key: str, gpu: GpuFacts) -> float:
+    return gpu.peak_tflops("fp32" if key == "direct" else key) * 1e12
+
+
+def roofline_ms(flops: Any, moved: Any, outputs: Any, peak_flops: Any, sms: Any,
+                bandwidth: Any, l2_bytes: Any, compute_eff: Any, memory_eff: Any,
+                l2_speedup: Any, launch_ms: Any) -> np.ndarray:
+    """The model's time, elementwise over arrays (one kernel each) or scalars: waves of
+    output tiles at a share of the peak against bytes at a share of the bandwidth."""
+    outputs = np.asarray(outputs, dtype=float)
+    tile = np.full_like(outputs, float(TILE_EDGES[-1] ** 2))
+    for edge in reversed(TILE_EDGES[:-1]):
+        tile = np.where(outputs >= sms * edge ** 2, float(edge ** 2), tile)
+    waves = np.ceil(np.ceil(outputs / tile) / sms)
+    tiled = waves * sms * tile * np.asarray(flops) / np.maximum(outputs, 1.0)
+    work = np.where(outputs > 0, tiled, flops)
+    compute_s = work / (peak_flops * compute_eff)
+    within = np.minimum(moved, l2_bytes)
+    memory_s = (np.asarray(moved) - within + within / l2_speedup) / (bandwidth * memory_eff)
+    return launch_ms + 1e3 * np.maximum(compute_s, memory_s)
+
+
+def kernel_time_ms(work: KernelWork, gpu: GpuFacts, coefficients: dict) -> float:
+    """The model's time of one kernel on one GPU under fitted coefficients."""
+    if work.kind == "free":
+        return 0.0
+    key = compute_key(work, gpu)
+    share = coefficients["conv_share"] if work.kind == "conv" else 1.0
+    return float(roofline_ms(
+        work.flops, work.bytes, work.outputs if work.kind in TENSOR_CORE_KINDS else 0.0,
+        peak_flops(key, gpu), gpu.sms, gpu.memory_gb_s * 1e9, gpu.l2_mb * 2 ** 20,
+        compute_efficiency(coefficients, gpu.generation, key) * share,
+        coefficients["memory_eff"][work.kind], coefficients["l2_speedup"],
+        coefficients["launch_ms"][work.kind]))
+
+
+def estimate_layers(layers: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
+                    gpu: str | GpuFacts, coefficients: dict | None = None,
+                    works: Sequence[KernelWork] | None = None) -> list[dict]:
+    """Per kernel: name, type, estimated_ms, with the work behind it (flops, bytes, kind).
+
+    `works` (one per kernel, `engine_work`) replace the work read from the kernels' own
+    shapes."""
+    facts = gpu_facts(gpu)
+    coefficients = coefficients or load_coefficients()
+    kernels = as_kernels(layers)
+    works = list(works) if works is not None else [kernel_work(k) for k in kernels]
+    return [{"name": kernel.name, "type": kernel.type,
+             "estimated_ms": kernel_time_ms(work, facts, coefficients),
+             "kind": work.kind, "flops": work.flops, "bytes": work.bytes,
+             "precision": work.precision}
+            for kernel, work in zip(kernels, works, strict=True)]
+
+
+def estimate_engine(layers: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
+                    gpu: str | GpuFacts, coefficients: dict | None = None) -> dict:
+    """The contract's document for one engine: gpu, total_ms, layers, error_note.
+
+    The total is the kernels' sum plus one engine launch (TensorRT's enqueue, as trtexec
+    measured it on the fixtures' GPUs with CUDA graphs).
+    """
+    facts = gpu_facts(gpu)
+    coefficients = coefficients or load_coefficients()
+    kernels = as_kernels(layers)
+    if not any(k.inputs or k.outputs for k in kernels):
+        raise WorkbenchError("the layers hold no shapes (names only?): write the layer info "
+                             "with trtexec --exportLayerInfo=FILE --profilingVerbosity=detailed")
+    rows = estimate_layers(kernels, facts, coefficients)
+    total = sum(r["estimated_ms"] for r in rows) + coefficients["engine_launch_ms"]
+    return with_ranges({"gpu": facts.name, "total_ms": total,
+                        "layers": [{"name": r["name"], "type": r["type"],
+                                    "estimated_ms": r["estimated_ms"]} for r in rows],
+                        "error_note": error_note(facts, coefficients)}, coefficients)
+
+
+def estimate_text(document: dict) -> str:
+    """The per-layer table `workbench estimate` prints (kernels that cost nothing left out)."""
+    layers = [layer for layer in document["layers"] if layer["estimated_ms"] > 0]
+    width = min(70, max((len(layer["name"]) for layer in layers), default=10))
+    lines = [f"{'layer':{width}}  {'type':20} {'est. ms':>9}"]
+    for layer in layers:
+        name = layer["name"] if len(layer["name"]) <= width else layer["name"][:width - 3] + "..."
+        lines.append(f"{name:{width}}  {layer['type'][:20]:20} {layer['estimated_ms']:9.4f}")
+    free = len(document["layers"]) - len(layers)
+    lines.append(f"total {document['total_ms']:.3f} ms ({document['total_low_ms']:.3f}-"
+                 f"{document['total_high_ms']:.3f}) over {len(layers)} kernels"
+                 + (f" ({free} layers without a kernel)" if free else "")
+                 + f": {document['error_note']}")
+    return "\n".join(lines)
