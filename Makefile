@@ -43,12 +43,14 @@ system-deps:
 SAMPLES := tiny_bert detector digits_cnn resnet50
 
 # The main job: JupyterLab on the workbench notebook. Its log stays at warnings, so the URL to
-# open is what it prints (JupyterLab prints that banner at every log level). Notebooks are saved
+# open is what it prints (JupyterLab prints that banner at every log level); that URL is the
+# notebook's own (default_url), not the Launcher's. Notebooks are saved
 # without outputs (tools/jupyter_server_config.py), so the tracked ones stay clean.
 run: install
 	$(PY) -m sample_models build $(SAMPLES)
 	@echo "Starting JupyterLab: open the http://127.0.0.1:... URL below (Ctrl-C to stop)."
-	cd notebooks && ../$(VENV)/bin/jupyter lab 00_workbench.ipynb --ip=127.0.0.1 $(LAB_ROOT) \
+	cd notebooks && ../$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(LAB_ROOT) \
+		--LabApp.default_url=/lab/tree/00_workbench.ipynb \
 		--ServerApp.log_level=WARN --config=../tools/jupyter_server_config.py
 
 # The same view without Jupyter: a static HTML report.

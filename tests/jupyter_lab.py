@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -85,8 +85,9 @@ def wait_until(
 class JupyterLab:
     """A running `python -m jupyterlab` serving `root_dir` on 127.0.0.1 with a random token."""
 
-    def __init__(self, root_dir: Path, state_dir: Path):
+    def __init__(self, root_dir: Path, state_dir: Path, extra_args: Sequence[str] = ()):
         self.root_dir = root_dir
+        self.extra_args = list(extra_args)  # e.g. `make run`'s own settings
         self.state_dir = state_dir
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -142,6 +143,7 @@ class JupyterLab:
             "--LabApp.news_url=",
             "--LabApp.extension_manager=readonly",  # the PyPI manager would go online
             "--ServerApp.terminals_enabled=False",
+            *self.extra_args,
         ]  # fmt: skip
         if os.geteuid() == 0:  # CI containers run as root; Jupyter refuses that by default
             command.append("--allow-root")
@@ -212,13 +214,15 @@ class JupyterLab:
 
 
 @contextmanager
-def jupyter_lab(notebooks: list[Path], work_dir: Path) -> Iterator[JupyterLab]:
-    """Serves copies of `notebooks` from `work_dir/root`; always stops the server."""
+def jupyter_lab(notebooks: list[Path], work_dir: Path, extra_args: Sequence[str] = ()
+                ) -> Iterator[JupyterLab]:
+    """Serves copies of `notebooks` from `work_dir/root` (`extra_args` go to JupyterLab);
+    always stops the server."""
     root = work_dir / "root"
     root.mkdir(parents=True, exist_ok=True)
     for notebook in notebooks:
         shutil.copy(notebook, root / notebook.name)
-    lab = JupyterLab(root, work_dir / "jupyter")
+    lab = JupyterLab(root, work_dir / "jupyter", extra_args)
     lab.state_dir.mkdir(parents=True, exist_ok=True)
     try:
         lab.start()

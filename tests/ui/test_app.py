@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from workbench.ui import Workbench
 from workbench.ui.store import ExperimentStore
 from workbench.viz.hierarchy import ROOT
 from workbench.viz.scope_graphs import FRAME, GROUP_BOX, HIGHLIGHT
+from workbench.viz.words import has_snake_case
 
 pytestmark = pytest.mark.slow
 
@@ -167,7 +169,8 @@ def test_corrupt_store_is_reported_and_readable_runs_kept(tmp_path: Path) -> Non
 def test_bad_model_path_shows_the_error_in_the_app(tmp_path: Path) -> None:
     app = Workbench(tmp_path / "no-such-model", store=tmp_path / "runs", background=False)
     assert app.result is None and "No such path" in app.error
-    assert "Could not load the model" in app.summary_tab.html.value
+    assert "Could not open the model" in app.summary_tab.html.value
+    assert "No model is open" in app.headline.value
     assert "TensorFlow 2." in app.footer.value  # the machine's facts, whatever the model
     assert all(w.disabled for w in app.controls.all)
 
@@ -299,3 +302,48 @@ def test_picker_opens_samples_by_name_and_paths(tmp_path: Path) -> None:
     assert "INT8 needs calibration data" in app.knob_notes.value
     app.open(tmp_path / "missing")
     assert app.error and "missing" in app.error
+
+
+def test_one_truth_per_model(app: Workbench, tmp_path: Path,
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """What was measured on one model never shows as another's: a switch clears it (kept
+    runs stay in the store, under their model's name); a failed open keeps the open model."""
+    monkeypatch.chdir(tmp_path)
+    app.run_check(batches=1)
+    app.keep_run("detector run")
+    app.export("trtexec", "detector.sh")
+    assert "PASSED" in app.validation_tab.note.value and "latency" in app.figures
+    assert "detector.sh" in app.export_tab.result.value
+    assert "detector run" in app.runs_tab.table.value
+    assert "detector" in app.headline.value
+
+    app.controls.denylist.value = ["CombinedNonMaxSuppression"]  # the detector's only
+    app.open(sample_models.build("digits_cnn"))
+    assert app.model_name == "digits_cnn" and "digits_cnn" in app.headline.value
+    assert list(app.controls.denylist.value) == [] and app.params.denylist == ()
+    assert app.check is None and app.measured.export is None
+    assert app.validation_tab.note.value == app.validation_tab.outputs.value == ""
+    assert "latency" not in app.figures and "runs" not in app.figures
+    assert app.export_tab.result.value == ""
+    assert "detector run" not in app.runs_tab.table.value
+    assert "1 run of other models kept" in app.runs_tab.problems.value
+    assert app.store.table()["name"].tolist() == ["detector run"]  # still kept
+
+    headline = app.headline.value
+    app.open(tmp_path / "missing")
+    assert app.model_name == "digits_cnn" and app.headline.value == headline
+    assert "Could not open missing" in app.status.value
+    assert "Still showing digits_cnn" in app.status.value
+    assert not any(w.disabled for w in app.controls.all if w is not app.controls.profile_strategy)
+
+
+def test_tables_name_their_columns_in_words(app: Workbench) -> None:
+    """Headers without internal names (snake_case), cells without None or NaN; the engine
+    table's other columns in each row's details."""
+    html = app.summary_tab.html.value
+    headers = re.findall(r"<th>(.*?)</th>", html) + re.findall(r"<dt>(.*?)</dt>", html)
+    assert "effective size" in headers and "input shapes" in headers
+    assert not [h for h in headers if has_snake_case(h)], headers
+    cells = re.findall(r"<td>(.*?)</td>", html)
+    assert "None" not in cells and "nan" not in cells and "NaN" not in cells
+    assert "<details><summary>more</summary>" in html

@@ -21,7 +21,7 @@ def test_rows_name_their_table_and_index() -> None:
     import pandas as pd
 
     rows = ClickableRows(value=table_html(pd.DataFrame({"op": ["A", "B"]}), rows="ops"))
-    assert 'class="dataframe wb-table wb-rows wb-rows-ops"' in rows.value
+    assert 'class="wb-table wb-rows wb-rows-ops"' in rows.value
     seen: list[tuple[str, int]] = []
     rows.on_row(lambda table, row: seen.append((table, row)))
     for message in ({"table": "ops", "row": 1}, {"table": "ops", "row": -1},

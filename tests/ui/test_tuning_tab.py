@@ -10,6 +10,7 @@ import pytest
 
 import sample_models
 from workbench.conversion.params import ConversionParams
+from workbench.errors import WorkbenchError
 from workbench.ui import Workbench
 from workbench.ui.tune_tab import TuneTab
 
@@ -20,6 +21,11 @@ def view_of(model: Path | str, params: ConversionParams | None = None) -> Simple
     """What the tab reads of the app's view: the model path and the current parameters."""
     return SimpleNamespace(result=SimpleNamespace(model=str(model)),
                            params=params or ConversionParams())
+
+
+def body_rows(table: str) -> int:
+    """The rows of an HTML table's body."""
+    return table.split("<tbody>")[-1].count("<tr>")
 
 
 def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> None:
@@ -37,7 +43,7 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     tab.start()  # the app's background=False: the search runs in this thread
     assert [r.status for r in tab.records] == ["ok", "ok"], tab.status.value
     # Each trial redrew the table as it finished: one row, then two.
-    assert [t.count("<tr>") for t in tables[:2]] == [1, 2]
+    assert [body_rows(t) for t in tables[:2]] == [1, 2]
     assert "done: 2 trials, 0 not ok" in tab.status.value
     assert set(tab.figures) == {"pareto", "latency", "conversion"}
     plotted = {t for trace in tab.figures["pareto"].data
@@ -63,6 +69,13 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     assert all(r.reused for r in tab.records) and len(tab.records) == 2
     assert time.perf_counter() - started < 5
 
+    # Another model: its trials are not this one's, and cannot be applied to it.
+    app.open(sample_models.build("detector"))
+    assert tab.records == [] and tab.choice.options == () and tab.apply_button.disabled
+    with pytest.raises(WorkbenchError, match="no finished trial"):
+        tab.apply(other.trial_id)
+    assert tab.model == str(sample_models.build("detector"))
+
 
 def test_cancel_keeps_the_finished_trials(tmp_path: Path) -> None:
     applied: list[dict] = []
@@ -81,7 +94,7 @@ def test_cancel_keeps_the_finished_trials(tmp_path: Path) -> None:
     assert "cancelled" in tab.status.value and "(kept)" in tab.status.value
     assert 1 <= len(tab.records) < 10
     assert tab.start_button.disabled is False and tab.cancel_button.disabled is True
-    assert tab.table.value.count("<tr>") == len(tab.records)
+    assert body_rows(tab.table.value) == len(tab.records)
     tab.apply(tab.records[0].trial_id)
     assert applied == [tab.records[0].params]
 

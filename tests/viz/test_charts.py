@@ -56,10 +56,10 @@ def test_sweep_chart_plots_both_series_and_marks_the_recommendations() -> None:
     assert list(converted.y) == [r.percent_converted for r in sweep]
     assert list(engines.y) == [3, 3, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0]
     assert converted.yaxis == "y" and engines.yaxis == "y2"  # engines on the second axis
-    assert fig.layout.xaxis.title.text == "minimum_segment_size (effective nodes)"
+    assert fig.layout.xaxis.title.text == "minimum segment size (effective nodes)"
     assert fig.layout.yaxis.title.text == "nodes converted (%)"
     assert fig.layout.yaxis2.title.text == "TensorRT engines (count)"
-    assert fig.layout.title.text.startswith("Conversion against minimum_segment_size")
+    assert fig.layout.title.text.startswith("Conversion against minimum segment size")
     markers = recommendation_traces(fig)
     assert {k: set(t.x) for k, t in markers.items()} == {
         "fewest_engines": {6}, "moderate": {7}, "current": {3},
@@ -214,7 +214,7 @@ def test_runs_chart_plots_extra_numeric_columns(store: ExperimentStore) -> None:
     titles = [a.text for a in fig.layout.annotations if a.text != "not measured"]
     # Text ("gpu") and booleans ("int8_ready") are not plotted.
     assert titles == [
-        "nodes converted (%)", "TensorRT engines (count)", "latency_ms_p50 (ms)", "accuracy",
+        "nodes converted (%)", "TensorRT engines (count)", "latency p50 (ms)", "accuracy",
     ]
     latency = [t for t in fig.data if t.meta["column"] == "latency_ms_p50"]
     assert sorted(y for t in latency for y in t.y if y is not None) == [4.2]

@@ -1,12 +1,11 @@
 """The notebook workbench: TF-TRT's knobs as widgets, the conversion's results as tabs.
 
-`Workbench` holds the state (the session, the view, the latest measurements) and wires the
-pieces: the controls (`controls.py`), the frame around the tabs (`frame.py`), the background
-steps (`steps.py`, run by `tasks.py`), TensorRT's verdicts (`verdicts.py`), and one
-`ConversionView` built per change that every tab renders (`tabs.py` and the `*_tab.py`
-modules; the HTML report renders the same view). Moving a control reconverts at once (the
-clustering is cached, so a threshold change costs milliseconds). Everything shown is also
-reachable from Python: `app.result`, `app.report`, `app.view`, `app.sweep`, `app.figures`,
+`Workbench` draws a `WorkbenchController` (`controller.py`: the open model, its measurements,
+the long steps) with widgets: the controls (`controls.py`), the frame around the tabs
+(`frame.py`), and one `ConversionView` built per change that every tab renders (`tabs.py` and
+the `*_tab.py` modules; the HTML report renders the same view). Moving a control reconverts at
+once (the clustering is cached, so a threshold change costs milliseconds). Everything shown is
+also reachable from Python: `app.result`, `app.report`, `app.view`, `app.sweep`, `app.figures`,
 `app.svg`, `app.store`.
 """
 
@@ -14,26 +13,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from workbench.checks.conversion_check import ConversionCheck
-from workbench.checks.per_engine import PerEngineAccuracy
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import ConversionReport
-from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.diagnosis import Diagnosis
 from workbench.errors import WorkbenchError
-from workbench.ui import steps
+from workbench.ui.controller import WorkbenchController
 from workbench.ui.controls import Controls
 from workbench.ui.export_tab import ExportTab
 from workbench.ui.frame import AppLayout, knob_notes_html
 from workbench.ui.graph_tab import GraphTab
-from workbench.ui.store import ExperimentStore, Run
+from workbench.ui.store import ExperimentStore
 from workbench.ui.tables import note_html
 from workbench.ui.tabs import (
     ChartsTab,
@@ -46,16 +38,15 @@ from workbench.ui.tabs import (
     headline_html,
 )
 from workbench.ui.target_gpu import TargetGpu
-from workbench.ui.tasks import TaskBody, TaskRunner
 from workbench.ui.tune_tab import TuneTab
-from workbench.ui.verdicts import TensorRTVerdicts, error_line
-from workbench.viz.view import ConversionView, build_view, largest_segment, sweep_limit
+from workbench.viz.view import ConversionView, largest_segment, sweep_limit
 
 __all__ = ["Workbench", "knob_notes_html"]
 
 
-class Workbench:
-    """The TF-TRT workbench for one model (SavedModel dir, Keras model, `.keras` or `.pb`).
+class Workbench(WorkbenchController):
+    """The TF-TRT workbench for one model at a time (SavedModel dir, Keras model, `.keras` or
+    `.pb`).
 
     `models` fills the model picker above the controls: name -> a model path, or a function
     that returns one (called when picked, e.g. `functools.partial(sample_models.build, name)`).
@@ -73,37 +64,18 @@ class Workbench:
         background: bool = True,
         models: Mapping[str, Any] | None = None,
     ):
-        self.models = dict(models or {})
-        self.model = model
-        self.store = store if isinstance(store, ExperimentStore) else ExperimentStore(store)
-        self.session: ConversionSession | None = None
-        self.view: ConversionView | None = None  # what every tab shows, built once per change
-        self.error: str | None = None
-        self.timings: dict[str, float] = {}
-        self._load_steps = ""  # the model's preparation steps and times, once loaded
-        self.check: ConversionCheck | None = None  # the latest measurements, of any settings
-        self.profile_table: pd.DataFrame | None = None
-        self.blocking: pd.DataFrame | None = None
-        self.per_engine_report: PerEngineAccuracy | None = None  # the latest, any settings
-        self.machine: Diagnosis | None = None  # workbench.doctor()'s facts, shown in the footer
-        self._open_args = (signature_key, tags, output_node_names)
-        self._background = background
+        super().__init__(model, params, store, (signature_key, tags, output_node_names),
+                         background, models)
         self.controls = Controls(params or ConversionParams())
         self.target_gpu = TargetGpu(lambda: self.session)  # estimates for a GPU, if picked
         self._make_tabs()
         self._lay_out()
         self.picker.value = model if isinstance(model, str) else ""
-        self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,
-                                  self._on_cancelled)
-        self._verdicts = TensorRTVerdicts(self.summary_tab, lambda: self.params,
-                                          self.refresh, background)
-        # TensorRT's verdicts (engine -> JSON object) per parameters they were made for.
-        self.tensorrt: dict[ConversionParams, dict[str, dict]] = self._verdicts.by_params
         self.controls.observe(self.refresh)
-        self.controls.rewrites.observe(self._toggle_rewrites, names="value")
-        self._original_session: ConversionSession | None = None  # while the rewrites are on
+        self.controls.rewrites.observe(lambda change: self.use_rewrites(change["new"]),
+                                       names="value")
         self.target_gpu.observe(self.refresh)
-        self._start_loading()
+        self.start()
 
     def _make_tabs(self) -> None:
         self.summary_tab = SummaryTab(on_tensorrt=self.check_tensorrt,
@@ -124,7 +96,33 @@ class Workbench:
             self.export_tab,
         ]
 
+    def _lay_out(self) -> None:
+        """The frame (`frame.py`); its widgets are the app's attributes too."""
+        self.layout = AppLayout(self.controls, self.tab_list, list(self.models),
+                                [self.target_gpu.widget])
+        for name in ("status", "progress", "cancel_button", "headline", "knob_notes", "picker",
+                     "open_button", "tabs", "footer", "widget"):
+            setattr(self, name, getattr(self.layout, name))
+        self.cancel_button.on_click(lambda _b: self.cancel())
+        self.open_button.on_click(lambda _b: self._open_picked())
+        self.picker.on_submit(lambda _w: self._open_picked())
+
     # --- public ---------------------------------------------------------------------------
+
+    @property
+    def params(self) -> ConversionParams:
+        return self.controls.params()
+
+    def set_params(self, params: ConversionParams | dict[str, Any]) -> None:
+        """Sets the controls (a dict may name only some fields) and reconverts once."""
+        self.controls.set_params(params)
+
+    def run_check(self, batch_sizes: Sequence[int] = (1,), batches: int = 2, **options: Any
+                  ) -> None:
+        """`WorkbenchController.run_check`; with a target GPU picked, its latency estimated
+        there too, shown apart."""
+        options.setdefault("target_gpu", self.target_gpu.gpu)
+        super().run_check(batch_sizes, batches, **options)
 
     def show_in_graph(self, op: str, reason: str) -> None:
         """A non-conversion report row's nodes, opened and highlighted in the Segment graph."""
@@ -137,35 +135,9 @@ class Workbench:
         self.tabs.selected_index = self.tab_list.index(self.graph_tab)
 
     @property
-    def params(self) -> ConversionParams:
-        return self.controls.params()
-
-    @property
-    def result(self) -> ConversionResult | None:
-        return self.view.result if self.view else None
-
-    @property
-    def report(self) -> ConversionReport:
-        if self.view is None:
-            raise WorkbenchError(self.error or "the model is still loading")
-        return self.view.report
-
-    @property
-    def sweep(self) -> list[ConversionResult]:
-        """One result per minimum_segment_size, up to one past the largest segment."""
-        return list(self.view.sweep) if self.view else []
-
-    @property
     def figures(self) -> dict[str, Any]:
         """Every plotly figure the tabs show, by name."""
         return {k: v for tab in self.tab_list for k, v in getattr(tab, "figures", {}).items()}
-
-    @property
-    def per_engine(self) -> pd.DataFrame:
-        """The latest per-engine accuracy (`run_per_engine`), one row per engine, worst
-        first; empty before one ran."""
-        report = self.per_engine_report
-        return report.table() if report is not None else pd.DataFrame()
 
     @property
     def svg(self) -> str:
@@ -173,27 +145,8 @@ class Workbench:
         return self.graph_tab.svg
 
     def wait(self, timeout: float | None = None) -> Workbench:
-        """Blocks until the current background step (loading, analysis, drawing) and the
-        TensorRT verdicts are done."""
-        self._runner.wait(timeout)
-        self._verdicts.wait(timeout)
+        super().wait(timeout)
         return self
-
-    def keep_run(self, name: str | None = None) -> Run:
-        """Saves the current conversion as a run in the experiment store, with the
-        validation and latency figures when the last check was of these same settings."""
-        if self.view is None:
-            raise WorkbenchError("nothing to keep: the model has not been converted")
-        run = Run.from_result(self.view.result, self.params, name or None)
-        if self.check is not None and self.check.params == self.params:
-            run.metrics = self.check.metrics()
-        run = self.store.add(run)
-        self.runs_tab.show()
-        return run
-
-    def set_params(self, params: ConversionParams | dict[str, Any]) -> None:
-        """Sets the controls (a dict may name only some fields) and reconverts once."""
-        self.controls.set_params(params)
 
     def add_tab(self, tab: Tab) -> None:
         """Adds a tab after the built-in ones (anything with `title`, `widget`, `update`)."""
@@ -202,200 +155,67 @@ class Workbench:
         if self.view is not None:
             tab.update(self.view)
 
-    def open(self, model: Any) -> None:
-        """Opens another model (a path, a Keras model, or a name of `models`) in this app: the
-        measurements of the previous one are dropped, the controls kept."""
-        if self._runner.busy:
-            self._set_status("busy: cancel the running step before opening another model",
-                             error=True)
-            return
-        self.model, self.session, self.view, self.error = model, None, None, None
-        self._original_session, self.controls.rewrites.value = None, False
-        self.check = self.profile_table = self.blocking = self.per_engine_report = None
-        self._verdicts.forget()
-        self._start_loading()
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
 
-    def refresh(self) -> None:
-        """Reconverts with the controls' values and updates every tab."""
-        if not self._runner.busy:
-            self._refresh()
+    # --- what the controller says, drawn ----------------------------------------------------
 
-    def _refresh(self) -> None:
-        if self.session is None:
-            return
-        start = time.perf_counter()
-        try:
-            params = self.params
-            self.view = build_view(self.session, params, self.check, self.profile_table,
-                                   self.blocking, self.tensorrt.get(params),
-                                   per_engine=self.per_engine_report)
-        except WorkbenchError as exc:
-            self._set_status(str(exc), error=True)
-            return
-        self.timings = {"view_ms": (time.perf_counter() - start) * 1000}
-        self._show(self.view, start)
-        self._set_status(f"ready ({self._load_steps})" if self._load_steps else "ready")
-        self._load_steps = ""  # the loading's steps are shown once, when it ends
+    def on_status(self, text: str, error: bool) -> None:
+        self.layout.set_status(text, error)
 
-    def _show(self, view: ConversionView, start: float) -> None:
+    def on_busy(self, busy: bool) -> None:
+        """While a step runs: progress and Cancel shown, the controls off. After it: the
+        controls back once a model is open."""
+        self.layout.show_progress(busy)
+        self.controls.set_disabled(busy or self.session is None)
+
+    def on_progress(self, fraction: float) -> None:
+        self.progress.value = fraction
+
+    def on_view(self, view: ConversionView, start: float) -> None:
         """Every tab shows `view` (the graph last: Graphviz is the slow one); the times go
         into `timings`."""
-        self.headline.value = headline_html(view.headline)
+        self.headline.value = headline_html(view.headline, self.model_name)
         self.knob_notes.value = knob_notes_html(view.knob_notes)
+        self.export_tab.show(self.measured.export)
         tab_ms = {tab.title: _timed(tab.update, view)
                   for tab in self.tab_list if tab is not self.graph_tab}
         self.timings["summary_and_charts_ms"] = (time.perf_counter() - start) * 1000
         self.timings["graph_ms"] = _timed(self.graph_tab.update, view)
         self.timings.update({f"tab {title}_ms": ms for title, ms in tab_ms.items()})
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    # --- layout ---------------------------------------------------------------------------
-
-    def _lay_out(self) -> None:
-        """The frame (`frame.py`); its widgets are the app's attributes too."""
-        self.layout = AppLayout(self.controls, self.tab_list, list(self.models),
-                                [self.target_gpu.widget])
-        for name in ("status", "progress", "cancel_button", "headline", "knob_notes", "picker",
-                     "open_button", "tabs", "footer", "widget"):
-            setattr(self, name, getattr(self.layout, name))
-        self.cancel_button.on_click(lambda _b: self._runner.cancel())
-        self.open_button.on_click(lambda _b: self._open_picked())
-        self.picker.on_submit(lambda _w: self._open_picked())
-
-    # --- background steps -----------------------------------------------------------------
-
-    def analyse_blocking_ops(self) -> None:
-        """What-if: nodes each rejected op type keeps out of engines (background step)."""
-        self._start_on_session(steps.blocking_ops, self._measured("blocking"), "Analysing")
-
-    def profile(self, runs: int = 5) -> None:
-        """Per-layer timings of native TF and of the engines on the active backend, for one
-        random batch (background step)."""
-        self._start_on_session(partial(steps.profiling, runs=runs),
-                               self._measured("profile_table"), "Profiling")
-
-    def run_check(self, batch_sizes: Sequence[int] = (1,), batches: int = 2, **options: Any
-                  ) -> None:
-        """The CLI's `check` (the Validation tab's button): builds the current conversion's
-        engines, compares its outputs with native TF on generated batches and times both per
-        batch size (background step; `options` go to `conversion_check_steps`: atol, rtol,
-        iterations, ...); with a target GPU picked, its latency estimated there too, shown
-        apart. `keep_run` then stores the measured figures with the run."""
-        options.setdefault("target_gpu", self.target_gpu.gpu)
-        self._start_on_session(
-            partial(steps.checking, batch_sizes=batch_sizes, batches=batches, **options),
-            self._measured("check"), "Validating")
-
-    def run_per_engine(self, batches: int = 2, batch_size: int = 8, **options: Any) -> None:
-        """Per-engine accuracy of the current conversion (the Validation tab's button): each
-        engine's error, worst first, and the measured effect of remedies for the worst
-        (background step; `options` go to `per_engine_accuracy`: atol, rtol, remedies_for)."""
-        self._start_on_session(
-            partial(steps.per_engine, batches=batches, batch_size=batch_size, **options),
-            self._measured("per_engine_report"), "Comparing engines")
-
-    def export(self, format: str, output: str | Path,
-               batch_sizes: Sequence[int] = (1,)) -> None:
-        """Writes the current conversion as a TF-TRT script, ONNX or trtexec commands
-        (`workbench.checks.export`; background step); the Export tab shows the text."""
-        self._start_on_session(
-            partial(steps.exporting, format=format, output=output, batch_sizes=batch_sizes),
-            self.export_tab.show, "Exporting")
-
-    def check_tensorrt(self) -> None:
-        """TensorRT's verdict on every engine of the current conversion: each engine parsed
-        and built by TensorRT-RTX (no GPU needed) with the profiles of generated inputs, in
-        the background beside the controls; the Summary tab shows them while these
-        parameters are shown."""
-        if self.session is not None and not self._verdicts.busy:
-            self._verdicts.start(self.session, self.params)
-
-    def _start_on_session(self, step: Callable[..., steps.Step], done: Callable[[Any], None],
-                          label: str) -> None:
-        """`step(session, params)` of the current conversion, once a model is loaded."""
-        if self.session is not None:
-            self._start(partial(step, self.session, self.params), done, label)
-
-    def _start_loading(self) -> None:
-        body = partial(steps.loading, self.model, self.models, self._open_args,
-                       self.controls.precision.value, self.params, self._show_machine)
-        self._start(body, self._loaded, "Loading")
-
-    def _loaded(self, loaded: tuple[Any, ConversionSession]) -> None:
-        self.model, session = loaded
-        self.session = session
-        self._load_steps = session.preparation_steps()
+    def on_model_opened(self, session: ConversionSession, previous: str) -> None:
+        """The controls offer the new model's op types and thresholds; what belonged to the
+        previous model (verdicts, trials, exports) is cleared from the tabs."""
+        self.picker.value = self.model_name
+        self.controls.rewrites.value = False  # the new model as it is (the controller's rule)
         self.controls.set_op_types(n.op for n in session.prepared().graph.real_nodes)
         self.controls.set_threshold_range(sweep_limit(largest_segment(session, self.params)))
-        self.runs_tab.show()
+        self.summary_tab.tensorrt_progress("")
+        self.tune_tab.forget()
+        self.runs_tab.show(self.model_name)
 
-    def _toggle_rewrites(self, change: dict) -> None:
-        """Converts the model rewritten by the verified rewrites (made in the background the
-        first time), or the original again; measurements of the other model are dropped."""
-        if self.session is None:
-            return
-        original = self._original_session = self._original_session or self.session
-        self.check = self.profile_table = self.blocking = self.per_engine_report = None
-        if change["new"]:
-            self._start(partial(steps.rewriting, original), self._use_session, "Rewriting")
-        else:
-            self._use_session(original)
-            self._refresh()
-
-    def _use_session(self, session: ConversionSession) -> None:
-        self.session = session
-
-    def _measured(self, attribute: str) -> Callable[[Any], None]:
-        """A step's done-handler: keeps its measurement for the next view."""
-        return lambda value: setattr(self, attribute, value)
-
-    def _start(self, body: TaskBody, done: Callable[[Any], None], label: str) -> None:
-        self._done_handler = done
-        self.controls.set_disabled(True)
-        self.layout.show_progress(True)
-        self._set_status(f"{label}...")
-        self._runner.start(body, background=self._background)
-
-    def _on_progress(self, fraction: float, message: str) -> None:
-        self.progress.value = fraction
-        self._set_status(message)
-
-    def _on_done(self, value: Any) -> None:
-        self._done_handler(value)
-        self._finish()
-        self._refresh()
-
-    def _on_error(self, exc: BaseException) -> None:
-        self._finish()
-        message = self.error = error_line(exc)
-        self._set_status(message, error=True)
-        if self.session is None:  # loading failed: say so where the results would be
+    def on_open_failed(self, message: str) -> None:
+        if self.session is None:  # nothing open: say so where the results would be
             for html in (self.summary_tab.html, self.nonconversion_tab.html, self.graph_tab.html):
-                html.value = note_html(f"Could not load the model: {message}", error=True)
+                html.value = note_html(f"Could not open the model: {message}", error=True)
+            self.headline.value = note_html("No model is open: type a sample's name or a "
+                                            "model's path in the Model box.", error=True)
 
-    def _on_cancelled(self) -> None:
-        self._finish()
-        self._set_status("cancelled" + ("" if self.session else ": no model loaded"))
+    def on_runs_changed(self) -> None:
+        self.runs_tab.show(self.model_name)
 
-    def _finish(self) -> None:
-        """The step is over: the controls come back once a model is loaded."""
-        self.layout.show_progress(False)
-        self.controls.set_disabled(self.session is None)
-
-    def _set_status(self, text: str, error: bool = False) -> None:
-        self.layout.set_status(text, error)
-
-    def _show_machine(self, machine: Diagnosis) -> None:
-        self.machine = machine  # workbench.doctor()'s facts, shown in the footer
+    def on_machine(self, machine: Diagnosis) -> None:
         self.layout.show_machine(machine)
+
+    def on_tensorrt_progress(self, text: str, error: bool = False) -> None:
+        self.summary_tab.tensorrt_progress(text, error)
 
     # --- the buttons ------------------------------------------------------------------------
 
     def _open_picked(self) -> None:
         text = self.picker.value.strip()
-        if text:
+        if text and text != self.model_name:
             self.open(text)
 
     def _check_clicked(self) -> None:
@@ -415,7 +235,7 @@ class Workbench:
         try:
             options = read()
         except WorkbenchError as exc:
-            self._set_status(str(exc), error=True)
+            self.on_status(str(exc), True)
             return
         act(options)
 
@@ -423,9 +243,9 @@ class Workbench:
         try:
             run = self.keep_run(name)
         except (WorkbenchError, OSError) as exc:
-            self._set_status(f"could not keep the run: {exc}", error=True)
+            self.on_status(f"could not keep the run: {exc}", True)
             return
-        self._set_status(f"kept run {run.name}")
+        self.on_status(f"kept run {run.name}", False)
 
 
 def _timed(update: Any, view: ConversionView) -> float:

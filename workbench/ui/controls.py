@@ -23,8 +23,9 @@ WORKSPACE_CHOICES = [
     ("4 GiB", 1 << 32),
     ("16 GiB", 1 << 34),
 ]
-_FULL = {"layout": widgets.Layout(width="300px")}
-CONTROLS_WIDTH = "330px"
+_FULL = {"layout": widgets.Layout(width="250px")}
+SECTION_WIDTH = "260px"
+CONTROLS_WIDTH = "340px"
 
 
 class Controls:
@@ -68,6 +69,9 @@ class Controls:
         # Not a TF-TRT setting: the app converts the rewritten model instead (conversion/rewrites/).
         self.rewrites = widgets.Checkbox(value=False, description="apply the verified rewrites",
                                          indent=False)
+        for name in ("profile_strategy", "denylist", "max_engines", "max_cached_engines",
+                     "workspace"):
+            getattr(self, name).add_class("wb-" + name.replace("_", "-"))
         self.use_calibration = params.use_calibration
         self._callbacks: list[Callable[[], None]] = []
         self._holding = False  # set_params fires the callbacks once, not once per widget
@@ -79,39 +83,46 @@ class Controls:
                 self.profile_strategy, self.denylist, self.max_engines,
                 self.max_cached_engines, self.allow_build_at_runtime, self.workspace]
 
-    def box(self) -> widgets.VBox:
+    def sections(self) -> list[widgets.VBox]:
+        """The controls in sections of one column each: stacked beside the tabs, side by side
+        above them in a narrow notebook (`layout.py`)."""
         heading, label = widgets.HTML, _label
-        return widgets.VBox(
-            [
-                heading("<b>Segmentation</b>"),
-                label("minimum_segment_size"), self.minimum_segment_size,
-                label("max engines", "TF_TRT_MAX_ALLOWED_ENGINES; 0 = no limit"),
-                self.max_engines,
-                heading("<b>Precision</b>"), label("precision_mode"), self.precision,
-                heading("<b>Shapes</b>"), self.dynamic_shape,
-                label("dynamic_shape_profile_strategy"), self.profile_strategy,
-                heading("<b>Never convert</b>"),
-                label("op types", "TF_TRT_OP_DENYLIST; types present in the model"),
-                self.denylist,
-                heading("<b>The model</b> <span class='wb-note'>(not a TF-TRT setting: "
-                        "<code>workbench rewrite</code>)</span>"), self.rewrites,
-                heading("<b>Engines</b> <span class='wb-note'>(recorded with runs; used when "
-                        "engines are built)</span>"),
-                label("maximum_cached_engines"), self.max_cached_engines,
-                self.allow_build_at_runtime,
-                label("max_workspace_size_bytes"), self.workspace,
-            ],
-            layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}", width=CONTROLS_WIDTH,
-                                  padding="0 12px 0 0"),
-        )
+        sections = [
+            [heading("<b>Segmentation</b>"),
+             label("minimum_segment_size"), self.minimum_segment_size,
+             label("max engines", "TF_TRT_MAX_ALLOWED_ENGINES; 0 = no limit"),
+             self.max_engines],
+            [heading("<b>Precision</b>"), label("precision_mode"), self.precision,
+             heading("<b>Shapes</b>"), self.dynamic_shape,
+             label("dynamic_shape_profile_strategy"), self.profile_strategy],
+            [heading("<b>Never convert</b>"),
+             label("op types", "TF_TRT_OP_DENYLIST; types present in the model"),
+             self.denylist,
+             heading("<b>The model</b> <span class='wb-note'>(not a TF-TRT setting: "
+                     "<code>workbench rewrite</code>)</span>"), self.rewrites],
+            [heading("<b>Engines</b> <span class='wb-note'>(recorded with runs; used when "
+                     "engines are built)</span>"),
+             label("maximum_cached_engines"), self.max_cached_engines,
+             self.allow_build_at_runtime,
+             label("max_workspace_size_bytes"), self.workspace],
+        ]
+        return [widgets.VBox(children, layout=widgets.Layout(width=SECTION_WIDTH))
+                for children in sections]
 
     def set_threshold_range(self, limit: int) -> None:
         """The slider reaches `limit` (`viz.view.sweep_limit`: the sweep's last threshold)."""
         self.minimum_segment_size.max = limit
 
     def set_op_types(self, op_types: Iterable[str]) -> None:
-        """The denylist offers the op types present in the model."""
-        self.denylist.allowed_tags = sorted(set(op_types))
+        """The denylist offers the op types present in the model, and keeps only those (another
+        model opened may not hold the ones chosen for the previous one)."""
+        allowed = sorted(set(op_types))
+        self._holding = True
+        try:
+            self.denylist.value = [t for t in self.denylist.value if t in allowed]
+            self.denylist.allowed_tags = allowed
+        finally:
+            self._holding = False
 
     def params(self) -> ConversionParams:
         return ConversionParams(

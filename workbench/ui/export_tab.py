@@ -33,7 +33,8 @@ class ExportTab:
 
     def __init__(self, on_export: Callable[[], None]) -> None:
         self.format = widgets.Dropdown(options=FORMAT_LABELS, value="tftrt",
-                                       description="format")
+                                       description="format",
+                                       layout=widgets.Layout(width="380px"))
         self.path = widgets.Text(value=f"{EXPORT_DIR}/{DEFAULT_FILES['tftrt']}", description="file",
                                  layout=widgets.Layout(width="360px"))
         self.batch_sizes = widgets.Text(value="1", description="batch sizes",
@@ -47,6 +48,7 @@ class ExportTab:
                                layout=widgets.Layout(flex_flow="row wrap"))
         self.widget = widgets.VBox([options, self.settings, self.result])
         self.text = ""  # the last exported script or commands
+        self.written: Path | None = None  # the file shown
 
     def options(self) -> dict[str, Any]:
         """The export's arguments; bad batch sizes are a WorkbenchError."""
@@ -58,8 +60,15 @@ class ExportTab:
     def update(self, view: ConversionView) -> None:
         self.settings.value = note_html(f"Exports the current settings: {describe(view.params)}.")
 
-    def show(self, path: Path) -> None:
-        """The written file: its path, and the text to copy (scripts and commands)."""
+    def show(self, path: Path | None) -> None:
+        """The written file of the open model: its path, and the text to copy (scripts and
+        commands); nothing before an export (or after another model opened)."""
+        if path == self.written:
+            return
+        self.written = path
+        if path is None:
+            self.text, self.result.value = "", ""
+            return
         self.text = "" if path.suffix == ".onnx" else path.read_text()
         message = note_html(f"wrote {path.resolve()}")
         if path.suffix == ".onnx":

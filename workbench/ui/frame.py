@@ -1,6 +1,8 @@
 """The app's frame: the model picker and the controls on the left; the status bar, the headline,
-the knob notes, the tabs and the machine footer on the right. Widgets only: what they do is
-wired by the Workbench (`app.py`)."""
+the knob notes, the tabs and the machine footer on the right. In a narrow notebook (JupyterLab's
+file browser open) the controls go above the tabs, side by side, so the tabs get the whole
+width; a toggle folds them away. Widgets only: what they do is wired by the Workbench
+(`app.py`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,20 @@ from workbench.ui.controls import CONTROLS_WIDTH, Controls
 from workbench.ui.tables import STYLE, note_html
 from workbench.ui.tabs import Tab
 
+# Below this width of the app, the controls sit above the tabs (a CSS container query: the
+# notebook's width, not the window's, decides).
+NARROW_STYLE = """
+<style>
+.wb-app { container-type: inline-size; }
+@container (max-width: 1100px) {
+  .wb-app .wb-body { flex-direction: column !important; }
+  .wb-app .wb-left { flex-direction: row !important; flex-wrap: wrap !important;
+                     flex: 0 0 auto !important; gap: 0 16px; padding: 0 0 8px 0 !important;
+                     border-bottom: 1px solid #e1e5ea; margin-bottom: 6px; }
+}
+</style>
+"""
+
 
 class AppLayout:
     """The app's widgets around the tabs and controls."""
@@ -26,32 +42,46 @@ class AppLayout:
                                               layout=widgets.Layout(width="200px"))
         self.cancel_button = widgets.Button(description="Cancel", icon="stop",  # not squeezed
                                             layout=widgets.Layout(width="auto", flex="0 0 auto"))
+        self.cancel_button.add_class("wb-cancel")  # shown while a step runs
         self.headline = widgets.HTML()
         self.knob_notes = widgets.HTML()
         self.picker = widgets.Combobox(
             options=list(models), ensure_option=False,
             placeholder="a sample model's name or your model's path",
-            layout=widgets.Layout(width="236px"))
+            layout=widgets.Layout(width="214px"))
         self.open_button = widgets.Button(description="Open", icon="folder-open",
                                           layout=widgets.Layout(width="80px"))
         self.tabs = widgets.Tab(children=[tab.widget for tab in tabs],
                                 titles=[tab.title for tab in tabs])
         self.footer = widgets.HTML()
-        self.widget = widgets.HBox([self._left(controls, under_picker), self._main()])
+        self.fold_button = widgets.Button(description="Hide controls", icon="sliders",
+                                          layout=widgets.Layout(width="auto", flex="0 0 auto"))
+        self.left = self._left(controls, under_picker)
+        self.fold_button.on_click(lambda _b: self.fold(self.left.layout.display != "none"))
+        body = widgets.HBox([self.left, self._main()])
+        body.add_class("wb-body")
+        self.widget = widgets.VBox([widgets.HTML(STYLE + NARROW_STYLE), body])
         self.widget.add_class("wb-app")
 
     def _main(self) -> widgets.VBox:
-        bar = widgets.HBox([self.status, self.progress, self.cancel_button],
+        bar = widgets.HBox([self.fold_button, self.status, self.progress, self.cancel_button],
                            layout=widgets.Layout(align_items="center"))
-        return widgets.VBox([widgets.HTML(STYLE), bar, self.headline, self.knob_notes,
-                             self.tabs, self.footer],
+        return widgets.VBox([bar, self.headline, self.knob_notes, self.tabs, self.footer],
                             layout=widgets.Layout(flex="1 1 auto", min_width="0"))
 
-    def _left(self, controls: Controls, under_picker: Sequence[widgets.Widget]) -> widgets.VBox:
+    def _left(self, controls: Controls, under_picker: Sequence[widgets.Widget]) -> widgets.Box:
         picker = widgets.VBox([widgets.HTML("<b>Model</b>"),
                                widgets.HBox([self.picker, self.open_button])])
-        return widgets.VBox([picker, *under_picker, controls.box()],
-                            layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}"))
+        left = widgets.VBox([picker, *under_picker, *controls.sections()],
+                            layout=widgets.Layout(flex=f"0 0 {CONTROLS_WIDTH}",
+                                                  padding="0 12px 0 0"))
+        left.add_class("wb-left")
+        return left
+
+    def fold(self, folded: bool) -> None:
+        """Hides the model picker and the controls (the tabs get their room), or shows them."""
+        self.left.layout.display = "none" if folded else ""
+        self.fold_button.description = "Show controls" if folded else "Hide controls"
 
     def set_status(self, text: str, error: bool = False) -> None:
         self.status.value = note_html(text, error=error)

@@ -118,6 +118,13 @@ class Run:
         return cls(**values)
 
 
+def model_name(model: Any) -> str:
+    """How the app names a model: a sample's name, a path's last part, or the Keras model's."""
+    if isinstance(model, (str, Path)):
+        return Path(str(model).rstrip("/")).name or str(model)
+    return str(getattr(model, "name", None) or type(model).__name__)
+
+
 def default_name(params: dict[str, Any]) -> str:
     """A short label that tells runs apart in a table: `FP16 min 3 dynamic`."""
     parts = [str(params.get("precision_mode", "FP32")),

@@ -20,7 +20,7 @@ from workbench.checks.conversion_check import parse_batch_sizes, parse_tolerance
 from workbench.conversion.advice import Advice
 from workbench.tf_compat import graph_origin
 from workbench.ui.clickable import ClickableRows
-from workbench.ui.store import ExperimentStore
+from workbench.ui.store import ExperimentStore, model_name
 from workbench.ui.tables import note_html, pre_html, table_html
 from workbench.ui.target_gpu import EngineEstimate, SweepEstimate, TargetGpu
 from workbench.viz import charts
@@ -29,6 +29,14 @@ from workbench.viz.view import ConversionView, Headline
 
 CHECK_COLUMNS = ["name", "passed", "shape", "max_abs", "mean_abs", "max_rel", "mean_rel",
                  "mismatches", "elements", "top1_agreement", "reason"]
+CHECK_ESSENTIALS = ["name", "passed", "shape", "max_abs", "mean_abs", "top1_agreement", "reason"]
+# The engine table's columns in view; the others (dtypes, shapes, TensorRT's plan size, build
+# time, layers) are in each row's details.
+ENGINE_ESSENTIALS = ["name", "nodes", "inputs", "outputs", "effective_size", "tensorrt_built",
+                     "tensorrt_error"]
+HISTOGRAM_ENGINES = 4  # engines shown as columns of the op histogram
+RUN_ESSENTIALS = ["name", "created", "precision_mode", "minimum_segment_size", "engines",
+                  "percent_converted", "max_abs_error", "speedup_b1"]
 
 
 class Tab(Protocol):
@@ -40,15 +48,18 @@ class Tab(Protocol):
     def update(self, view: ConversionView) -> None: ...
 
 
-def headline_html(headline: Headline) -> str:
-    """The one-line headline above the tabs."""
+def headline_html(headline: Headline, model: str = "") -> str:
+    """The one-line headline above the tabs, after the open model's name."""
     engines = headline.engines
     version = headline.tensorflow_version
     return (
-        f'<div class="wb-headline"><b>{engines}</b> TensorRT engine{"s" * (engines != 1)} · '
+        '<div class="wb-headline">'
+        + (f'<span class="wb-model">{escape(model)}</span>: ' if model else "")
+        + f"<b>{engines}</b> TensorRT engine{'s' * (engines != 1)} · "
         f"<b>{headline.percent_converted:.2f}%</b> of nodes converted "
         f"[{headline.converted_nodes}/{headline.total_nodes}] · "
-        f"<b>{headline.rejected_op_types}</b> op types rejected · "
+        f"<b>{headline.rejected_op_types}</b> op type{'s' * (headline.rejected_op_types != 1)}"
+        " rejected · "
         f'<span title="{escape(graph_origin(version))}">'
         f"TensorFlow {escape(version or '?')}</span>"
         + (f" · prepared for {escape(headline.prepared_for)}" if headline.prepared_for else "")
@@ -61,9 +72,9 @@ def advice_html(advice: tuple[Advice, ...]) -> str:
     if not advice:
         return note_html("Advice: no other TF-TRT setting converts more nodes or makes fewer "
                          "engines here.")
-    rows = pd.DataFrame([{"setting": a.setting, "value": a.value_text, "engines": a.engines,
-                          "% converted": a.percent_converted, "largest engine": a.largest_engine,
-                          "why": a.why} for a in advice])
+    rows = pd.DataFrame([{"setting": a.setting.replace("_", " "), "value": a.value_text,
+                          "engines": a.engines, "% converted": a.percent_converted,
+                          "largest engine": a.largest_engine, "why": a.why} for a in advice])
     return "<b>Advice</b> <span class='wb-note'>(largest gain first)</span>" + table_html(rows)
 
 
@@ -78,7 +89,7 @@ def verdict_html(verdicts: Mapping[str, Mapping[str, Any]]) -> str:
         for name, v in verdicts.items() if not v.get("built"))
     css = "wb-verdict" + ("" if built == len(verdicts) else " wb-verdict-fails")
     return (f'<div class="{css}"><b>{escape(str(builder))} builds {built} of {len(verdicts)} '
-            f"engines</b> of these settings (tensorrt_* columns of the engine table)"
+            f"engines</b> of these settings (the TensorRT columns of the engine table below)"
             + (f"<ul>{failed}</ul>" if failed else "") + "</div>")
 
 
@@ -122,11 +133,20 @@ class SummaryTab:
         self.html.value = (
             advice_html(view.advice)
             + f"<b>Engines</b> <span class='wb-note'>({where}click one to see it in the "
-              "Segment graph)</span>"
-            + table_html(engines, rows="engines")
-            + "<b>Op histogram per engine</b>" + table_html(view.op_histogram, "No engines.")
-            + "<b>As TF-TRT's <code>summary()</code> prints it</b>" + pre_html(view.summary_text)
+              "Segment graph; more: its inputs, outputs and TensorRT's details)</span>"
+            + table_html(engines, rows="engines", show=ENGINE_ESSENTIALS)
+            + "<b>Op histogram per engine</b>" + op_histogram_html(view.op_histogram)
+            + "<details><summary>As TF-TRT's <code>summary()</code> prints it</summary>"
+            + pre_html(view.summary_text) + "</details>"
         )
+
+
+def op_histogram_html(histogram: pd.DataFrame) -> str:
+    """Op type x engine counts; past a few engines, each engine's count goes in the row's
+    details (the table stays as wide as the notebook)."""
+    engines = [c for c in histogram.columns if c not in ("op", "total")]
+    shown = ["op", *engines, "total"] if len(engines) <= HISTOGRAM_ENGINES else ["op", "total"]
+    return table_html(histogram, "No engines.", show=shown)
 
 
 class NonconversionTab:
@@ -185,10 +205,13 @@ class ChartsTab:
         self.figures["engine_sizes"] = charts.engine_sizes_chart(view.result)
         show_figure(self.sweep_out, self.figures["sweep"])
         show_figure(self.sizes_out, self.figures["engine_sizes"])
-        if view.blocking is not None and view.blocking is not self._blocking:
+        if view.blocking is not self._blocking:
             self._blocking = view.blocking
-            self.figures["blocking_ops"] = charts.blocking_ops_chart(view.blocking)
-            show_figure(self.blocking_out, self.figures["blocking_ops"])
+            self.figures.pop("blocking_ops", None)
+            self.blocking_out.outputs = ()
+            if view.blocking is not None:
+                self.figures["blocking_ops"] = charts.blocking_ops_chart(view.blocking)
+                show_figure(self.blocking_out, self.figures["blocking_ops"])
 
 
 class ValidationTab:
@@ -199,7 +222,7 @@ class ValidationTab:
     def __init__(self, on_check: Callable[[], None],
                  on_per_engine: Callable[[], None] | None = None) -> None:
         self.figures: dict[str, Any] = {}
-        small = {"layout": widgets.Layout(width="160px")}
+        small = {"layout": widgets.Layout(width="200px")}
         self.batch_sizes = widgets.Text(value="1", description="batch sizes",
                                         layout=widgets.Layout(width="220px"))
         self.batches = widgets.BoundedIntText(value=2, min=1, max=100, description="batches",
@@ -244,20 +267,23 @@ class ValidationTab:
         self.stale.value = note_html(
             "These figures were measured with other settings: press 'Validate and time' to "
             "measure the current ones.", error=True) if stale else ""
-        if view.check is None or view.check is self._check:
+        if view.check is self._check:
             return
         check = self._check = view.check
+        if check is None:  # another model: nothing measured on it yet
+            self.note.value = self.outputs.value = ""
+            self.figures.pop("latency", None)
+            self.out.outputs = ()
+            return
         lines = check.summary().splitlines()
         self.note.value = note_html(lines[0], error=not check.validation.passed) + "".join(
             note_html(line) for line in lines[1:]) + note_html(
             "Kept runs of these settings store these figures (Runs tab).")
         table = check.validation.table()[CHECK_COLUMNS]
-        errors = table.select_dtypes("float").columns  # 3 significant digits fit the tab
-        table[errors] = table[errors].map(lambda v: f"{v:.3g}")
-        self.outputs.value = "<b>Outputs: converted vs native TF</b>" + table_html(table)
+        self.outputs.value = ("<b>Outputs: converted vs native TF</b>"
+                              + table_html(table, show=CHECK_ESSENTIALS))
         self.figures["latency"] = charts.latency_chart(check.latency)
         show_figure(self.out, self.figures["latency"])
-
 
     def _show_per_engine(self, view: ConversionView) -> None:
         """Engines ranked by the error each adds to the outputs, with measured remedies."""
@@ -265,9 +291,14 @@ class ValidationTab:
         self.per_engine_stale.value = "" if report is None or view.engine_errors is not None \
             else note_html("This per-engine accuracy was measured with other settings.",
                            error=True)
-        if report is None or report is self._per_engine:
+        if report is self._per_engine:
             return
         self._per_engine = report
+        if report is None:
+            self.per_engine_note.value = ""
+            self.figures.pop("per_engine", None)
+            self.per_engine_out.outputs = ()
+            return
         lines = str(report).splitlines()
         self.per_engine_note.value = note_html(
             lines[0], error=not report.model_passed) + pre_html("\n".join(lines[1:]))
@@ -296,10 +327,24 @@ class RunsTab:
     def update(self, view: ConversionView) -> None:
         """Nothing here depends on the conversion."""
 
-    def show(self) -> None:
+    def show(self, model: str = "") -> None:
+        """The runs kept of `model` (a name, as `controller.model_name` gives it; all runs
+        without one), in a table and a chart; runs of other models are counted, not shown."""
         runs = self.store.table()
         self.problems.value = "".join(note_html(p, error=True) for p in self.store.problems)
-        self.table.value = table_html(runs, "No runs kept yet: press 'Keep this run'.")
+        if model:
+            runs["model"] = [model_name(m) for m in runs["model"]]
+            others = int((runs["model"] != model).sum())
+            runs = runs[runs["model"] == model].reset_index(drop=True)
+            if others:
+                self.problems.value += note_html(
+                    f"{others} run{'s' * (others != 1)} of other models kept in "
+                    f"{self.store.root} (shown when their model is open).")
+        runs["created"] = [str(c)[:16].replace("T", " ") for c in runs["created"]]
+        self.table.value = table_html(runs, "No runs of this model kept yet: press 'Keep "
+                                      "this run'.", show=RUN_ESSENTIALS)
+        self.figures.pop("runs", None)
+        self.out.outputs = ()
         if not runs.empty:
             self.figures["runs"] = charts.runs_chart(runs)
             show_figure(self.out, self.figures["runs"])
@@ -326,9 +371,14 @@ class ProfileTab:
         if self.estimate is not None:
             self.figures = {**{k: v for k, v in self.figures.items() if "estimate" not in k},
                             **self.estimate.update(view)}
-        if view.profile is None or view.profile is self.table:
+        if view.profile is self.table:
             return
         table = self.table = view.profile
+        if table is None:  # another model: not profiled yet
+            self.note.value = ""
+            self.figures = {k: v for k, v in self.figures.items() if "estimate" in k}
+            self.out.outputs = ()
+            return
         runs = table.groupby(["run", "device"])["avg_ms"].sum()
         lines = [f"{run} on {device}: {ms:.1f} ms summed over layers"
                  for (run, device), ms in runs.items()]

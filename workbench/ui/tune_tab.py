@@ -34,8 +34,10 @@ from workbench.viz.tune_charts import (
 )
 
 SHAPES = {"off": False, "on": True}
-# One line per trial: the table scrolls sideways rather than growing every row tall.
-TAB_STYLE = "<style>.wb-tune .wb-table td { white-space: nowrap; }</style>"
+# The trial table's columns in view (estimates, when a GPU is picked, too); the rest is in each
+# row's details.
+TRIAL_ESSENTIALS = ("trial", "status", "percent_converted", "engines", "latency_ms", "speedup",
+                    "max_abs_error", "recommended")
 _WIDE = widgets.Layout(width="230px")
 
 
@@ -55,6 +57,7 @@ class TuneTab:
         self._estimates: dict[tuple[str, int, str], dict[str, Any]] = {}
         self.store = store
         self.model: str | None = None
+        self._records_model: str | None = None  # the model the trials shown are of
         self.records: list[TrialRecord] = []
         self.result: TuneResult | None = None
         self.figures: dict[str, Any] = {}
@@ -73,11 +76,28 @@ class TuneTab:
         """Takes the model path and, the first time, the current parameters as the grid's
         starting point (later changes of the controls leave the user's grid alone)."""
         first, self.model = self.model is None, str(view.result.model)
+        if not first and self._records_model not in (None, self.model):
+            self.forget()
+            first, self.model = True, str(view.result.model)
         if first:
             params = view.params
             self.precisions.value = tuple(dict.fromkeys((params.precision_mode, "FP16")))
             current = max(params.minimum_segment_size, 1)
             self.thresholds.value = ", ".join(map(str, sorted({current, current + 2})))
+
+    def forget(self) -> None:
+        """Another model is open: its trials, chart and choice go (a running search is
+        cancelled; its finished trials stay in the store for when that model is back)."""
+        if self._runner.busy:
+            self.cancel()
+        self.model = self._records_model = None
+        self.records, self.result, self.figures = [], None, {}
+        self.table.value = self.recommendation.value = ""
+        self.chart.outputs = ()
+        self.choice.options = []
+        self.apply_button.disabled = True
+        self.progress.value = 0
+        self._say("Choose a grid and press Start.")
 
     # --- Python API (what the buttons call) -----------------------------------------------
 
@@ -116,6 +136,7 @@ class TuneTab:
         scheduler = self.scheduler.value.strip()
         options.update({"scheduler": scheduler} if scheduler else {"workers": self.workers.value})
         self.records, self.result = [], None
+        self._records_model = self.model
         self._cancel.clear()
         self._set_running(True)
         where = f"the cluster at {scheduler}" if scheduler else \
@@ -140,7 +161,8 @@ class TuneTab:
     def apply(self, trial_id: str | None = None) -> dict[str, Any]:
         """Hands the trial's parameters (default: the one chosen in the list) to `on_apply`."""
         trial_id = trial_id or self.choice.value
-        record = next((r for r in self.records if r.trial_id == trial_id), None)
+        ours = self.records if self._records_model == self.model else []
+        record = next((r for r in ours if r.trial_id == trial_id), None)
         if record is None:
             raise WorkbenchError(f"no finished trial {trial_id!r} to apply")
         params = dict(record.params)
@@ -180,16 +202,15 @@ class TuneTab:
         self.status.add_class("wb-tune-status")
         self.recommendation = widgets.HTML()
         self.choice = widgets.Dropdown(description="trial", options=[],
-                                       layout=widgets.Layout(width="420px"))
+                                       layout=widgets.Layout(width="420px", max_width="100%"))
         self.apply_button = widgets.Button(description="Apply to the controls", icon="check",
-                                           disabled=True, layout=widgets.Layout(width="200px"))
+                                           disabled=True, layout=widgets.Layout(width="auto"))
         self.apply_button.on_click(lambda _b: self._apply_clicked())
         self.table = widgets.HTML()
         self.table.add_class("wb-tune-table")
         self.chart = widgets.Output()
         row = widgets.HBox
         self.widget = widgets.VBox([
-            widgets.HTML(TAB_STYLE),
             row([self.precisions, self.shapes, self.strategies],
                 layout=widgets.Layout(flex_flow="row wrap")),
             row([self.thresholds, self.batch_sizes, self.timeout],
@@ -200,13 +221,17 @@ class TuneTab:
                                    "instead of local workers. Finished trials are stored and "
                                    "reused by the next search.")),
             row([self.progress, self.status], layout=widgets.Layout(align_items="center")),
-            self.recommendation, row([self.choice, self.apply_button]), self.table, self.chart,
+            self.recommendation,
+            row([self.choice, self.apply_button], layout=widgets.Layout(flex_flow="row wrap")),
+            self.table, self.chart,
         ])
         self.widget.add_class("wb-tune")
 
     # --- progress (called from the search's thread) ----------------------------------------
 
     def _trial_done(self, record: TrialRecord) -> None:
+        if self._records_model is None:  # a search of a model no longer open
+            return
         self.records.append(record)
         self._show(TuneResult(self.records))
         self.progress.max, self.progress.value = max(self._total, 1), len(self.records)
@@ -214,6 +239,9 @@ class TuneTab:
                   f"{record.status}" + (" (stored)" if record.reused else ""))
 
     def _done(self, result: TuneResult) -> None:
+        if self._records_model is None:
+            self._set_running(False)
+            return
         self.records = list(result.trials)
         self._show(result, final=True)
         self._set_running(False)
@@ -237,7 +265,8 @@ class TuneTab:
     def _show(self, result: TuneResult, final: bool = False) -> None:
         result = self._estimated(result)
         self.result = result
-        self.table.value = table_html(readable_table(result.table), "No trials yet.")
+        self.table.value = table_html(readable_table(result.table), "No trials yet.",
+                                      show=self._essentials(result))
         self.figures = tune_figures(result.table) if final else {
             "pareto": pareto_chart(result.table)}
         show_figure(self.chart, self.figures["pareto"])
@@ -251,6 +280,12 @@ class TuneTab:
         if chosen:
             self.choice.value = chosen["trial_id"]
         self.apply_button.disabled = not ok
+
+    @staticmethod
+    def _essentials(result: TuneResult) -> list[str]:
+        """The columns in view: the estimate's (named with their GPU) after the status."""
+        estimated = [c for c in readable_table(result.table).columns if "estimated" in c]
+        return [*TRIAL_ESSENTIALS[:2], *estimated, *TRIAL_ESSENTIALS[2:]]
 
     def _estimated(self, result: TuneResult) -> TuneResult:
         """`result` ranked by the target GPU's estimate, when one is picked."""

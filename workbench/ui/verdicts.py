@@ -1,5 +1,6 @@
 """TensorRT's verdicts in the app: made in the background with a runner of their own (the
-controls stay live), kept per parameters, their progress shown on the Summary tab."""
+controls stay live); the controller keeps them with the model and parameters they were made
+for."""
 
 from __future__ import annotations
 
@@ -10,22 +11,23 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.ui import steps
-from workbench.ui.tabs import SummaryTab
 from workbench.ui.tasks import TaskRunner
 
 Verdicts = dict[str, dict]  # engine -> TensorRT's verdict as JSON
+Progress = Callable[[str, bool], None]
+Made = Callable[[ConversionSession, ConversionParams, Verdicts], None]
 
 
 class TensorRTVerdicts:
-    """The verdicts made so far, by the parameters they were made for."""
+    """One run of verdicts at a time; `on_made(session, params, verdicts)` when it ends."""
 
-    def __init__(self, summary: SummaryTab, shown_params: Callable[[], ConversionParams],
-                 on_new: Callable[[], None], background: bool):
-        self.by_params: dict[ConversionParams, Verdicts] = {}
-        self._summary = summary
+    def __init__(self, progress: Progress, shown_params: Callable[[], ConversionParams],
+                 on_made: Made, background: bool):
+        self._progress_line = progress
         self._shown_params = shown_params  # the parameters the app shows now
-        self._on_new = on_new
+        self._on_made = on_made
         self._background = background
+        self._session: ConversionSession | None = None  # the model they are being made for
         self._runner = TaskRunner(self._progress, self._done, self._failed, lambda: None)
 
     @property
@@ -33,7 +35,8 @@ class TensorRTVerdicts:
         return self._runner.busy
 
     def start(self, session: ConversionSession, params: ConversionParams) -> None:
-        self._summary.tensorrt_progress("TensorRT verdicts: starting")
+        self._session = session
+        self._progress_line("TensorRT verdicts: starting", False)
         self._runner.start(partial(steps.tensorrt_verdicts, session, params),
                            background=self._background)
 
@@ -41,27 +44,30 @@ class TensorRTVerdicts:
         self._runner.wait(timeout)
 
     def forget(self) -> None:
-        """Another model: the verdicts kept are not its."""
-        self.by_params.clear()
-        self._summary.tensorrt_progress("")
+        """Another model: verdicts still being made are not its."""
+        self._session = None
+        self._progress_line("", False)
 
     def _progress(self, fraction: float, message: str) -> None:
-        self._summary.tensorrt_progress(f"{fraction:.0%} {message}")
+        if self._session is not None:
+            self._progress_line(f"{fraction:.0%} {message}", False)
 
     def _done(self, value: tuple[ConversionParams, Verdicts]) -> None:
         params, verdicts = value
-        self.by_params[params] = verdicts
+        if self._session is None:
+            return
         built = sum(v["built"] for v in verdicts.values())
         # The verdict box shows them while these settings are shown; the note says when they
         # belong to settings changed in the meantime.
         current = params == self._shown_params()
-        self._summary.tensorrt_progress(
+        self._progress_line(
             "" if current else f"TensorRT built {built} of {len(verdicts)} engines of settings "
-            "changed since (set them back to see them)")
-        self._on_new()
+            "changed since (set them back to see them)", False)
+        self._on_made(self._session, params, verdicts)
 
     def _failed(self, exc: BaseException) -> None:
-        self._summary.tensorrt_progress(error_line(exc), error=True)
+        if self._session is not None:
+            self._progress_line(error_line(exc), True)
 
 
 def error_line(exc: BaseException) -> str:

@@ -28,6 +28,7 @@ from workbench.viz.style import (
     error_color,
     reason_category,
 )
+from workbench.viz.words import column_label
 
 # Series colours: the strong tones of the engine palette, one meaning each.
 CONVERTED_COLOR = ENGINE_COLORS[8]  # blue: % of nodes converted
@@ -76,9 +77,9 @@ def sweep_chart(sweep: Sequence[ConversionResult], recommendation: Recommendatio
     for key in RECOMMENDATION_STYLES:
         _add_recommendation(fig, recommendation, key, x)
     _label_recommendations(fig, recommendation, x)
-    title = "Conversion against minimum_segment_size"
+    title = "Conversion against minimum segment size"
     _layout(fig, _with_model(title, points), height=440, hovermode="x unified")
-    fig.update_xaxes(title_text="minimum_segment_size (effective nodes)")
+    fig.update_xaxes(title_text="minimum segment size (effective nodes)")
     # Headroom above 100% (and above the most engines) for the recommendations' labels.
     fig.update_yaxes(title_text="nodes converted (%)", range=[0, 100 * LABEL_HEADROOM],
                      tickvals=list(range(0, 101, 20)), secondary_y=False)
@@ -205,7 +206,7 @@ def runs_chart(runs: pd.DataFrame) -> go.Figure:
         fig.update_yaxes(title_text=unit or "", rangemode="tozero", row=row, col=1)
     count = f"{len(table)} run{'' if len(table) == 1 else 's'}"
     _layout(fig, f"Runs compared ({count})", height=120 + ROW_HEIGHT * rows, barmode="group")
-    fig.update_layout(legend={"title": {"text": "precision_mode"}, "y": 1.0, "x": 1.0,
+    fig.update_layout(legend={"title": {"text": "precision"}, "y": 1.0, "x": 1.0,
                               "yanchor": "bottom", "xanchor": "right"})
     # Shared axes label only the bottom row by default: every row names its bars' runs.
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels,
@@ -405,8 +406,7 @@ def _unit(column: str) -> str | None:
 
 
 def _metric_title(column: str) -> str:
-    unit = _unit(column)
-    return f"{column} ({unit})" if unit else column
+    return column_label(column)
 
 
 # layout

@@ -52,11 +52,11 @@ def sweep_estimate_chart(table: pd.DataFrame, current: int | None = None) -> go.
         hovertemplate="mss=%{x}: %{y} engine(s)<extra></extra>",
     ), secondary_y=True)
     precision = attrs.get("precision")
-    title = (f"Estimated latency on {gpu}<br><sup>against minimum_segment_size, batch {batch}"
+    title = (f"Estimated latency on {gpu}<br><sup>against minimum segment size, batch {batch}"
              + (f", {precision}" if precision else "") + "; estimated, not measured</sup>")
     height = 460
     _layout(fig, title, height=height, hovermode="x unified")
-    fig.update_xaxes(title_text="minimum_segment_size (effective nodes)")
+    fig.update_xaxes(title_text="minimum segment size (effective nodes)")
     fig.update_yaxes(title_text="ms per call (estimated)", rangemode="tozero",
                      secondary_y=False)
     top = max([int(e) for e in table["engines"]], default=0)

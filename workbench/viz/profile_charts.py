@@ -8,6 +8,7 @@ a CPU timing is never mistaken for a GPU one. Figures render offline
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 
@@ -30,6 +31,7 @@ RUN_PALETTE = (ENGINE_COLORS[8], ENGINE_COLORS[10], ENGINE_COLORS[11], ENGINE_CO
                ENGINE_COLORS[12], ENGINE_COLORS[13])
 UNKNOWN_TYPE = "(no layer info)"
 TICK_CHARS = 28  # layer names are long; ticks show their tail, hovers the whole name
+SUBTITLE_CHARS = 70  # a chart's subtitle wraps here: it fits a 600 px chart
 
 
 def layer_latency_chart(table: pd.DataFrame, run: str | None = None) -> go.Figure:
@@ -94,7 +96,7 @@ def precision_chart(table: pd.DataFrame) -> go.Figure:
                     hovertemplate=f"{precision}: %{{y:.3f}} ms<extra>%{{x}}</extra>")
     _layout(fig, "Precision per layer (from each layer's output format)"
             f"<br><sup>{measured}</sup>", 480, "precision", barmode="stack")
-    fig.update_layout(margin={"t": 110})  # the subtitle above the subplots' titles
+    fig.update_layout(margin={"t": fig.layout.margin.t + 30})  # room for the subplots' titles
     fig.update_xaxes(tickangle=0)
     return fig
 
@@ -146,7 +148,7 @@ def latency_sunburst(table: pd.DataFrame, run: str | None = None) -> go.Figure:
         maxdepth=3, insidetextorientation="radial",
     ))
     _layout(fig, f"Latency by engine, layer type and layer: {_run_label(rows)}", 620)
-    fig.update_layout(margin={"l": 20, "r": 20, "t": 70, "b": 20})
+    fig.update_layout(margin={"l": 20, "r": 20, "b": 20})
     return fig
 
 
@@ -170,7 +172,7 @@ def compare_runs_chart(table: pd.DataFrame, runs: Sequence[str] | None = None) -
         )
     totals = ", ".join(f"{r}: {table.loc[table['run'] == r, 'avg_ms'].sum():.2f} ms"
                        for r in order)
-    _layout(fig, f"Layer latency by run, aligned by layer ({totals})", 500, "run",
+    _layout(fig, f"Layer latency by run, aligned by layer: {totals}", 500, "run",
             barmode="group", bargap=0.2, bargroupgap=0.0)
     _legend_below(fig, 500)
     fig.update_xaxes(title_text="aligned layer (execution order of the first run)")
@@ -295,12 +297,27 @@ def _tail(name: str) -> str:
 
 
 def _layout(fig: go.Figure, title: str, height: int, legend: str = "", **extra) -> None:
+    text, lines = _titled(title)
     fig.update_layout(
-        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
-        height=height, font=FONT, template="plotly_white",
-        margin={"l": 70, "r": 40, "t": 70, "b": 60},
+        title={"text": text, "x": 0.01, "xanchor": "left", "font": {"size": 16}},
+        height=height + 14 * (lines - 2), font=FONT, template="plotly_white",
+        margin={"l": 70, "r": 40, "t": 56 + 14 * lines, "b": 60},
         legend={"yanchor": "top", "y": 1.0, "x": 1.01, "title": {"text": legend}}, **extra,
     )
+
+
+def _titled(title: str) -> tuple[str, int]:
+    """A title that fits a notebook-wide chart (plotly never wraps one): its head, then what
+    follows the first ": " as a smaller subtitle wrapped in lines; and its number of lines."""
+    head, _, rest = title.partition("<br>") if "<br>" in title else title.partition(": ")
+    lines: list[str] = []
+    # Lines break after a list's commas or semicolons only: a run's label stays whole.
+    for part in re.split(r"(?<=[,;]) ", re.sub(r"</?sup>", "", rest)):
+        if lines and len(lines[-1]) + len(part) < SUBTITLE_CHARS:
+            lines[-1] += " " + part
+        elif part:
+            lines.append(part)
+    return head + "".join(f"<br><sup>{line}</sup>" for line in lines), 1 + len(lines)
 
 
 def _legend_below(fig: go.Figure, height: int) -> None:

@@ -99,7 +99,7 @@ def pareto_chart(table: pd.DataFrame) -> go.Figure:
     _layout(fig, _title(title, rows, "marker size: % converted; ringed: "
                         "Pareto set (latency, error, % converted); dotted: its front in this "
                         "plane"), height=480)
-    fig.update_layout(legend={"title": {"text": "precision_mode"}})
+    fig.update_layout(legend={"title": {"text": "precision"}})
     fig.update_xaxes(title_text=(
         f"latency per call estimated for {target['gpu']} at batch {target['batch_size']} (ms)"
         if target else f"latency per call, mean (ms){_produced_by(rows)}"), rangemode="tozero")
@@ -225,10 +225,10 @@ def conversion_chart(table: pd.DataFrame) -> go.Figure:
             customdata=[_hover(r) for r in group],
             hovertemplate="%{customdata}<extra></extra>",
         ))
-    _layout(fig, _title("Conversion against minimum_segment_size", rows, "one line per "
+    _layout(fig, _title("Conversion against minimum segment size", rows, "one line per "
                         "precision"), height=440)
     fig.update_layout(legend={"title": {"text": "configuration"}})
-    fig.update_xaxes(title_text="minimum_segment_size (effective nodes)", tickmode="array",
+    fig.update_xaxes(title_text="minimum segment size (effective nodes)", tickmode="array",
                      tickvals=sorted({r["minimum_segment_size"] for r in rows}))
     fig.update_yaxes(title_text="nodes converted (%)", range=[0, 105])
     _list_left_out(fig, left_out, "not converted")

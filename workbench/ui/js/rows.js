@@ -3,6 +3,7 @@
 function render({ model, el }) {
   const show = () => { el.innerHTML = model.get("value"); };
   el.addEventListener("click", (e) => {
+    if (e.target.closest("details")) return; // a row's "more" opens in place
     const row = e.target.closest("table.wb-rows tbody tr");
     if (!row || !el.contains(row)) return;
     const table = row.closest("table");
