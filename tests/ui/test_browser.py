@@ -381,7 +381,9 @@ def test_lab_server_stops_with_its_kernels(tmp_path: Path) -> None:
 LAYOUT_JS = r"""() => {
   const app = document.querySelector('.wb-app');
   const right = (e) => e.getBoundingClientRect().right;
-  const shown = (e) => !!e.offsetParent && e.getBoundingClientRect().width > 0;
+  // Chromium lays out a closed <details>'s content (content-visibility), unseen: not shown.
+  const folded = (e) => !!e.closest('details:not([open])') && !e.closest('summary');
+  const shown = (e) => !!e.offsetParent && e.getBoundingClientRect().width > 0 && !folded(e);
   const panel = [...app.querySelectorAll('.widget-tab-contents > *')].find(shown);
   const out = app.closest('.jp-OutputArea-output');
   const notebook = app.closest('.jp-WindowedPanel-outer') || app.closest('.jp-Notebook');
@@ -471,13 +473,14 @@ TABS = ("Summary", "Non-conversion report", "Segment graph", "Charts", "Validati
         "Profiling", "Tune", "Export")
 
 
-def layout_problems(page: Any, width: int, tab: str) -> dict[str, Any]:
-    """What LAYOUT_JS finds wrong in `tab`, with a screenshot `layout_<width>_<tab>.png`."""
+def layout_problems(page: Any, width: int, model: str, tab: str) -> dict[str, Any]:
+    """What LAYOUT_JS finds wrong in `tab`, with a screenshot
+    `layout_<width>_<model>_<tab>.png`."""
     page.get_by_role("tab", name=tab).click()
     page.wait_for_timeout(700)  # plotly and Lumino settle on the new width
     layout = page.evaluate(LAYOUT_JS)
     name = tab.lower().replace(" ", "_").replace("-", "_")
-    screenshot(page, f"layout_{width}_{name}.png", ".wb-app .wb-headline")
+    screenshot(page, f"layout_{width}_{model}_{name}.png", ".wb-app .wb-headline")
     bad = {k: v for k, v in layout.items() if k not in ("app_width", "tab_rows") and v}
     if layout["tab_rows"] != 1:
         bad["tab_rows"] = layout["tab_rows"]
@@ -577,9 +580,6 @@ def switch_model(page: Any, name: str) -> str:
 @pytest.mark.slow
 @BROWSER_SIDE
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: apt-get install chromium")
-@pytest.mark.skipif(os.environ.get("WORKBENCH_APP_BROWSER_TEST") != "1",
-                    reason="not yet passed end to end (it timed out on a loaded 2-core "
-                    "machine): set WORKBENCH_APP_BROWSER_TEST=1 to run it")
 @pytest.mark.parametrize("width", [1280, 1440])
 def test_every_control_and_action_fits_and_belongs_to_the_open_model(
         tmp_path: Path, width: int) -> None:
@@ -587,7 +587,8 @@ def test_every_control_and_action_fits_and_belongs_to_the_open_model(
     control changed, every action
     run on tiny_bert, then another model opened. In every tab, before and after: nothing
     pushed sideways or cut, one row of tabs, words in tables and charts; after the switch,
-    nothing of tiny_bert. Screenshots `layout_<width>_<tab>.png`."""
+    nothing of tiny_bert. Screenshots `layout_<width>_<model>_<tab>.png`, and the controls
+    after their changes, `layout_<width>_controls.png`."""
     with (
         jupyter_lab([NOTEBOOK], tmp_path, make_run_lab_args()) as lab,
         chromium_page(tmp_path / "chromium", width=width, height=900) as page,
@@ -604,15 +605,16 @@ def test_every_control_and_action_fits_and_belongs_to_the_open_model(
         measured = page.evaluate(APP_TEXT_JS)
         missing = [word for word in MEASURED if word not in measured]
         assert not missing, f"actions that showed nothing on tiny_bert: {missing}"
+        screenshot(page, f"layout_{width}_controls.png")
         problems = {f"tiny_bert, {tab}": found for tab in TABS
-                    if (found := layout_problems(page, width, tab))}
+                    if (found := layout_problems(page, width, "tiny_bert", tab))}
         text = switch_model(page, "detector")
         leftovers = [word for word in ("tiny_bert", "sequence_output", *MEASURED)
                      if word in text]
         problems.update({f"detector, {tab}": found for tab in TABS
-                         if (found := layout_problems(page, width, tab))})
-        page.get_by_role("button", name="Hide controls").click()
-        assert not page.locator(".wb-app .wb-left").is_visible()
+                         if (found := layout_problems(page, width, "detector", tab))})
+        page.get_by_role("button", name="Hide controls").click()  # a round trip to Python
+        page.locator(".wb-app .wb-left").wait_for(state="hidden", timeout=10_000)
         page.get_by_role("button", name="Show controls").click()
     assert not leftovers, f"tiny_bert's results shown for detector: {leftovers}"
     assert not problems, problems

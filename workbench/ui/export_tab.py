@@ -73,7 +73,7 @@ class ExportTab:
         message = note_html(f"wrote {path.resolve()}")
         if path.suffix == ".onnx":
             message += note_html("The ONNX model matched native TensorFlow on generated inputs.")
-        self.result.value = message + (pre_html(self.text) if self.text else "")
+        self.result.value = message + (pre_html(self.text, wrap=True) if self.text else "")
 
     def _format_changed(self, change: dict[str, Any]) -> None:
         if Path(self.path.value).name in DEFAULT_FILES.values():

@@ -33,6 +33,8 @@ STYLE = """
 .wb-pre { font-family: var(--jp-code-font-family, monospace); font-size: 11px;
           line-height: 1.35; white-space: pre; overflow-x: auto; background: #fafbfc;
           padding: 8px; border: 1px solid #eceff3; }
+/* Text to read and copy (a script) wraps on screen; a copy keeps its lines as written. */
+.wb-pre.wb-wrap { white-space: pre-wrap; overflow-wrap: anywhere; }
 .wb-scroll { overflow-x: auto; max-width: 100%; }
 .wb-app .widget-html-content { line-height: 1.35; }
 /* Wide text scrolls inside its own box, never the whole app: every box between the app and
@@ -119,9 +121,11 @@ def _cell_html(text: str) -> str:
     return f"<td{long}>{html.escape(text)}</td>"
 
 
-def pre_html(text: str) -> str:
-    """Monospace text, escaped (TF-TRT's summary and report keep their layout)."""
-    return f'<div class="wb-pre">{html.escape(text)}</div>'
+def pre_html(text: str, wrap: bool = False) -> str:
+    """Monospace text, escaped. TF-TRT's summary and report keep their columns (a wide one
+    scrolls in its own box); with `wrap`, long lines wrap on screen (their text unchanged)."""
+    css = "wb-pre wb-wrap" if wrap else "wb-pre"
+    return f'<div class="{css}">{html.escape(text)}</div>'
 
 
 def note_html(text: str, error: bool = False, title: str | None = None) -> str:

@@ -56,7 +56,7 @@ class TargetGpu:
         self._last: tuple[ConversionView, str, int, dict] | None = None
         self.picker = widgets.Dropdown(
             options=[(NO_GPU, "")] + [(f"{g.short} ({g.name})", g.short) for g in GPU_FACTS],
-            value="", layout=widgets.Layout(width="220px"),
+            value="", layout=widgets.Layout(width="320px"),
             tooltip="Estimate the latency on this GPU (charts, profiling, tuning)")
         self.batch = widgets.BoundedIntText(value=1, min=1, max=4096, description="batch",
                                             style={"description_width": "38px"},
@@ -67,12 +67,12 @@ class TargetGpu:
         self.calibration: Calibration | None = None
         self.measured = widgets.BoundedFloatText(
             value=0.0, min=0.0, max=1e6, step=0.01, description="measured ms",
-            style={"description_width": "80px"}, layout=widgets.Layout(width="170px"),
+            style={"description_width": "initial"}, layout=widgets.Layout(width="200px"),
             tooltip="The latency you measured on this GPU for the conversion shown, at this "
                     "batch: every estimate on this GPU is then rescaled (0: none)")
         self.measured.observe(lambda _change: self._measured_changed(), names="value")
         self.widget = widgets.VBox([widgets.HTML("<b>Target GPU</b> (estimates)"),
-                                    widgets.HBox([self.picker, self.batch]), self.measured])
+                                    self.picker, widgets.HBox([self.batch, self.measured])])
         self.widget.add_class("wb-target-gpu")
 
     @property
