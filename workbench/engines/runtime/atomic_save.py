@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.files import format_bytes
 
 SAVED_MODEL_PB = "saved_model.pb"
 HIDDEN_SAVED_MODEL_PB = "saved_model.pb.incomplete"
@@ -116,12 +117,3 @@ def written_files(directory: Path) -> dict[str, int]:
     """Each file under `directory` (relative path) -> its size in bytes."""
     return {str(p.relative_to(directory)): p.stat().st_size
             for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def format_bytes(size: float) -> str:
-    """`size` in B, KB, MB or GB (powers of 1000, as `ls -h --si` and disk makers count)."""
-    for unit in ("B", "KB", "MB"):
-        if abs(size) < 1000:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.2f} GB"

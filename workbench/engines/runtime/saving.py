@@ -36,7 +36,6 @@ from workbench.conversion.result import EngineInfo
 from workbench.engines.profiles import Profile
 from workbench.engines.runtime.atomic_save import (
     check_free_space,
-    format_bytes,
     hide_saved_model,
     refuse_non_empty,
     staged,
@@ -57,6 +56,7 @@ from workbench.engines.runtime.saved_graphs import (
 from workbench.engines.settings import EngineSettings
 from workbench.engines.weights import LiftedGraph, StoredBytes
 from workbench.errors import WorkbenchError, first_line
+from workbench.files import format_bytes
 from workbench.graph.loading import WORKBENCH_MANIFEST
 from workbench.graph.nodes import TensorSpec, element_count
 from workbench.graph.wire import read_graph_def, write_graph_def
