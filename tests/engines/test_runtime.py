@@ -300,6 +300,13 @@ def test_saved_graphs_leave_the_weights_to_the_checkpoint_and_the_engines(
     name = "TRTEngineOp_000_000"  # reads the model's input
     for got, want in zip(reloaded.segments[name].op(x), func.segments[name].op(x), strict=True):
         np.testing.assert_array_equal(got, want)
+    # Without engines (TF-TRT's save_gpu_specific_engines=False), each weight is stored once.
+    converter.save(str(tmp_path / "once"), save_gpu_specific_engines=False)
+    variables = tf.saved_model.load(str(tmp_path / "once")).weights
+    stored = {p.name: p.read_bytes() for p in (tmp_path / "once").rglob("*") if p.is_file()}
+    for variable in variables:
+        data = variable.numpy().tobytes()
+        assert [n for n, b in stored.items() if data in b] == ["variables.data-00000-of-00001"]
 
 
 def test_saved_weights_are_variables_not_consts_and_plain_tensorflow_runs_them(
