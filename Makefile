@@ -16,7 +16,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Material for MkDocs prints a notice about its successor on every build.
 export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: install system-deps run report test typecheck docs docs-notebooks docs-diagrams screenshots \
+.PHONY: install system-deps run report test test-fast typecheck docs docs-notebooks docs-diagrams screenshots \
 	bench clean
 
 install: $(STAMP) system-deps
@@ -60,6 +60,12 @@ test: install typecheck
 	$(PY) -m ruff check workbench sample_models tests benchmarks tools
 	$(PY) -m mkdocs build --strict --quiet
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The suite without the tests marked slow (those that build sample models or run TensorFlow end
+# to end): 1068 of 1466 tests, for a quick check while working. No docs build, no type check.
+test-fast: install
+	$(PY) -m ruff check workbench sample_models tests benchmarks tools
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # The documentation site (MkDocs, offline): open site/index.html. (`make test` builds it with
 # --strict: a broken link, a missing page or a page left out of the nav fails.)

@@ -38,13 +38,14 @@ import sample_models  # noqa: E402
 import workbench  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
 from workbench.checks.conversion_check import converted_callable  # noqa: E402
+from workbench.checks.inputs import random_inputs  # noqa: E402
 from workbench.conversion.params import ConversionParams  # noqa: E402
 from workbench.conversion.session import ConversionSession  # noqa: E402
 from workbench.engines.backends.base import get_backend  # noqa: E402
 from workbench.engines.runtime.whole_model import whole_model_engine  # noqa: E402
 from workbench.hardware import cpu_device_name  # noqa: E402
 from workbench.profiling.latency import LatencyStats, measure_latency  # noqa: E402
-from workbench.profiling.tensorflow import native_callable, random_inputs  # noqa: E402
+from workbench.profiling.tensorflow import native_callable  # noqa: E402
 
 PRECISIONS = ("FP32", "FP16", "INT8")
 BATCHES = (1, 32)

@@ -55,7 +55,7 @@ def survey(model: str, mode: str, precision: str) -> list[EngineRow]:
     profiles from the two input sets as build() takes them)."""
     from sample_models.zoo import zoo
     from workbench import trt_convert as trt
-    from workbench.profiling.tensorflow import random_inputs
+    from workbench.checks.inputs import random_inputs
 
     source = _source(model, zoo())
     kwargs = {"input_model": source} if not isinstance(source, str) else {

@@ -35,8 +35,8 @@ import record  # noqa: E402
 import workbench  # noqa: E402
 from sample_models.zoo import ZooModel, zoo  # noqa: E402
 from workbench import trt_convert as trt  # noqa: E402
+from workbench.checks.inputs import random_inputs  # noqa: E402
 from workbench.errors import first_line  # noqa: E402
-from workbench.profiling.tensorflow import random_inputs  # noqa: E402
 
 QUICK = ("MobileNetV3Small", "ConvNeXtTiny", "EfficientNetB0")
 # Outputs agree when max |converted - native| <= TOLERANCE * max |native| (relative: random

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import workbench  # noqa: F401  (before any test imports TensorFlow: the environment it needs, lazy.py)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The suite (and the processes it starts) never reads or writes the user's prepared-graph cache.
 os.environ["WORKBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="workbench-test-cache-")

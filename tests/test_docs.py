@@ -259,3 +259,23 @@ def test_site_searches_when_opened_from_disk(tmp_path: Path):
         finally:
             browser.close()
     assert re.match(r"\d+ matching documents", meta), meta
+
+
+def test_code_cites_sections_that_exist():
+    """Comments cite the docs' sections (`docs/tftrt-behaviour.md#candidates`, and further
+    `#anchors` on the next line): each page and anchor must exist, so a renamed section cannot
+    leave a comment pointing nowhere."""
+    cited = re.compile(r"docs/([\w-]+\.md)#([\w-]+)((?:,\s*(?:#\s*)?#[\w-]+)*)")
+    anchors: dict[str, set[str]] = {}
+    missing = []
+    for path in sorted((ROOT / "workbench").rglob("*.py")):
+        for match in cited.finditer(path.read_text()):
+            page = match.group(1)
+            if page not in anchors:
+                text = (ROOT / "docs" / page).read_text() if (ROOT / "docs" / page).exists() else ""
+                anchors[page] = set(re.findall(r"\{#([\w-]+)\}", text))
+            names = [match.group(2), *re.findall(r"#([\w-]+)", match.group(3))]
+            missing += [f"{path.relative_to(ROOT)}: docs/{page}#{name}" for name in names
+                        if name not in anchors[page]]
+    assert anchors, "no comment cites a docs section: the pattern no longer matches"
+    assert not missing, "cited sections that do not exist:\n" + "\n".join(missing)

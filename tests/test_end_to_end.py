@@ -93,7 +93,7 @@ def test_fp16_splits_casts_to_float() -> None:
 
 def test_sweep_equals_fresh_conversions() -> None:
     session = session_for("tiny_bert")
-    params = ConversionParams().validated()
+    params = ConversionParams()
     sweep = session.sweep(params, range(1, 40))
     for threshold in (1, 2, 3, 5, 8, 13, 21, 34):
         fresh = session.convert(replace(params, minimum_segment_size=threshold))

@@ -18,7 +18,8 @@ PACKAGE_DIR = ROOT / "workbench"
 
 # Low to high. A module may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
-    ("environment", "errors", "files", "hardware", "lazy", "quiet", "tf_compat", "tf_private"),
+    ("durable_files", "environment", "errors", "hardware", "lazy", "quiet", "tf_compat",
+     "tf_private"),
     ("graph",),
     ("conversion",),
     ("engines",),
@@ -35,8 +36,9 @@ LAYERS: list[tuple[str, ...]] = [
 
 
 # The rooms of engines/, low to high: what an engine is (engines/ itself), its ONNX form, the
-# backends that build and run it, the converted model at run time, TensorRT's account of it.
-ENGINE_ROOMS: list[str] = ["", "onnx", "backends", "runtime", "inspection"]
+# backends that build and run it, the converted model at run time, TensorRT's account of it;
+# TF-TRT's own converted models (tftrt/) import no other room.
+ENGINE_ROOMS: list[str] = ["", "onnx", "backends", "runtime", "inspection", "tftrt"]
 
 
 def module_files(package_dir: Path) -> dict[str, Path]:
@@ -304,9 +306,9 @@ def test_a_module_outside_every_layer_is_named(tmp_path):
 
 
 def test_room_checker_finds_an_upward_import():
-    graph = {"workbench.engines.onnx.export": {"workbench.engines.runtime.hybrid"},
-             "workbench.engines.runtime.hybrid": {"workbench.engines.segment"},
+    graph = {"workbench.engines.onnx.segment_export": {"workbench.engines.runtime.hybrid_graph"},
+             "workbench.engines.runtime.hybrid_graph": {"workbench.engines.segment"},
              "workbench.engines.segment": set()}
     assert upward_room_imports(graph) == [
-        "workbench.engines.onnx.export imports workbench.engines.runtime.hybrid"
+        "workbench.engines.onnx.segment_export imports workbench.engines.runtime.hybrid_graph"
         " (a higher room of engines/)"]

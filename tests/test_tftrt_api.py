@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import workbench
 from workbench import trt_convert as trt
-from workbench.engines.runtime.engine_nodes import CALIBRATION_HEADER
+from workbench.engines.runtime.tftrt_graph_def import CALIBRATION_HEADER
 
 SIGNATURE = "mypredict"
 
@@ -98,7 +98,7 @@ def test_dynamic_shape_engines_carry_their_profile_strategy(two_inputs: Path) ->
 def test_the_reader_of_tftrt_converted_models_reads_our_engine_nodes(two_inputs: Path) -> None:
     """What the workbench writes as TF-TRT's TRTEngineOp, its reader of TF-TRT's models (the
     `inspect_tftrt` side) reads back as the conversion's settings."""
-    from workbench.engines.backends.tftrt_graph import _engine_attrs
+    from workbench.engines.tftrt.saved_model import _engine_attrs
 
     converter = converter_for(two_inputs, precision_mode="FP16", use_dynamic_shape=True,
                               maximum_cached_engines=3, allow_build_at_runtime=False)

@@ -79,7 +79,7 @@ def provide_missing_modules() -> None:
 
 
 def _engine_instance_class() -> type:
-    from workbench.engines.backends.tftrt_graph import _engine_instance_class as declared
+    from workbench.engines.tftrt.saved_model import _engine_instance_class as declared
 
     return declared()
 

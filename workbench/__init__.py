@@ -6,7 +6,8 @@ summary and saved plans) and `workbench.strip_engines(dir, out)` writes it loada
 TF-TRT; `workbench.register_tftrt_ops()` registers TF-TRT's ops (compiled on first use), so
 plain `tf.saved_model.load` loads TF-TRT's models and the workbench's; `workbench.doctor()`
 says what this machine can run;
-`workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tune`);
+`workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tuning.tune`, with a
+progress bar in a notebook);
 `workbench.export(model, format, path, params)` writes a TF-TRT script, ONNX or trtexec
 commands (`workbench.checks.export`). They are
 imported on first use so `import workbench` stays light.
@@ -43,11 +44,11 @@ lazy.after_tensorflow_import(_register_engine_op)
 # The package's functions, imported on first use: name -> (module, its name there).
 _LAZY_EXPORTS = {
     "load": ("workbench.engines.runtime.saving", "load_converted"),
-    "inspect_tftrt": ("workbench.engines.backends.tftrt_graph", "inspect_tftrt"),
-    "strip_engines": ("workbench.engines.backends.tftrt_strip", "strip_engines"),
+    "inspect_tftrt": ("workbench.engines.tftrt.saved_model", "inspect_tftrt"),
+    "strip_engines": ("workbench.engines.tftrt.strip", "strip_engines"),
     "register_tftrt_ops": ("workbench.engines.runtime.native_op.trt_engine_op",
                            "register_engine_op"),
-    "tune": ("workbench.tuning", "tune"),
+    "tune": ("workbench.ui.progress_bars", "tune"),  # with a bar in a notebook
     "export": ("workbench.checks.export", "export"),
     "doctor": ("workbench.diagnosis", "doctor"),
 }

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from workbench.engines.backends import tensorrt_backend, tftrt_backend
+from workbench.engines.backends import tensorrt_backend
 from workbench.engines.backends.base import backend_status, get_backend
 from workbench.engines.runtime.native_op import library as native_library
 from workbench.engines.runtime.native_op import trt_engine_op as tftrt_ops
 from workbench.engines.settings import EngineSettings
+from workbench.engines.tftrt import native as tftrt_native
 from workbench.errors import WorkbenchError, first_line
 from workbench.hardware import cpu_device_name
 from workbench.lazy import tf
@@ -152,7 +153,7 @@ def _tensorflow() -> Finding:
 
 
 def _tftrt() -> Finding:
-    usable, reason = tftrt_backend.status()
+    usable, reason = tftrt_native.status()
     return Finding("TF-TRT", OK if usable else ABSENT,
                    "usable (TensorFlow built with TensorRT)" if usable
                    else reason.removeprefix("not available here: "))

@@ -15,16 +15,23 @@ from __future__ import annotations
 
 import importlib
 import os
+import platform
 import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-# With oneDNN on (x86 CPUs), TensorFlow's CPU tensors come from a pool that never gives memory
-# back: the checkpoint read and Grappler's constants of a conversion stayed resident (figures
-# in docs/memory.md). The system allocator returns it, at the same speed. TensorFlow reads the
-# variable at its first tensor; a value the user set is kept.
+# A graph prepared for a GPU holds NCHW convolutions and pools, which TensorFlow's x86 CPU
+# kernels run only through oneDNN; TensorFlow turns oneDNN on by itself only on CPUs with
+# AVX-512 (VNNI/BF16) or AMX, so on an AVX2 CPU (many AMD EPYCs) native segments failed with
+# "Default MaxPoolingOp only supports NHWC". oneDNN runs on any x86-64 CPU with AVX2.
+# With oneDNN on, TensorFlow's CPU tensors come from a pool that never gives memory back: the
+# checkpoint read and Grappler's constants of a conversion stayed resident (figures in
+# docs/memory.md). The system allocator returns it, at the same speed. TensorFlow reads both
+# variables at its start; a value the user set is kept.
 TENSORFLOW_ENVIRONMENT = {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}
+if platform.machine().lower() in ("x86_64", "amd64"):
+    TENSORFLOW_ENVIRONMENT["TF_ENABLE_ONEDNN_OPTS"] = "1"
 
 
 def before_tensorflow_import() -> None:

@@ -15,14 +15,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from workbench import environment
+from workbench.checks.tensorrt_verdicts import conversion_verdicts
 from workbench.conversion.advice import Advice, advise
 from workbench.conversion.converted import converted_top_level, tftrt_dot
 from workbench.conversion.params import (
     DEFAULT_MAX_WORKSPACE_SIZE_BYTES,
     PROFILE_STRATEGIES,
     ConversionParams,
-    check_minimum_segment_size,
-    check_precision_mode,
     with_environment,
 )
 from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
@@ -109,8 +108,11 @@ class TrtGraphConverterV2:
                 max_workspace_size_bytes, precision_mode, minimum_segment_size,
                 maximum_cached_engines, use_calibration, allow_build_at_runtime,
             )
-        check_precision_mode(conversion_params.precision_mode)
-        check_minimum_segment_size(conversion_params.minimum_segment_size)
+        # Checked here, as TF-TRT did; its fields keep their names.
+        self._params = ConversionParams(
+            **conversion_params._asdict(), use_dynamic_shape=bool(use_dynamic_shape),
+            dynamic_shape_profile_strategy=dynamic_shape_profile_strategy,
+        )
         if input_saved_model_dir is None and input_model is None:
             raise ValueError("input_saved_model_dir is required (or input_model)")
         self._model = input_model if input_model is not None else input_saved_model_dir
@@ -118,10 +120,6 @@ class TrtGraphConverterV2:
         self._signature_key = input_saved_model_signature_key or "serving_default"
         self._output_node_names = output_node_names
         self._target = preparation_target(prepare_for)  # a bad name fails here, not later
-        self._params = ConversionParams(  # TF-TRT's fields keep their names here
-            **conversion_params._asdict(), use_dynamic_shape=bool(use_dynamic_shape),
-            dynamic_shape_profile_strategy=dynamic_shape_profile_strategy,
-        ).validated()
         if dynamic_shape_profile_strategy is not None and not use_dynamic_shape:
             logger.warning("dynamic_shape_profile_strategy is ignored without use_dynamic_shape")
         # TF-TRT's disable_graph_freezing: native segments keep the variable reads
@@ -351,29 +349,6 @@ def _refuse_native_segments(converted: Any, failed_before: dict[str, int]) -> No
     if failed and not environment.ALLOW_NATIVE_SEGMENT.read():
         raise tf.errors.AbortedError(
             None, None, f"{DISALLOWED}: the engine build failed for {', '.join(failed)}")
-
-
-def generated_input_sets(session: ConversionSession, names: Sequence[str],
-                         batch_sizes: Sequence[int] = (1, 8)) -> list[list[Any]]:
-    """One random input set per batch size, in signature order (profiling's random_inputs)."""
-    from workbench.profiling.tensorflow import random_inputs
-
-    return [[arrays[n] for n in names]
-            for arrays in (random_inputs(session, b, seed=b) for b in batch_sizes)]
-
-
-def conversion_verdicts(session: ConversionSession, converted: Any,
-                        input_sets: Sequence[Sequence[Any]] | None = None,
-                        progress: Callable[[int, int, str], Any] | None = None
-                        ) -> dict[str, Any]:
-    """engine -> TensorRTVerdict for every engine of `converted` (see `tensorrt_verdicts`);
-    TensorRTMissingError (saying how to install it) without TensorRT-RTX."""
-    from workbench.engines.inspection.tensorrt_verdict import engine_verdicts, require_tensorrt
-
-    require_tensorrt()
-    if input_sets is None:
-        input_sets = generated_input_sets(session, converted.input_names)
-    return engine_verdicts(converted, input_sets, progress)
 
 
 def _log_nonconversion_report(result: ConversionResult) -> None:

@@ -82,7 +82,7 @@ def test_int8_script_refuses_to_run_without_calibration_data(tmp_path) -> None:
 def test_profiles_of_each_strategy_reach_the_script_and_trtexec(tiny_bert) -> None:
     shapes = [((4, 16),) * 3, ((1, 16),) * 3]
     range_params = ConversionParams(use_dynamic_shape=True,
-                                    dynamic_shape_profile_strategy="Range").validated()
+                                    dynamic_shape_profile_strategy="Range")
     text = trtexec_commands("m.onnx", ["input_mask", "input_type_ids", "input_word_ids"],
                             range_params, shapes)
     assert text.count("trtexec ") == 1
@@ -91,14 +91,14 @@ def test_profiles_of_each_strategy_reach_the_script_and_trtexec(tiny_bert) -> No
     for flag in ("--exportProfile=m_p0/m.profile.json", "--exportLayerInfo=m_p0/m.graph.json",
                  "--profilingVerbosity=detailed", "polygraphy run m.onnx --trt --onnxrt"):
         assert flag in text
-    optimal = trtexec_commands("m.onnx", ["a", "b", "c"], BERT_PARAMS.validated(), shapes)
+    optimal = trtexec_commands("m.onnx", ["a", "b", "c"], BERT_PARAMS, shapes)
     assert optimal.count("trtexec ") == 2 and "--fp16" in optimal and "--int8" not in optimal
-    script = tftrt_script(tiny_bert, BERT_PARAMS.validated(), (1, 4))
+    script = tftrt_script(tiny_bert, BERT_PARAMS, (1, 4))
     assert "BUILD_SHAPES = [[(4, 16), (4, 16), (4, 16)], [(1, 16), (1, 16), (1, 16)]]" in script
 
 
 def test_a_tuning_trial_and_the_cli_json_give_the_same_parameters() -> None:
-    params = BERT_PARAMS.validated()
+    params = BERT_PARAMS
     trial = TrialRecord("t", params.to_json(), "ok")
     assert params_of(trial) == params_of(params.to_json()) == params_of(params)
 
@@ -153,7 +153,7 @@ def test_unsupported_ops_are_named_before_onnx_runtime_sees_them() -> None:
 
 
 def test_implicit_batch_profile_spans_batch_one_to_the_largest() -> None:
-    params = ConversionParams().validated()
+    params = ConversionParams()
     text = trtexec_commands("d.onnx", ["images"], params, [((8, 8, 8, 1),), ((1, 8, 8, 1),)])
     assert "--minShapes=images:1x8x8x1" in text and "--maxShapes=images:8x8x8x1" in text
     assert Profile(((1, 2),), ((1, 2),), ((1, 2),)).describe() == "[1, 2]"

@@ -90,7 +90,7 @@ def test_zoo_rows_export_match_native_and_build(name) -> None:
     session = ConversionSession.open(zoo()[name].make())
     exported = export_whole_model(session)
     assert all(r.passed for r in check_against_tensorflow(session, exported))
-    params = ConversionParams().validated()
+    params = ConversionParams()
     plan = tensorrt_rtx_onnx.build_plan(
         exported.model.SerializeToString(),
         engine_profiles(params, build_shape_sets(session)), exported.input_names)

@@ -28,7 +28,7 @@ BAD_PARAMS = [
 @pytest.mark.parametrize("kwargs, message", BAD_PARAMS)
 def test_params_validation_message(kwargs: dict, message: str) -> None:
     with pytest.raises(ConversionParamsError) as info:
-        ConversionParams(**kwargs).validated()
+        ConversionParams(**kwargs)
     assert str(info.value) == message
     assert "\n" not in message
 
@@ -41,7 +41,7 @@ def test_converter_rejects_bad_params_at_construction(kwargs: dict, message: str
 
 
 def test_defaults_match_tftrt() -> None:
-    params = ConversionParams().validated()
+    params = ConversionParams()
     assert params.precision_mode == "FP32" and params.minimum_segment_size == 3
     assert params.maximum_cached_engines == 1 and params.use_calibration
     assert params.allow_build_at_runtime and not params.use_dynamic_shape
@@ -53,15 +53,15 @@ def test_defaults_match_tftrt() -> None:
 
 
 def test_minus_one_and_lower_case_are_accepted() -> None:
-    params = ConversionParams(precision_mode="fp16", minimum_segment_size=-1).validated()
+    params = ConversionParams(precision_mode="fp16", minimum_segment_size=-1)
     assert (params.precision_mode, params.minimum_segment_size) == ("FP16", -1)
 
 
 def test_dynamic_shape_defaults_to_range_and_canonical_case() -> None:
-    assert ConversionParams(use_dynamic_shape=True).validated().dynamic_shape_profile_strategy \
+    assert ConversionParams(use_dynamic_shape=True).dynamic_shape_profile_strategy \
         == "Range"
     strategy = ConversionParams(use_dynamic_shape=True,
-                                dynamic_shape_profile_strategy="range+optimal").validated()
+                                dynamic_shape_profile_strategy="range+optimal")
     assert strategy.dynamic_shape_profile_strategy == "Range+Optimal"
 
 
@@ -167,3 +167,17 @@ def test_a_misspelt_denylist_fails_in_the_api_the_environment_and_the_cli(
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert "error: the denylist names op type 'Softmx'" in errors[-1]
     assert "did you mean 'Softmax'" in errors[-1] and len(errors) == 1, done.stderr
+
+
+def test_params_are_valid_once_built_whichever_way() -> None:
+    """Every ConversionParams is checked and canonical when built, so no caller checks it
+    again: `replace()` goes through the same checks."""
+    from dataclasses import replace
+
+    params = ConversionParams(precision_mode="fp16", denylist=("Relu", " Add", ""))
+    assert (params.precision_mode, params.denylist) == ("FP16", ("Add", "Relu"))
+    assert not hasattr(params, "validated")
+    with pytest.raises(ConversionParamsError, match="minimum segment size should be positive"):
+        replace(params, minimum_segment_size=0)
+    implicit = replace(ConversionParams(use_dynamic_shape=True), use_dynamic_shape=False)
+    assert implicit.dynamic_shape_profile_strategy is None  # TF-TRT ignores it there

@@ -11,7 +11,7 @@ from test_op_rules_families import CASES as FAMILY_CASES
 from test_op_rules_shapes import CASES as SHAPE_CASES
 
 from workbench.conversion.result import EngineInfo
-from workbench.engines.onnx.export import NOT_EXPORTED, ExportError, export_onnx
+from workbench.engines.onnx.segment_export import NOT_EXPORTED, ExportError, export_onnx
 from workbench.engines.segment import INPUT_PREFIX, OUTPUT_PREFIX, SegmentGraph
 from workbench.graph.nodes import TensorSpec
 

@@ -18,9 +18,9 @@ import tensorflow as tf
 import sample_models
 import workbench
 from workbench import trt_convert as trt
+from workbench.durable_files import format_bytes
 from workbench.engines.runtime import atomic_save
 from workbench.engines.runtime.atomic_save import NotEnoughSpaceError
-from workbench.files import format_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,6 @@ from workbench.engines.backends.onnxruntime_backend import OnnxRuntimeBackend
 from workbench.engines.profiles import Profile
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
-from workbench.tf_compat import LAST_TFTRT_RELEASE, tensorflow_release
 
 RNG = np.random.default_rng(7)
 # FP16 tolerance: float16 keeps 11 significant bits (relative step 2**-11 ~ 5e-4); a few layers
@@ -385,64 +384,12 @@ def test_tensorrt_helpers():
     assert not ok and reason == "the tensorrt Python package is not installed"
 
 
-def test_tftrt_not_available_on_this_tensorflow():
-    import tensorflow as tf
-
-    from workbench.engines.backends import tftrt_backend
-
-    ok, reason = tftrt_backend.status()
-    assert not ok and not tftrt_backend.available()
-    assert reason.startswith("not available here: ")
-    if tensorflow_release() > LAST_TFTRT_RELEASE:
-        assert f"TensorFlow {tf.__version__} has no TF-TRT" in reason and "2.17" in reason
-    else:  # TF-TRT's Python code ships in every <= 2.17 build, TensorRT only in GPU builds
-        assert reason.endswith(f"TensorFlow {tf.__version__} was built without TensorRT")
-
-
-def test_tftrt_delegation_refuses_with_the_reason(tmp_path):
-    from workbench.conversion.params import ConversionParams
-    from workbench.engines.backends import tftrt_backend
-
-    with pytest.raises(tftrt_backend.TftrtUnavailableError,
-                       match="TF-TRT is not available here: TensorFlow .* (has no TF-TRT|"
-                             "was built without TensorRT)"):
-        tftrt_backend.convert_with_tftrt(tmp_path, ConversionParams(), tmp_path / "out")
-    assert not (tmp_path / "out").exists()
-
-
-def test_tftrt_delegation_parameter_mapping():
-    import inspect
-
-    from workbench import trt_convert
-    from workbench.conversion.params import ConversionParams
-    from workbench.engines.backends import tftrt_backend
-
-    params = ConversionParams(precision_mode="fp16", minimum_segment_size=5,
-                              use_dynamic_shape=True, denylist=("Relu", "Conv2D"),
-                              max_engines=7, maximum_cached_engines=3,
-                              max_workspace_size_bytes=1 << 30, use_calibration=False,
-                              allow_build_at_runtime=False)
-    arguments = tftrt_backend.tftrt_arguments(params)
-    assert arguments == {
-        "use_dynamic_shape": True, "dynamic_shape_profile_strategy": "Range",
-        "max_workspace_size_bytes": 1 << 30, "precision_mode": "FP16",
-        "minimum_segment_size": 5, "maximum_cached_engines": 3, "use_calibration": False,
-        "allow_build_at_runtime": False}
-    # Our TrtGraphConverterV2 has TF 2.17's signature: every argument is one of its names.
-    assert set(arguments) <= set(inspect.signature(trt_convert.TrtGraphConverterV2).parameters)
-    assert tftrt_backend.tftrt_environment(params) == {
-        "TF_TRT_OP_DENYLIST": "Conv2D,Relu", "TF_TRT_MAX_ALLOWED_ENGINES": "7"}
-    implicit = tftrt_backend.tftrt_arguments(
-        ConversionParams(dynamic_shape_profile_strategy="Optimal"))
-    assert implicit["dynamic_shape_profile_strategy"] is None and not implicit["use_dynamic_shape"]
-
-
 # --- real segments of digits_cnn ---
 
 @pytest.fixture(scope="module")
 def digits_engines():
     """The digits_cnn segments as ONNX, with the calibration and test split."""
-    export = pytest.importorskip("workbench.engines.onnx.export")
+    export = pytest.importorskip("workbench.engines.onnx.segment_export")
     import sample_models
     from workbench.conversion.params import ConversionParams
     from workbench.conversion.session import ConversionSession
@@ -452,7 +399,7 @@ def digits_engines():
     # with numpy, from the first segment's one output). Prepared for a GPU, the first segment
     # has two outputs, the NCHW pool and its NHWC Transpose, and TF flattens the latter with a
     # shape read off the former through a DataFormatVecPermute (the T4 graph's engines are
-    # checked through the hybrid runtime in tests/conversion/test_gpu_preparation.py).
+    # checked through the hybrid runtime in tests/graph/test_gpu_preparation.py).
     session = ConversionSession.open(sample_models.build("digits_cnn"), prepare_for="cpu")
     result = session.convert(ConversionParams())
     prepared = session.prepared("FP32")

@@ -19,7 +19,7 @@ from test_segment import (
     session,
 )
 
-from workbench.engines.onnx.export import ExportError, export_onnx
+from workbench.engines.onnx.segment_export import ExportError, export_onnx
 from workbench.engines.segment import NativeSegment, SegmentGraph, extract_segment
 
 # Engines whose op set ONNX cannot express simply: (model, mode) -> the op ExportError names.
@@ -436,8 +436,8 @@ def test_resnet50_export_time() -> None:
 
 def test_every_op_tf_trt_converts_is_exported_or_says_why_not() -> None:
     from workbench.conversion.ops import REGISTRY
-    from workbench.engines.onnx.export import NEVER_EXPORTED, NOT_EXPORTED
     from workbench.engines.onnx.ops import CONVERTERS
+    from workbench.engines.onnx.segment_export import NEVER_EXPORTED, NOT_EXPORTED
 
     assert set(REGISTRY) - set(CONVERTERS) == set(NOT_EXPORTED) | NEVER_EXPORTED
     assert not set(NOT_EXPORTED) & set(CONVERTERS)
@@ -447,7 +447,7 @@ def test_a_segment_with_an_unexported_op_gets_a_note_and_the_reason() -> None:
     import tensorflow as tf
 
     from workbench.conversion.result import EngineInfo
-    from workbench.engines.onnx.export import export_notes
+    from workbench.engines.onnx.segment_export import export_notes
 
     def info(name: str, ops: dict[str, int]) -> EngineInfo:
         return EngineInfo(name=name, nodes=(), native_ops=ops, native_node_count=0,
@@ -473,8 +473,8 @@ def test_file_export_is_the_in_memory_export(model: str, tmp_path) -> None:
     """`write_export` streams the weights into a data file beside a small model, and
     `write_inline` makes that one self-contained file again: both the same model as
     `export_onnx`'s, weights and all (a saved engine and `<engine>.onnx` are that file)."""
-    from workbench.engines.onnx.export import write_export
-    from workbench.engines.onnx.files import data_file, split_inline, write_inline
+    from workbench.engines.onnx.external_data import data_file, split_inline, write_inline
+    from workbench.engines.onnx.segment_export import write_export
 
     seg = next(s for s in segments(model, "implicit")
                if not isinstance(exported(model, "implicit")[0], ExportError))

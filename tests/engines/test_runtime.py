@@ -745,7 +745,7 @@ def test_converted_graph_drops_control_edges_from_consts_like_tftrt() -> None:
     from tensorflow.core.framework import graph_pb2
 
     from workbench.conversion.result import EngineInfo
-    from workbench.engines.runtime.hybrid import converted_graph_def
+    from workbench.engines.runtime.hybrid_graph import converted_graph_def
 
     graph = graph_pb2.GraphDef()
     for name, op, inputs in [("x", "Placeholder", []), ("a", "Relu", ["x"]),
@@ -773,7 +773,7 @@ def test_a_weight_whose_only_input_was_an_engine_consts_control_edge_is_lifted()
     from tensorflow.core.framework import graph_pb2
 
     from workbench.conversion.result import EngineInfo
-    from workbench.engines.runtime.hybrid import converted_graph_def
+    from workbench.engines.runtime.hybrid_graph import converted_graph_def
 
     value = tf.make_tensor_proto(np.arange(4096, dtype=np.float32).reshape(64, 64))
     graph = graph_pb2.GraphDef()

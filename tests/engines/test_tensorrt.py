@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 import sample_models
 from tests.conftest import run_cli
 from workbench import trt_convert as trt
+from workbench.checks.inputs import generated_input_sets
 from workbench.engines.backends import tensorrt_backend
 from workbench.engines.backends.base import BackendUnavailableError, backend_status, get_backend
 from workbench.engines.inspection import tensorrt_verdict as verdict_module
@@ -162,13 +163,13 @@ def test_tiny_bert_dynamic_shape_verdicts_carry_tensorrts_reasons():
 
 
 def test_an_engine_inside_map_fns_loop_gets_a_verdict():
-    from workbench.engines.runtime.hybrid import engines_in_loops
+    from workbench.engines.runtime.hybrid_graph import engines_in_loops
 
     converter = converter_for("map_fn_cnn")
     converted = converter._converted_func
     inside = engines_in_loops(converted.graph.converted_graph_def) & set(converted.ops)
     assert inside, "map_fn_cnn's loop body should hold an engine"
-    verdicts = engine_verdicts(converted, trt.generated_input_sets(converter.session,
+    verdicts = engine_verdicts(converted, generated_input_sets(converter.session,
                                                                    converted.input_names))
     assert set(verdicts) == set(converted.ops) and inside <= set(verdicts)
     assert all(verdicts[name].built for name in inside), [verdicts[n].error for n in inside]
@@ -199,7 +200,7 @@ def _zero_trip_loop_model(path) -> None:
 
 def test_an_engine_no_input_set_reaches_gets_a_verdict_from_its_static_shapes(tmp_path):
     """Dynamic-shape mode (implicit batch makes no engine in a loop body)."""
-    from workbench.engines.runtime.hybrid import engines_in_loops
+    from workbench.engines.runtime.hybrid_graph import engines_in_loops
 
     _zero_trip_loop_model(tmp_path / "model")
     converter = trt.TrtGraphConverterV2(input_saved_model_dir=str(tmp_path / "model"),
@@ -208,7 +209,7 @@ def test_an_engine_no_input_set_reaches_gets_a_verdict_from_its_static_shapes(tm
     converted = converter._converted_func
     inside = engines_in_loops(converted.graph.converted_graph_def) & set(converted.ops)
     assert inside, "the loop body should hold an engine"
-    sets = trt.generated_input_sets(converter.session, converted.input_names)
+    sets = generated_input_sets(converter.session, converted.input_names)
     shapes = converted.engine_shape_sets(sets)
     assert all(shapes[name] == [] for name in inside)  # the sets never reach it
     verdicts = converter.tensorrt_verdicts()
@@ -257,8 +258,8 @@ def test_cli_without_tensorrt_rtx_exits_2_saying_how_to_install_it(tmp_path):
 
 def test_a_tuning_trial_carries_tensorrts_verdict():
     from workbench.tuning.record import TrialRecord
-    from workbench.tuning.result import _table
     from workbench.tuning.trial import TrialSpec, run_trial
+    from workbench.tuning.tune_result import _table
 
     spec = TrialSpec("t", str(sample_models.build("digits_cnn")), {"precision_mode": "FP16"},
                      validate=False, time_latency=False, tensorrt=True)

@@ -8,7 +8,7 @@ import pytest
 from test_onnx_export import CASES, exported, function_segment
 from test_segment import engine_io_values, segments
 
-from workbench.engines.onnx.export import export_onnx
+from workbench.engines.onnx.segment_export import export_onnx
 from workbench.engines.profiles import Profile
 
 pytestmark = pytest.mark.slow

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 from conftest import user_environment
 
-from workbench.engines.backends.tftrt_strip import strip_engines
 from workbench.engines.runtime.native_op.trt_engine_op import (
     register_engine_op,
     unavailable_reason,
 )
+from workbench.engines.tftrt.strip import strip_engines
 
 X = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
 
@@ -191,7 +191,7 @@ def test_a_call_of_types_tftrts_op_refuses_stays_a_call() -> None:
     from tensorflow.core.framework import graph_pb2, types_pb2
 
     from workbench.conversion.result import EngineInfo
-    from workbench.engines.runtime.engine_nodes import as_engine_nodes
+    from workbench.engines.runtime.tftrt_graph_def import as_engine_nodes
 
     graph = graph_pb2.GraphDef()
     for name, dtype in (("TRTEngineOp_000_000", types_pb2.DT_FLOAT),

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 import sample_models
+from workbench.checks.inputs import random_inputs
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.backends.onnxruntime_backend import OnnxRuntimeBackend
-from workbench.engines.onnx.export import ExportError
+from workbench.engines.onnx.segment_export import ExportError
 from workbench.engines.runtime.whole_model import whole_model_engine, whole_model_segment
 from workbench.engines.segment import INPUT_PREFIX
-from workbench.profiling.tensorflow import native_callable, random_inputs
+from workbench.profiling.tensorflow import native_callable
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def test_deserialized_ort_engine_keeps_its_bytes(digits) -> None:
     given instead of writing its model out again (0.2 s of ResNet-50's 0.56 s load). A payload
     whose fields are out of protobuf's canonical order shows it: re-serializing would reorder."""
     from workbench.engines.backends.base import pack_engine, unpack_engine
-    from workbench.engines.onnx.export import export_onnx
+    from workbench.engines.onnx.segment_export import export_onnx
 
     model = export_onnx(whole_model_segment(digits.prepared("FP32")))
     graph_only, rest = type(model)(), type(model)()

@@ -19,6 +19,7 @@ import workbench
 from sample_models.control_flow import png_batch
 from sample_models.recipes import SEQUENCE_STEPS
 from workbench import trt_convert as trt
+from workbench.checks.inputs import random_inputs
 from workbench.conversion import segmenter
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
@@ -26,7 +27,6 @@ from workbench.graph.control_flow import ROOT_FRAME, loop_frames
 from workbench.graph.nodes import Node
 from workbench.graph.prepare import MANUAL_CONTROL_ATTR, optimize
 from workbench.profiling.engines import native_and_engines
-from workbench.profiling.tensorflow import random_inputs
 from workbench.viz.graphs import converted_graph, full_graph, to_svg
 
 LOOP_OPS = ("Enter", "Exit", "NextIteration", "Merge", "Switch", "LoopCond")
@@ -144,7 +144,7 @@ def test_cycle_check_is_tftrts_full_reverse_search(name: str) -> None:
     # The back edges lead the search from a loop body node back round to itself; TF-TRT counts
     # that as a cycle, so loop bodies split into small segments (a DAG shortcut merges more).
     session = ConversionSession.open(sample_models.build(name))
-    params = ConversionParams().validated()
+    params = ConversionParams()
     ours = session.segmentation(params, cached=False).segments
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(segmenter._Contraction, "has_other_path", full_search)

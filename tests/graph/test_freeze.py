@@ -12,7 +12,7 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.report import ConversionReport
 from workbench.conversion.session import ConversionSession
 from workbench.graph import freeze
-from workbench.graph.functions import _rename_in, function_refs
+from workbench.graph.function_library import _rename_in, function_refs
 from workbench.graph.loading import load_model
 from workbench.graph.prepare import OptimizedGraph, fp32_shapes, optimize
 

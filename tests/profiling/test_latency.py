@@ -21,8 +21,6 @@ from workbench.profiling.latency import (
     batch_sweep,
     measure_latency,
     text_progress,
-    widget_progress,
-    widget_updater,
 )
 
 LABELS = {"backend": "tensorflow", "device": "CPU test"}
@@ -135,20 +133,3 @@ def test_text_progress_draws_a_bar_and_ends_the_line():
     assert text.endswith("resnet50 [##########] 100/100\n")
     # Fast updates are throttled: far fewer redraws than calls.
     assert text.count("\r") < 100
-
-
-def test_widget_progress_outside_a_kernel_falls_back_to_text(capsys):
-    update = widget_progress("native TF")
-    update(3, 3)
-    assert "native TF [" in capsys.readouterr().err
-
-
-def test_widget_updater_drives_an_int_progress():
-    import ipywidgets
-
-    bar = ipywidgets.IntProgress()
-    update = widget_updater(bar)
-    update(1, 4)
-    assert (bar.value, bar.max) == (1, 4)
-    update(4, 4)
-    assert (bar.value, bar.max, bar.bar_style) == (4, 4, "success")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 import sample_models
+from workbench.checks.inputs import random_inputs
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.profiling.engines import native_and_engines
 from workbench.profiling.layers import LAYER_COLUMNS
-from workbench.profiling.tensorflow import random_inputs
 from workbench.viz import profile_charts
 
 pytestmark = pytest.mark.slow

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 import sample_models
+from workbench.checks.inputs import random_inputs
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
 from workbench.profiling.latency import batch_sweep
 from workbench.profiling.layers import LAYER_COLUMNS
-from workbench.profiling.tensorflow import native_callable, profile_tensorflow, random_inputs
+from workbench.profiling.tensorflow import native_callable, profile_tensorflow
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +81,7 @@ def test_resnet50_time_is_dominated_by_convolutions(resnet):
 
 def test_resnet50_prepared_for_a_gpu_times_its_nchw_convolutions() -> None:
     """Prepared for the T4, the convolutions are NCHW: run channels-last between Transposes
-    (graph/layout.py), whose time counts as the Conv2D's; the NCHW BiasAdd is not fused."""
+    (graph/channels_last.py), whose time counts as the Conv2D's; the NCHW BiasAdd is not fused."""
     session = ConversionSession.open(sample_models.build("resnet50"))
     profile = profile_tensorflow(session, random_inputs(session), runs=2, warmup=1)
     by_type = profile.groupby("layer_type")["pct"].sum()

@@ -14,7 +14,7 @@ from workbench.errors import ConversionParamsError
 from workbench.tuning import GRID_KEYS, TrialRecord, TuneResult, expand_grid, tune
 from workbench.tuning.grid import TuneError
 from workbench.tuning.record import trial_id
-from workbench.tuning.store import TrialStore
+from workbench.tuning.trial_store import TrialStore
 
 TABLE_COLUMNS = ["trial_id", "precision_mode", "minimum_segment_size", "use_dynamic_shape",
                  "dynamic_shape_profile_strategy", "denylist", "max_engines", "status", "reason",

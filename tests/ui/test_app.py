@@ -8,7 +8,7 @@ import pytest
 
 import sample_models
 from workbench.conversion.params import ConversionParams
-from workbench.files import format_bytes
+from workbench.durable_files import format_bytes
 from workbench.ui import Workbench
 from workbench.ui.store import ExperimentStore
 from workbench.viz.hierarchy import ROOT

@@ -31,7 +31,7 @@ def _engine(index: int, nodes: int) -> EngineInfo:
 
 def _result(params: ConversionParams, engine_sizes=(5, 3)) -> ConversionResult:
     return ConversionResult(
-        params=params.validated(),
+        params=params,
         engines=[_engine(i, n) for i, n in enumerate(engine_sizes)],
         unconverted=[], nonconversion={}, not_converted_top_level=4,
         model="/models/tiny", signature_key="serving_default",

@@ -16,7 +16,7 @@ from workbench.viz.html_report import tuning_html, write_html_report
 
 def record(trial_id: str, precision: str, mss: int, latency: float | None,
            error: float | None, status: str = "ok", reason: str | None = None) -> TrialRecord:
-    params = ConversionParams(precision_mode=precision, minimum_segment_size=mss).validated()
+    params = ConversionParams(precision_mode=precision, minimum_segment_size=mss)
     timed = latency is not None
     return TrialRecord(
         trial_id, params.to_json(), status, reason,

@@ -94,7 +94,7 @@ def test_a_bad_grid_or_a_model_not_on_disk_is_one_clear_line(tmp_path: Path) -> 
     tab.update(view_of(sample_models.build("quickstart_mlp")))
     tab.thresholds.value = "2, three"
     tab.start()
-    assert "minimum_segment_size values must be whole numbers" in tab.status.value
+    assert "minimum_segment_size takes whole numbers" in tab.status.value
     tab.thresholds.value, tab.precisions.value = "2", ()
     tab.start()
     assert "choose at least one value of precision_mode" in tab.status.value

@@ -177,7 +177,7 @@ def store(tmp_path: Path) -> ExperimentStore:
     ]:
         params = ConversionParams(precision_mode=precision, minimum_segment_size=threshold)
         res = result(threshold, sizes)
-        res.params = params.validated()
+        res.params = params
         runs.add(Run.from_result(res, params, name=name))
     return runs
 

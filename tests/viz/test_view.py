@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from workbench.checks.conversion_check import ConversionCheck, check_conversion
+from workbench.checks.inputs import random_inputs
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import recommend_minimum_segment_size
 from workbench.conversion.session import ConversionSession
 from workbench.profiling.engines import native_and_engines
-from workbench.profiling.tensorflow import random_inputs
 from workbench.ui.graph_tab import GraphTab
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tabs import (
@@ -165,7 +165,7 @@ def test_controls_take_a_params_dict_and_fire_once() -> None:
     assert len(calls) == 1
     assert calls[0] == ConversionParams(minimum_segment_size=7, precision_mode="FP16",
                                         denylist=("Conv2D",), use_dynamic_shape=True,
-                                        dynamic_shape_profile_strategy="Range").validated()
+                                        dynamic_shape_profile_strategy="Range")
     assert not controls.profile_strategy.disabled
     with pytest.raises(WorkbenchError, match="unknown conversion parameters \\['min_size'\\]"):
         controls.set_params({"min_size": 3})

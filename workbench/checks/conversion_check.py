@@ -9,6 +9,7 @@ batches too, which says how the engines behave, not how accurate INT8 is on real
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,11 +17,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.checks.inputs import generated_input_notes, random_inputs
 from workbench.checks.validate import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.backends.base import Backend, Engine
-from workbench.engines.onnx.export import export_notes
+from workbench.engines.onnx.segment_export import export_notes
 from workbench.engines.runtime.converted_model import ConvertedModel, converted_model
 from workbench.errors import WorkbenchError
 from workbench.hardware import cpu_device_name
@@ -31,11 +33,7 @@ from workbench.profiling.conversion_estimate import (
     target_gpu_name,
 )
 from workbench.profiling.latency import measure_latency
-from workbench.profiling.tensorflow import (
-    generated_input_notes,
-    native_callable,
-    random_inputs,
-)
+from workbench.profiling.tensorflow import native_callable
 
 Step = tuple[float, str]  # (fraction done, what is happening): the workbench's progress
 NATIVE = "native TF"
@@ -60,7 +58,7 @@ LATENCY_SEED = 2000
 class ConversionCheck:
     """What one conversion's check found."""
 
-    params: ConversionParams  # the conversion parameters checked (validated)
+    params: ConversionParams  # the conversion parameters checked
     engines: int  # engines the conversion made (0: the "converted" model is native TF)
     validation: ValidationReport | None  # None when asked not to compare (compare=False)
     latency: pd.DataFrame  # one row per (model, batch): `model` plus LatencyStats' columns
@@ -90,6 +88,22 @@ class ConversionCheck:
         metrics["engines_backend"] = self.backend
         metrics["engines_device"] = self.device
         return metrics
+
+    def to_json(self) -> dict[str, Any]:
+        """The check as one JSON-ready object; the estimates (per batch size) apart from the
+        measured latency, without their per-engine detail."""
+        validation = self.validation
+        document = {"passed": None if validation is None else validation.passed,
+                    "params": self.params.as_dict(),
+                    "tolerances": None if validation is None else validation.tolerances,
+                    "engines": self.engines, "metrics": self.metrics(),
+                    "notes": list(self.notes),
+                    "latency": json.loads(self.latency.to_json(orient="records"))}
+        if self.estimates:
+            document["estimates"] = [{k: v for k, v in e.items()
+                                      if k not in ("engines", "engine_basis")}
+                                     for e in self.estimates]
+        return document
 
     @property
     def max_abs_error(self) -> float | None:
@@ -174,7 +188,6 @@ def conversion_check_steps(
     if batches < 1 or warmup < 0 or iterations < 1 or calibration_batches < 1:
         raise WorkbenchError("batches, iterations and calibration_batches must be >= 1 and "
                              "warmup >= 0")
-    params = params.validated()
     result = session.convert(params)
     model = converted_model(session, result, params)
     calibration = list(generated_inputs(session, calibration_batches, largest,
@@ -219,7 +232,7 @@ def conversion_check_steps(
 def _whole_model(session: ConversionSession, params: ConversionParams, backend: Backend,
                  calibration: list[dict[str, np.ndarray]]) -> tuple[Engine | None, str]:
     """The whole-model engine, or None and why not (an op the exporter cannot express)."""
-    from workbench.engines.onnx.export import ExportError
+    from workbench.engines.onnx.segment_export import ExportError
     from workbench.engines.runtime.whole_model import whole_model_engine
 
     try:

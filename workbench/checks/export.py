@@ -21,12 +21,12 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from workbench.checks.inputs import random_inputs
 from workbench.checks.onnx_model import checked_output_path, write_atomically, write_onnx
 from workbench.conversion.params import ConversionParams, params_from_environment
 from workbench.engines.backends.tensorrt_backend import implicit_batch_profile
 from workbench.engines.profiles import Profile, ShapeSet, optimization_profiles
 from workbench.errors import WorkbenchError
-from workbench.profiling.tensorflow import random_inputs
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
@@ -43,14 +43,14 @@ def params_of(source: Any) -> ConversionParams:
     """ConversionParams from what the workbench holds: ConversionParams, a tuning trial
     (`TrialRecord`, its `params`), the CLI's JSON `params` dict, or a converter."""
     if isinstance(source, ConversionParams):
-        return source.validated()
+        return source
     params = getattr(source, "params", source)
     if isinstance(params, ConversionParams):
-        return params.validated()
+        return params
     if isinstance(params, Mapping):
         values = {k: v for k, v in params.items() if k in ConversionParams.__dataclass_fields__}
         values["denylist"] = tuple(values.get("denylist") or ())
-        return ConversionParams(**values).validated()
+        return ConversionParams(**values)
     raise WorkbenchError(f"cannot read conversion parameters from {type(source).__name__}")
 
 

@@ -151,7 +151,6 @@ def per_engine_accuracy(session: ConversionSession, params: ConversionParams, *,
         raise WorkbenchError("batches and batch_size must be >= 1, remedies_for >= 0")
     started = time.perf_counter()
     tell = progress or (lambda fraction, message: None)
-    params = params.validated()
     tolerances, _ = with_default_tolerances(params.precision_mode, tolerances)
     result = session.convert(params)
     model = converted_model(session, result, params)

@@ -73,7 +73,7 @@ def side_by_side(session: ConversionSession, params: ConversionParams | None = N
     """TF-TRT's conversion with `params` and TensorRT-RTX's verdict on the whole model's ONNX
     (built into a plan when it all parses and `build`). Without tf2onnx or TensorRT-RTX, or
     for a model tf2onnx cannot export, the TensorRT side says why in `note`."""
-    params = (params or ConversionParams()).validated()
+    params = params or ConversionParams()
     result = session.convert(params)
     nodes = _tftrt_nodes(result, session.prepared(params.precision_mode).graph)
     available, detail = tensorrt_rtx_onnx.available()

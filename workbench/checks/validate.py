@@ -23,6 +23,7 @@ batch is one Polygraphy iteration); the statistics reported pool all batches. Cl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from workbench.checks.inputs import random_inputs
 from workbench.errors import WorkbenchError
-from workbench.profiling.tensorflow import random_inputs
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
@@ -125,6 +126,13 @@ class ValidationReport:
         rows = [{"backend": self.backend, "device": self.device, "precision": self.precision,
                  **vars(o)} for o in self.outputs]
         return pd.DataFrame(rows)
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict as one JSON-ready object: `table()`'s rows under `outputs`."""
+        return {"passed": self.passed, "backend": self.backend, "device": self.device,
+                "precision": self.precision, "batches": self.batches,
+                "native_runs": self.native_runs, "tolerances": self.tolerances,
+                "outputs": json.loads(self.table().to_json(orient="records"))}
 
     def __str__(self) -> str:
         status = "PASSED" if self.passed else "FAILED"

@@ -93,13 +93,12 @@ class _Trial:
 def advise(session: ConversionSession, params: ConversionParams) -> list[Advice]:
     """Every setting that would convert better than `params`, largest gain first (see the
     module docstring for the gain); empty when nothing helps."""
-    params = params.validated()
     if params.minimum_segment_size == -1:
         return []  # the main graph is not converted; no setting but the threshold matters
     now = session.convert(params)
     found: list[Advice] = []
     for trial in _trials(session, params, now):
-        changed = replace(params, **trial.changes).validated()
+        changed = replace(params, **trial.changes)
         then = session.convert(changed)
         gain = _key(then) < _key(now)
         trade = (not gain and trial.setting == "denylist" and len(then.engines) < len(now.engines)

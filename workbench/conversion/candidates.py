@@ -1,4 +1,5 @@
-"""TF-TRT's per-node candidate test and cluster properties (spec §2.2, §2.4, §4.1).
+"""TF-TRT's per-node candidate test and cluster properties (docs/tftrt-behaviour.md#candidates,
+#cluster-properties, #nonconversion-report).
 
 Every node, `_SOURCE` and `_SINK` included, is tested in node-id order; the first failing check
 is its reason. Candidates get a cluster property (batch size, max batch size, device) that
@@ -19,7 +20,7 @@ from workbench.graph.nodes import SINK, SOURCE, Graph, Node, TensorSpec
 
 Validator = Callable[[Node], "str | None"]  # None = the validator accepts the node
 
-# Segmenter-level reasons, exact TF-TRT text (spec §4.2).
+# Segmenter-level reasons, exact TF-TRT text (docs/tftrt-behaviour.md#candidates).
 REASON_DEVICE = "node can't be placed on GPU"
 REASON_EXCLUDED = "excluded by segmenter option. Most likely an input or output node."
 REASON_IMPLICIT_BATCH = "implicit batch mode requires input shape with at least two dimensions"
@@ -45,10 +46,12 @@ ANY_DEVICE: Device = (None, None, None, None, None)
 
 @dataclass(frozen=True)
 class SegmenterOptions:
-    """What TF-TRT passes to its segmenter besides the threshold (spec §2.1)."""
+    """What TF-TRT passes to its segmenter besides the threshold
+    (docs/tftrt-behaviour.md#segmentation)."""
 
     use_implicit_batch: bool = True
-    exclude_nodes: frozenset[str] = frozenset()  # fetch/feed node names (spec §1 step 6)
+    # fetch/feed node names (docs/tftrt-behaviour.md#pipeline)
+    exclude_nodes: frozenset[str] = frozenset()
     denylist: frozenset[str] = frozenset()  # op types from TF_TRT_OP_DENYLIST
     allow_dynamic_non_batch_dim: bool = True  # False only for TF1 static engines
 
@@ -71,7 +74,8 @@ class Candidates:
 
 
 def find_candidates(graph: Graph, options: SegmenterOptions, validate: Validator) -> Candidates:
-    """Runs TF-TRT's candidate test on every node (spec §2.2) and records the report map."""
+    """Runs TF-TRT's candidate test on every node (docs/tftrt-behaviour.md#candidates) and records
+    the report map."""
     if not options.use_implicit_batch and not options.allow_dynamic_non_batch_dim:
         # TF's SegmentGraph refuses this combination with an internal error.
         raise ConversionParamsError("Explicit batch mode should allow dynamic non-batch dimensions")
@@ -195,7 +199,7 @@ def device_string(device: Device) -> str:
     return "".join(parts)
 
 
-# --- batch sizes (spec §2.2 check 3 and §2.4) ------------------------------------------------
+# --- batch sizes (docs/tftrt-behaviour.md#cluster-properties) -------------------------------------
 
 def batch_deciding_specs(graph: Graph, node: Node) -> list[TensorSpec | None]:
     """The input properties that decide the node's batch size."""
@@ -271,7 +275,8 @@ def has_dynamic_non_batch_dim(node: Node) -> bool:
 
 
 def node_batch_size(graph: Graph, node: Node, use_implicit_batch: bool) -> BatchSize:
-    """A candidate's own cluster batch property (spec §2.4), quirks included."""
+    """A candidate's own cluster batch property (docs/tftrt-behaviour.md#cluster-properties),
+    quirks included."""
     if not use_implicit_batch or not node.inputs:
         return NO_BATCH
     prop: BatchSize = NO_BATCH

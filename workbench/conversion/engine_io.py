@@ -1,4 +1,5 @@
-"""Engine inputs and outputs of one segment, as TF-TRT's GetEngineInfo finds them (spec §2.11).
+"""Engine inputs and outputs of one segment, as TF-TRT's GetEngineInfo finds them
+(docs/tftrt-behaviour.md#engine-ops).
 
 Segment nodes are walked in topological order; for each, its data in-edges by edge id, then its
 data out-edges by edge id. Outside Consts are copied into the engine instead of becoming inputs.

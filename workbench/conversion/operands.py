@@ -1,4 +1,6 @@
-"""TF-TRT's view of a node's inputs, and the checks every converter shares (spec §2.3, §3.0).
+"""TF-TRT's view of a node's inputs, and the checks every converter shares
+(docs/tftrt-behaviour.md#validator,
+#op-rules).
 
 In validation-only mode TF-TRT turns each input into a `TRT_TensorOrWeights` (`Operand`; the
 validator builds them): weights for Consts, a fake tensor (dtype and TRT dims only) for
@@ -18,7 +20,7 @@ from workbench.graph.nodes import DTYPE_ENUMS, DTYPE_NAMES, Graph, Node
 
 TENSOR, WEIGHTS, ANY, RESOURCE = "tensor", "weights", "any", "resource"
 
-# TRT >= 8.2 maps bool; int8 has no TF->TRT mapping for tensors (spec §2.3).
+# TRT >= 8.2 maps bool; int8 has no TF->TRT mapping for tensors (docs/tftrt-behaviour.md#validator).
 TRT_DTYPES = frozenset({"float", "half", "int32", "bool"})
 MAX_DIMS = 8  # nvinfer1::Dims::MAX_DIMS in TensorRT 8
 INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
@@ -31,7 +33,7 @@ class ValidatorSettings:
     precision_mode: str = "FP32"  # "FP32" | "FP16" | "INT8"
     use_implicit_batch: bool = True
     use_calibration: bool = True
-    use_explicit_precision: bool = False  # QDQ mode (spec §1 step 6)
+    use_explicit_precision: bool = False  # QDQ mode (docs/tftrt-behaviour.md#pipeline)
     fake_ops: frozenset[str] = frozenset()  # TF_TRT_OP_FAKELIST
     experimental_features: frozenset[str] = frozenset()  # e.g. "reject_all_fp_cast_ops"
 
@@ -212,7 +214,8 @@ def check_reshape_volume(operand: Operand, dims: tuple[int, ...]) -> None:
         fail(f"Shape is not fully defined: {adapter_debug_string(dims)}")
 
 
-# ---------------------------------------------------------------- shared converter checks (§3.0)
+# ---------------------------------------------------------------- shared converter checks
+# (docs/tftrt-behaviour.md#op-rules)
 
 def check_dtype_attr(node: Node, allowed: tuple[str, ...], attr: str = "T",
                      legacy: bool = False) -> None:

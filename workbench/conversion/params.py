@@ -1,4 +1,4 @@
-"""Conversion parameters: TF-TRT's knobs plus its environment variables, validated once.
+"""Conversion parameters: TF-TRT's knobs plus its environment variables, valid once built.
 
 Error texts follow TF-TRT's `trt_convert.py` where it had one; the checks it lacked (negative
 workspace, zero cached engines, a non-integer engine limit) get messages in the same style.
@@ -37,22 +37,22 @@ class ConversionParams:
     use_calibration: bool = True
     allow_build_at_runtime: bool = True
 
-    def validated(self) -> ConversionParams:
-        """Checks every value and returns the canonical form (upper-case precision, ...)."""
-        return replace(
-            self,
-            precision_mode=check_precision_mode(self.precision_mode),
-            minimum_segment_size=check_minimum_segment_size(self.minimum_segment_size),
-            dynamic_shape_profile_strategy=_strategy_for(self),
-            denylist=tuple(sorted({op.strip() for op in self.denylist if op.strip()})),
-            max_engines=_check_int("max_engines", self.max_engines),
-            maximum_cached_engines=_check_at_least(
-                "maximum_cached_engines", self.maximum_cached_engines, 1
-            ),
-            max_workspace_size_bytes=_check_at_least(
-                "max_workspace_size_bytes", self.max_workspace_size_bytes, 0
-            ),
-        )
+    def __post_init__(self) -> None:
+        """Checks every value and keeps its canonical form (upper-case precision, sorted
+        denylist, ...): a `ConversionParams` is valid once built, so nothing checks it again."""
+        canonical = {
+            "precision_mode": check_precision_mode(self.precision_mode),
+            "minimum_segment_size": check_minimum_segment_size(self.minimum_segment_size),
+            "dynamic_shape_profile_strategy": _strategy_for(self),
+            "denylist": tuple(sorted({op.strip() for op in self.denylist if op.strip()})),
+            "max_engines": _check_int("max_engines", self.max_engines),
+            "maximum_cached_engines": _check_at_least(
+                "maximum_cached_engines", self.maximum_cached_engines, 1),
+            "max_workspace_size_bytes": _check_at_least(
+                "max_workspace_size_bytes", self.max_workspace_size_bytes, 0),
+        }
+        for name, value in canonical.items():
+            object.__setattr__(self, name, value)  # frozen: set once, while being built
 
     @property
     def use_implicit_batch(self) -> bool:
@@ -114,13 +114,13 @@ def params_from_environment(**overrides: Any) -> ConversionParams:
         "max_engines": environment.MAX_ALLOWED_ENGINES.read(),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
-    return ConversionParams(**values).validated()
+    return ConversionParams(**values)
 
 
 def with_environment(params: ConversionParams) -> ConversionParams:
     """`params` with the knobs TF-TRT read from its environment at every conversion."""
     return replace(params, denylist=environment.OP_DENYLIST.read(),
-                   max_engines=environment.MAX_ALLOWED_ENGINES.read()).validated()
+                   max_engines=environment.MAX_ALLOWED_ENGINES.read())
 
 
 

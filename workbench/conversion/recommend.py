@@ -4,7 +4,8 @@ Torch-TensorRT's dry run recommends three `min_block_size` values from the engin
 current partitioning: the largest engine's size (minimal segmentation), the mean engine size
 rounded up (moderate) and the smallest engine's size (what the current setting amounts to).
 TF-TRT compares each segment's *effective* size (Identity/Snapshot/StopGradient not counted,
-spec §2.9) against the threshold, so effective sizes play the role of Torch's operator counts.
+docs/tftrt-behaviour.md#minimum-segment-size) against the threshold, so effective sizes play the
+role of Torch's operator counts.
 The fewest-engines value is read off a sweep instead, so that it is a value the sweep (and its
 chart) actually shows. A mean that equals an engine's size sits on a cliff edge (one more and that
 engine is gone: ResNet-50's single 503-node engine made "moderate: 503"); the moderate value then

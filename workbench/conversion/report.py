@@ -1,4 +1,5 @@
-"""TF-TRT's non-conversion report and CSV (segment.cc, spec §4.3/§4.4), and a conversion result
+"""TF-TRT's non-conversion report and CSV (segment.cc,
+docs/tftrt-behaviour.md#nonconversion-report), and a conversion result
 as pandas DataFrames and as the CLI's JSON document (DESIGN.md, "CLI").
 
 TF-TRT sorts op types and reasons with an unstable `std::sort` on the count alone, so ties have
@@ -280,12 +281,16 @@ class ConversionReport:
 
     `tensorrt` (engine -> TensorRT's verdict as `TensorRTVerdict.to_json()` gives it) adds the
     `tensorrt_*` columns to the engine tables and a `tensorrt` object to each engine's JSON.
+    `estimate` (`profiling.conversion_estimate`'s, for a target GPU) adds each engine's
+    estimated time to its JSON and the model's estimate at the top.
     """
 
     def __init__(self, result: ConversionResult, advice: Sequence[Any] | None = None,
-                 tensorrt: Mapping[str, Mapping[str, Any]] | None = None):
+                 tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
+                 estimate: Mapping[str, Any] | None = None):
         self.result = result
         self.tensorrt = tensorrt
+        self.estimate = estimate
         self.advice_entries = None if advice is None else list(advice)
         self.advice = pd.DataFrame(
             [{k: v for k, v in a.to_json().items() if k != "params"}
@@ -325,7 +330,7 @@ class ConversionReport:
     def to_dict(self) -> dict:
         """The CLI's JSON document (DESIGN.md), keys in its order."""
         result = self.result
-        return {
+        document = {
             "model": result.model,
             "signature_key": result.signature_key,
             "params": params_dict(result.params.to_json()),
@@ -342,6 +347,20 @@ class ConversionReport:
              if result.functions else {}) | (
             {"advice": [a.to_json() for a in self.advice_entries]}
             if self.advice_entries is not None else {})
+        return document if self.estimate is None else _with_estimate(document, self.estimate)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+
+def _with_estimate(document: dict, estimate: Mapping[str, Any]) -> dict:
+    """The document with each engine's estimated time (inside its TensorRT verdict when there
+    is one, with what it was estimated from) and the model's estimate at the top."""
+    basis = estimate.get("engine_basis", {})
+    for engine in document["engines"]:
+        target = engine["tensorrt"] if "tensorrt" in engine else engine
+        target["estimated_ms"] = estimate["engines"].get(engine["name"])
+        target["estimated_from"] = basis.get(engine["name"])
+    document["estimate"] = {key: value for key, value in estimate.items()
+                            if key not in ("engines", "engine_basis")}
+    return document

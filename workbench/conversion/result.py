@@ -16,7 +16,7 @@ Shape = tuple[int, ...] | None
 
 @dataclass(frozen=True)
 class EngineInfo:
-    """One TRTEngineOp as TF-TRT would create it (spec §2.11 and §5).
+    """One TRTEngineOp as TF-TRT would create it (docs/tftrt-behaviour.md#engine-ops, #summary).
 
     `nodes` are the segment's node names (sorted). `native_ops` is the op histogram of the
     engine's `<name>_native_segment` function: the segment nodes plus the outside Consts copied
@@ -44,7 +44,8 @@ class UnconvertedNode:
     """A node outside every engine and why.
 
     `in_tftrt_report` is True for nodes TF-TRT's non-conversion report counts (rejected by the
-    candidate test, spec §4.1); False for candidates left out later (segment too small, cycle,
+    candidate test, docs/tftrt-behaviour.md#nonconversion-report); False for candidates left out
+    later (segment too small, cycle,
     max engines, ...), which TF-TRT never reported and the workbench explains in its own words.
     """
 
@@ -97,7 +98,8 @@ class ConversionResult:
     unconverted: Sequence[UnconvertedNode]
     # TF-TRT's non-conversion report: op type -> reason -> count (includes _SOURCE/_SINK NoOps).
     nonconversion: dict[str, dict[str, int]]
-    # Top-level nodes left in the converted graph that are not TRTEngineOps (summary §5).
+    # Top-level nodes left in the converted graph that are not TRTEngineOps
+    # (docs/tftrt-behaviour.md#summary).
     not_converted_top_level: int
     model: str = ""
     signature_key: str = "serving_default"

@@ -1,4 +1,5 @@
-"""TF-TRT's segmenter: clustering, boundary removal, thresholds, engine limit (spec §2.5-§2.11).
+"""TF-TRT's segmenter: clustering, boundary removal, thresholds, engine limit
+(docs/tftrt-behaviour.md#segmentation).
 
 `segment_graph` runs the candidate test and the clustering once; clustering does not depend on
 `minimum_segment_size` or the engine limit, so `Segmentation.result(t)` and `sweep` read every
@@ -71,7 +72,7 @@ def segment_graph(graph: Graph, options: SegmenterOptions, validate: Validator) 
     return Segmentation(graph, options, candidates, table, segments, removed)
 
 
-# --- traversal order (spec §2.5) ----------------------------------------------------------
+# --- traversal order (docs/tftrt-behaviour.md#traversal) ------------------------------------------
 
 def dfs_order(graph: Graph, table: EdgeTable) -> list[int]:
     """Post-order of TF-TRT's StableDFS from `_SOURCE`, out-neighbours pushed by name."""
@@ -82,7 +83,7 @@ def dfs_order(graph: Graph, table: EdgeTable) -> list[int]:
     return post_order(table, rank)
 
 
-# --- clustering (spec §2.6) -------------------------------------------------------------
+# --- clustering (docs/tftrt-behaviour.md#contraction) ---------------------------------------------
 
 class _Contraction:
     """TF-TRT's SimpleGraph: a mutable copy of the edges that contraction rewires."""
@@ -238,7 +239,8 @@ def _find(parent: list[int], v: int) -> int:
 def _groups_by_root(
     graph: Graph, roots: list[int], candidates: Candidates
 ) -> list[tuple[str, set[int]]]:
-    """Clusters keyed by root name, in root-name order (TF's std::map, spec §2.7)."""
+    """Clusters keyed by root name, in root-name order (TF's std::map,
+    docs/tftrt-behaviour.md#segment-order)."""
     groups: dict[str, set[int]] = {}
     for v, is_candidate in enumerate(candidates.is_candidate):
         if is_candidate:
@@ -246,7 +248,7 @@ def _groups_by_root(
     return sorted(groups.items())
 
 
-# --- boundary removal (spec §2.8) --------------------------------------------------------
+# --- boundary removal (docs/tftrt-behaviour.md#boundary) ------------------------------------------
 
 def remove_boundary_nodes(graph: Graph, table: EdgeTable, members: set[int]) -> set[int]:
     """Drops Consts that also feed outside the segment, and what their removal drags along.
@@ -310,7 +312,7 @@ def const_consumer_segments(
     return segs if consumers and -1 not in segs else None
 
 
-# --- thresholds, engine limit, engines (spec §2.9-§2.11) -----------------------------------
+# --- thresholds, engine limit, engines (docs/tftrt-behaviour.md#minimum-segment-size) -------------
 
 class Segmentation:
     """The clustering of one graph; `result(t)` gives the partition for any threshold."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from workbench import environment
 from workbench.conversion.candidates import SegmenterOptions
-from workbench.conversion.functions import (
+from workbench.conversion.function_conversion import (
     FunctionConversion,
     call_site_specs,
     convert_functions,
@@ -31,7 +31,8 @@ from workbench.graph.loading import LoadedModel, load_model
 from workbench.graph.prepare import OptimizedGraph, PreparedGraph, finish
 from workbench.tf_compat import tensorflow_version
 
-# Explicit-precision (QDQ) mode is on when the graph holds one of these ops (spec §1 step 6).
+# Explicit-precision (QDQ) mode is on when the graph holds one of these ops
+# (docs/tftrt-behaviour.md#pipeline).
 EXPLICIT_QUANTIZATION_OPS = frozenset({"QuantizeAndDequantizeV2"})
 # `timings` keys in the order the steps run, and what a person calls them.
 PREPARATION_STEPS = (
@@ -188,8 +189,7 @@ class ConversionSession:
     def convert(
         self, params: ConversionParams, assume_supported: frozenset[str] = frozenset()
     ) -> ConversionResult:
-        """The conversion result for `params` (validated first)."""
-        params = params.validated()
+        """The conversion result for `params`."""
         partition = self.segmentation(params, assume_supported=assume_supported).result(
             params.minimum_segment_size, params.max_engines
         )
@@ -211,7 +211,6 @@ class ConversionSession:
         self, params: ConversionParams, thresholds: Iterable[int] = range(1, 65)
     ) -> list[ConversionResult]:
         """Results for every `minimum_segment_size` in `thresholds`, from one clustering."""
-        params = params.validated()
         thresholds = list(thresholds)
         partitions = self.segmentation(params).sweep(thresholds, params.max_engines)
         return [

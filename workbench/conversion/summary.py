@@ -1,4 +1,4 @@
-"""`TrtGraphConverterV2.summary()` as TF-TRT 2.17 prints it (spec §5, tools-and-formats §1.4).
+"""`TrtGraphConverterV2.summary()` as TF-TRT 2.17 prints it (docs/tftrt-behaviour.md#summary).
 
 `summary_lines` returns the strings summary() hands to `print_fn`, one per call and in order.
 Some of them start or end with "\\n", exactly as TF-TRT passes them; the bare `print_fn()` call

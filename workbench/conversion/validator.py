@@ -1,9 +1,11 @@
-"""TF-TRT 2.17's `TrtNodeValidator::IsTensorRTCandidate` (spec §2.3), TensorRT 8.6 assumed.
+"""TF-TRT 2.17's `TrtNodeValidator::IsTensorRTCandidate` (docs/tftrt-behaviour.md#validator),
+TensorRT 8.6 assumed.
 
 Three steps, first failure wins: is there a converter for the op (quantization ops only in
 INT8; `TF_TRT_OP_FAKELIST` ops always pass), can every data input become a tensor-or-weights,
 and does the op's converter accept the node in validation-only mode. The segmenter's own checks
-(device, exclude list, implicit-batch translatability, denylist; spec §2.2) are not done here.
+(device, exclude list, implicit-batch translatability, denylist;
+docs/tftrt-behaviour.md#candidates) are not done here.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ INPUT_FAILURE = "Failed to convert at least one input to a TRT_TensorOrWeights: 
 
 @lru_cache(maxsize=64)  # settings are frozen and hashable; the segmenter asks once per node
 def supported_op_types(settings: ValidatorSettings) -> frozenset[str]:
-    """Op types with a converter (the registry, spec §3), for these settings."""
+    """Op types with a converter (the registry, docs/tftrt-behaviour.md#op-rules), for these
+    settings."""
     ops = set(REGISTRY) | set(settings.fake_ops)
     if settings.precision_mode != "INT8":
         ops -= QUANTIZATION_OPS
@@ -66,7 +69,8 @@ def validate_node(graph: Graph, node: Node, settings: ValidatorSettings) -> str 
     return None
 
 
-# ---------------------------------------------------------------- input conversion (§2.3 step 2)
+# ---------------------------------------------------------------- input conversion
+# (docs/tftrt-behaviour.md#validator)
 
 def convert_input(graph: Graph, ref: TensorRef, settings: ValidatorSettings) -> Operand:
     """The tensor-or-weights descriptor for one data input, or Reject with the inner message."""

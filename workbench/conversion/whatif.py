@@ -2,7 +2,8 @@
 
 For each op type TF-TRT rejected, the model is segmented again with that op on TF-TRT's fake
 list (`TF_TRT_OP_FAKELIST`): the op then passes the converter checks, but its inputs are still
-converted and the segmenter's own checks still apply (spec §2.2, §2.3). A denylisted op is also
+converted and the segmenter's own checks still apply (docs/tftrt-behaviour.md#candidates). A
+denylisted op is also
 taken off the denylist, since the question is what converting it would give. The difference in
 nodes inside engines is what supporting that op would gain.
 """
@@ -44,7 +45,6 @@ def blocking_op_types(
     the Consts copied into each engine, so merging two engines that share a Const would show as
     a loss there. `gained` is the difference; `top_reason` the commonest rejection reason.
     """
-    params = params.validated()
     now = session.convert(params)
     rejected = _rejected_by_op(now)
     rows = [_row(session, params, now, op, nodes) for op, nodes in rejected.items()]

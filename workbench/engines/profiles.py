@@ -1,4 +1,4 @@
-"""TF-TRT's dynamic-shape optimization profiles (spec tools-and-formats §1.9).
+"""TF-TRT's dynamic-shape optimization profiles (docs/tftrt-behaviour.md#profiles).
 
 `build(input_fn)` collected each input set's shapes, dropped repeats, and turned them into
 TensorRT optimization profiles according to `dynamic_shape_profile_strategy`:

@@ -1,6 +1,7 @@
 """One engine's subgraph as a standalone TensorFlow GraphDef, and running it natively.
 
-The GraphDef mirrors TF-TRT's `<engine>_native_segment` function (spec §2.11): the segment's
+The GraphDef mirrors TF-TRT's `<engine>_native_segment` function
+(docs/tftrt-behaviour.md#engine-ops): the segment's
 nodes, the outside Consts they read copied in, each engine input a Placeholder
 `TensorRTInputPH_<port>` and each engine output an Identity `TensorRTOutputPH_<port>`, in the
 port order of `EngineInfo.inputs` / `EngineInfo.outputs`. Placeholders stand in for TF-TRT's
@@ -18,7 +19,7 @@ import numpy as np
 from workbench.conversion.result import EngineInfo
 from workbench.engines.weights import LiftedGraph, large_const, lift_weights, stand_in_for
 from workbench.errors import WorkbenchError
-from workbench.graph.layout import cpu_runnable
+from workbench.graph.channels_last import cpu_runnable
 from workbench.graph.nodes import DTYPE_ENUMS, Graph, TensorRef, TensorSpec, numpy_dtype
 from workbench.graph.prepare import PreparedGraph
 from workbench.lazy import tf

@@ -35,8 +35,7 @@ class EngineSettings:
 
     @classmethod
     def from_params(cls, params: ConversionParams) -> EngineSettings:
-        """The engine settings of a conversion's parameters (validated first)."""
-        params = params.validated()
+        """The engine settings of a conversion's parameters."""
         return cls(**{f.name: getattr(params, f.name) for f in fields(cls)})
 
     @property

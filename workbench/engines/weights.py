@@ -1,6 +1,6 @@
 """Large Consts (weights) of a GraphDef, and the Placeholders that stand in for them.
 
-Shape inference needs only a weight's shape (`build_shapes`); the converted function captures
+Shape inference needs only a weight's shape (`engine_shapes`); the converted function captures
 its weights as tensors (`runtime`) and a saved model feeds them from variables
 (`saved_weights`): as Consts, TensorFlow copied them each time it instantiated, optimized or
 saved a function (ConvNeXtLarge's first call: 13.9 GB for 0.8 GB of weights).

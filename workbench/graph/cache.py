@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import environment
-from workbench.files import atomic_write
+from workbench.durable_files import atomic_write
 from workbench.graph.gpu import CPU, PreparationTarget, preparation_target, tf32_enabled
 from workbench.graph.loading import LoadedModel
 from workbench.graph.nodes import TensorSpec

@@ -39,11 +39,11 @@ from workbench.graph.freeze import (
     reject_variable_updates,
     take_weights,
 )
-from workbench.graph.functions import function_refs, rename_changed_functions
+from workbench.graph.function_library import function_refs, rename_changed_functions
 from workbench.graph.variables import variable_origins
 from workbench.lazy import tf
 from workbench.tf_private import freezing, grappler
-from workbench.tf_private.functions import op_def
+from workbench.tf_private.function_defs import op_def
 
 CHECKPOINT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 VARIABLE_VALUE = "VARIABLE_VALUE"

@@ -1,4 +1,4 @@
-"""Graph preparation exactly as TF-TRT's `convert()` did it (spec §1).
+"""Graph preparation exactly as TF-TRT's `convert()` did it (docs/tftrt-behaviour.md#pipeline).
 
 freeze variables -> clear devices -> mark the signature's inputs and outputs as fetches ->
 Grappler once with TF-TRT's optimizer list -> (FP16) split Casts to float -> static shapes.
@@ -25,7 +25,7 @@ from workbench.graph.control_flow import (
 )
 from workbench.graph.direct_freeze import NotDirect, freeze_saved_model
 from workbench.graph.freeze import FrozenGraph, freeze_function, optimize_with_stand_ins
-from workbench.graph.functions import rename_changed_functions
+from workbench.graph.function_library import rename_changed_functions
 from workbench.graph.gpu import (
     CPU,
     PLACED_ON,
@@ -256,7 +256,8 @@ def move_gather_axes_into_loops(graph_def: Any) -> int:
 
 
 def finish(optimized: OptimizedGraph, precision_mode: str = "FP32") -> PreparedGraph:
-    """Applies the precision-dependent rewrite and infers static shapes (spec §1 step 7)."""
+    """Applies the precision-dependent rewrite and infers static shapes
+    (docs/tftrt-behaviour.md#pipeline, step 7)."""
     from tensorflow.core.framework import graph_pb2
 
     start = time.perf_counter()

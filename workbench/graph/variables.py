@@ -6,7 +6,7 @@ resource, a TF1 model's `VariableV2`), its converters read the values at engine 
 and the native segments kept those nodes. The workbench still segments the frozen graph (the
 same values, so the same engines), but marks each Const that was a variable with the variable
 op it stands for (`VARIABLE_OP_ATTR`), so the native segments written for it
-(engines/runtime/hybrid.py, saved_weights.py) read variables again, as TF-TRT's did.
+(engines/runtime/hybrid_graph.py, saved_weights.py) read variables again, as TF-TRT's did.
 """
 
 from __future__ import annotations

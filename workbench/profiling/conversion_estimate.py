@@ -50,7 +50,6 @@ def conversion_estimate(session: ConversionSession, params: ConversionParams, gp
     the engines TensorRT built are estimated from their kernels, the others from TF nodes."""
     if batch_size < 1:
         raise WorkbenchError(f"the estimated batch size must be 1 or more, not {batch_size}")
-    params = params.validated()
     result = result if result is not None else session.convert(params)
     graph = session.prepared(params.precision_mode).graph
     return graph_estimate(graph, result.engines, gpu, params.precision_mode, batch_size,
@@ -62,7 +61,6 @@ def engine_kernel_estimates(session: ConversionSession, params: ConversionParams
                             batch_size: int = 1) -> pd.DataFrame:
     """Per kernel TensorRT built of each engine (`tensorrt`: its verdicts on these
     parameters): engine, layer, layer_type, estimated_ms (no engine launch)."""
-    params = params.validated()
     graph = session.prepared(params.precision_mode).graph
     built = engine_kernels(tensorrt)
     rows = [{"engine": engine.name, "layer": row["name"], "layer_type": row["type"],
@@ -78,7 +76,6 @@ def sweep_estimate(session: ConversionSession, params: ConversionParams,
                    batch_size: int = 1) -> pd.DataFrame:
     """One row per result of a `minimum_segment_size` sweep (`SWEEP_COLUMNS`); the label and
     GPU in `attrs`. Results with the same engines share one estimate."""
-    params = params.validated()
     graph = session.prepared(params.precision_mode).graph
     known: dict[tuple, dict] = {}
     rows, estimate = [], None

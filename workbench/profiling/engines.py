@@ -17,8 +17,8 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import EngineInfo
 from workbench.conversion.session import ConversionSession
 from workbench.engines.backends.base import Backend, get_backend
-from workbench.engines.onnx.export import ExportError, export_onnx
-from workbench.engines.runtime.build import build_segment_engine
+from workbench.engines.onnx.segment_export import ExportError, export_onnx
+from workbench.engines.runtime.segment_engine import build_segment_engine
 from workbench.engines.segment import extract_segment
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.graph.control_flow import has_loops, loop_frames
@@ -41,7 +41,6 @@ def profile_engines(session: ConversionSession, params: ConversionParams,
     precision, on what they receive at the function's first top-level call.
     """
     backend = backend or get_backend()
-    params = params.validated()
     result = session.convert(params)
     prepared = session.prepared(params.precision_mode)
     label = run or f"{backend.name} {params.precision_mode}"

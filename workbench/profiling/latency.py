@@ -23,7 +23,7 @@ ProgressCallback = Callable[[int, int], None]
 
 # Below this interval a progress display is not redrawn (except at the end): redrawing a
 # widget or a terminal line on every fast iteration would cost more than the iteration.
-_REDRAW_S = 0.1
+REDRAW_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -103,18 +103,18 @@ def batch_sweep(
 
 
 
-# --- progress displays ---------------------------------------------------------------------
+# --- progress display (the UI's widget bar: workbench.ui.progress_bars) ------------------------
 
 
 def text_progress(label: str = "", stream: TextIO | None = None,
                   width: int = 30) -> ProgressCallback:
     """A one-line text bar redrawn in place on stderr (or `stream`); ends with a newline."""
-    last = [-_REDRAW_S]
+    last = [-REDRAW_S]
 
     def update(done: int, total: int) -> None:
         now = time.monotonic()
         finished = done >= total
-        if not finished and now - last[0] < _REDRAW_S:
+        if not finished and now - last[0] < REDRAW_S:
             return
         last[0] = now
         out = stream or sys.stderr
@@ -125,41 +125,6 @@ def text_progress(label: str = "", stream: TextIO | None = None,
         out.flush()
 
     return update
-
-
-def widget_progress(label: str = "") -> ProgressCallback:
-    """An ipywidgets bar displayed in the notebook; outside a kernel, `text_progress`."""
-    if not in_kernel():
-        return text_progress(label)
-    import ipywidgets
-    from IPython.display import display
-
-    bar = ipywidgets.IntProgress(value=0, min=0, max=1, description=label)
-    display(bar)
-    return widget_updater(bar)
-
-
-def widget_updater(bar: Any) -> ProgressCallback:
-    """The callback that drives an existing `IntProgress` (the app puts it in its layout)."""
-    last = [-_REDRAW_S]
-
-    def update(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - last[0] < _REDRAW_S:
-            return
-        last[0] = now
-        bar.max = max(total, 1)
-        bar.value = done
-        bar.bar_style = "success" if done >= total else ""
-
-    return update
-
-
-def in_kernel() -> bool:
-    """True inside a Jupyter kernel (where widgets can be shown)."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    return shell is not None and hasattr(shell, "kernel")
 
 
 # --- helpers -------------------------------------------------------------------------------

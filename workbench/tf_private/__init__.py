@@ -8,7 +8,7 @@ package imports `tensorflow.python`, so a change of TensorFlow's internals break
 
     freezing.py   variables to Consts (`convert_to_constants`), TF-TRT's freezing
     grappler.py   Grappler on a GraphDef: optimize, item (shapes), a virtual cluster
-    functions.py  FunctionDefs <-> GraphDefs, the op registry
+    function_defs.py  FunctionDefs <-> GraphDefs, the op registry
     eager.py      the eager context: registered functions, the device scope
     tftrt.py      TensorFlow's own TF-TRT (TensorFlow <= 2.17 built with TensorRT), and the
                   saved-model `save` module its `save()` wrote through

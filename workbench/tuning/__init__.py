@@ -9,7 +9,7 @@ is `workbench.tune(model, grid)`, this package's `tune`.
 from workbench.tuning.driver import DEFAULT_STORE, tune
 from workbench.tuning.grid import GRID_KEYS, GridPoint, expand_grid
 from workbench.tuning.record import TrialRecord
-from workbench.tuning.result import TuneResult
+from workbench.tuning.tune_result import TuneResult
 
 __all__ = ["DEFAULT_STORE", "GRID_KEYS", "GridPoint", "TrialRecord", "TuneResult",
            "expand_grid", "tune"]

@@ -24,11 +24,11 @@ from workbench.profiling.conversion_estimate import target_gpu_name
 from workbench.tuning.cluster import Cluster, connect
 from workbench.tuning.estimates import estimate_trials
 from workbench.tuning.grid import TuneError, expand_grid
-from workbench.tuning.progress import Progress
+from workbench.tuning.progress import Progress, TrialDisplay
 from workbench.tuning.record import TrialRecord, trial_id
-from workbench.tuning.result import TuneResult
-from workbench.tuning.store import TrialStore
 from workbench.tuning.trial import TrialSpec, run_trial, session_for, thread_budget
+from workbench.tuning.trial_store import TrialStore
+from workbench.tuning.tune_result import TuneResult
 
 DEFAULT_STORE = "workbench_runs"  # the app's runs store (workbench.ui.store) keeps its runs here
 POLL_S = 0.25  # how soon a cancel or a timeout is noticed while trials run
@@ -39,7 +39,8 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
          batch_sizes: Sequence[int] = (1,), workers: int | None = None,
          scheduler: str | None = None, client: Any = None,
          store: str | os.PathLike | None = None, timeout: float | None = None,
-         validate: bool = True, time_latency: bool = True, progress: bool = True,
+         validate: bool = True, time_latency: bool = True,
+         progress: bool | TrialDisplay = True,
          on_trial: Callable[[TrialRecord], None] | None = None,
          cancel: threading.Event | None = None, signature_key: str | None = None,
          tags: Sequence[str] | None = None, retry_failed: bool = False,
@@ -48,9 +49,11 @@ def tune(model: str | os.PathLike, grid: Mapping[str, Sequence[Any]] | None = No
     on an embedded `LocalCluster` of `workers` processes, or on the cluster at `scheduler` or
     behind `client`. Finished trials are stored under `store` (default `./workbench_runs`) and
     reused by the next search; failed and timed-out ones run again with `retry_failed`.
-    `on_trial` is told of every trial as it finishes (stored and skipped ones first); setting
-    `cancel` stops the search, keeping what finished. `tensorrt` adds TensorRT's verdict
-    (`tensorrt_built`: engines TensorRT-RTX builds), checking first that it is installed.
+    `progress` writes a line per finished trial on stderr, or tells a `TrialDisplay`
+    (`workbench.tune` draws a bar in a notebook: `workbench.ui.progress_bars`). `on_trial` is told
+    of every trial as it finishes (stored and skipped ones first); setting `cancel` stops the
+    search, keeping what finished. `tensorrt` adds TensorRT's verdict (`tensorrt_built`:
+    engines TensorRT-RTX builds), checking first that it is installed.
     `target_gpu` (e.g. "T4") adds each ok trial's latency estimated for that GPU at the first
     batch size, stored trials included (`tuning.estimates`); the Pareto set and the
     recommendation then rank by it, the measured figures kept beside it."""

@@ -15,7 +15,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.profiling.conversion_estimate import conversion_estimate
 from workbench.tuning.grid import params_of
 from workbench.tuning.record import TrialRecord
-from workbench.tuning.result import TuneResult
+from workbench.tuning.tune_result import TuneResult
 
 
 def estimate_trials(session: ConversionSession, trials: Sequence[TrialRecord], gpu: str,

@@ -55,7 +55,7 @@ def params_of(point_params: dict[str, Any]) -> ConversionParams:
     """The `ConversionParams` a point's canonical parameters stand for."""
     values = dict(point_params)
     values["denylist"] = tuple(values.get("denylist") or ())
-    return ConversionParams(**values).validated()
+    return ConversionParams(**values)
 
 
 def _values(key: str, raw: Any) -> list[Any]:
@@ -86,7 +86,7 @@ def _check(key: str, value: Any) -> None:
     extra = {"use_dynamic_shape": True} if key == "dynamic_shape_profile_strategy" else {}
     if key == "use_dynamic_shape" and not isinstance(value, bool):
         raise TuneError(f"use_dynamic_shape must be True or False, got {value!r}")
-    ConversionParams(**{**extra, key: value}).validated()
+    ConversionParams(**{**extra, key: value})
 
 
 def _points(chosen: dict[str, Any]) -> list[GridPoint]:
@@ -100,3 +100,60 @@ def _points(chosen: dict[str, Any]) -> list[GridPoint]:
                         f"profile strategy {strategy} needs use_dynamic_shape=True (TF-TRT "
                         "ignores it in implicit batch mode)")
     return [skipped, GridPoint(params)]
+
+
+# --- grid text, as typed on the command line or in the Tune tab ----------------------------
+
+
+def split_values(text: str) -> list[str]:
+    """`FP32, FP16` as its non-empty parts."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_integers(name: str, text: str) -> list[int]:
+    """`2, 3, 5` (commas or spaces) as whole numbers; `name` is what the error calls it."""
+    try:
+        return [int(v) for v in text.replace(",", " ").split()]
+    except ValueError:
+        raise WorkbenchError(f"{name} takes whole numbers separated by commas, "
+                             f"got {text!r}") from None
+
+
+def parse_switches(name: str, text: str) -> list[bool]:
+    """`off`, `on` or `off,on` (or true/false, 1/0, yes/no) as booleans."""
+    values = []
+    for part in split_values(text):
+        value = _SWITCHES.get(part.lower())
+        if value is None:
+            raise WorkbenchError(f"{name} takes off, on or off,on; got {part!r}")
+        values.append(value)
+    return values
+
+
+_SWITCHES = {"on": True, "true": True, "1": True, "yes": True,
+             "off": False, "false": False, "0": False, "no": False}
+
+
+def grid_from_text(texts: Mapping[str, str | None], denylists: Sequence[str] | None = None,
+                   names: Mapping[str, str] | None = None) -> dict[str, list[Any]]:
+    """The grid typed as text per grid key (None: not given, TF-TRT's default) and denylists
+    (each one comma-separated; '' for none). A profile strategy without `use_dynamic_shape`
+    implies it on. `names` says what errors call each key (default: the key)."""
+    names = dict(names or {})
+    grid: dict[str, list[Any]] = {}
+    for key in GRID_KEYS:
+        text = texts.get(key)
+        if key == "use_dynamic_shape" and not text and texts.get(
+                "dynamic_shape_profile_strategy"):
+            text = "on"
+        if not text:
+            continue
+        if key in ("minimum_segment_size", "max_engines"):
+            grid[key] = parse_integers(names.get(key, key), text)
+        elif key == "use_dynamic_shape":
+            grid[key] = parse_switches(names.get(key, key), text)
+        elif key != "denylist":
+            grid[key] = split_values(text)
+    if denylists is not None:
+        grid["denylist"] = [split_values(d) for d in denylists]
+    return grid

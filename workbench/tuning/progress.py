@@ -1,9 +1,10 @@
-"""Progress of a search: a bar in notebooks (ipywidgets), a line per finished trial on stderr
-elsewhere (scripts, the CLI)."""
+"""Progress of a search, told to a display: by default a line per finished trial on stderr
+(scripts, the CLI); `workbench.ui.progress_bars.trial_bar` draws it as a bar in a notebook."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from workbench.conversion.params import DEFAULT_MAX_ENGINES
@@ -43,40 +44,28 @@ def _figures_line(label: str, record: TrialRecord) -> str:
     return f"{label}: ok, " + ", ".join(parts) + (" (stored)" if record.reused else "")
 
 
-class Progress:
-    """Told of every finished trial; draws a bar in a notebook, writes lines elsewhere."""
+# Told (trials done, trials in all, a line saying where the search is): with 0 done when the
+# search starts, then after every finished trial.
+TrialDisplay = Callable[[int, int, str], None]
 
-    def __init__(self, total: int, enabled: bool = True):
+
+def print_line(done: int, total: int, line: str) -> None:
+    """The text display: one line on stderr per finished trial."""
+    if done:
+        print(f"workbench tune: {line}", file=sys.stderr, flush=True)
+
+
+class Progress:
+    """Told of every finished trial; passes a line about it to the display (`print_line` when
+    `display` is True, none when it is False)."""
+
+    def __init__(self, total: int, display: bool | TrialDisplay = True):
         self.total, self.done = total, 0
-        self.enabled = enabled
-        self._bar = _notebook_bar(total) if enabled else None
+        self._display = print_line if display is True else display or None
+        if self._display is not None:
+            self._display(0, total, f"{total} trial(s) to run")
 
     def update(self, record: TrialRecord) -> None:
         self.done += 1
-        if not self.enabled:
-            return
-        line = f"[{self.done}/{self.total}] {describe(record)}"
-        if self._bar is not None:
-            bar, label = self._bar
-            bar.value = self.done
-            label.value = line
-        else:
-            print(f"workbench tune: {line}", file=sys.stderr, flush=True)
-
-
-def _notebook_bar(total: int) -> Any:
-    """An ipywidgets bar and label, shown, when running in a Jupyter kernel; else None."""
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
-            return None
-        import ipywidgets as widgets
-        from IPython.display import display
-    except ImportError:
-        return None
-    bar = widgets.IntProgress(value=0, min=0, max=max(total, 1), description="trials")
-    label = widgets.Label(value=f"{total} trial(s) to run")
-    display(widgets.HBox([bar, label]))
-    return bar, label
+        if self._display is not None:
+            self._display(self.done, self.total, f"[{self.done}/{self.total}] {describe(record)}")

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from workbench.files import check_format
+from workbench.durable_files import check_format
 
 FORMAT = "tftrt-workbench-trial/1"
 STATUSES = ("ok", "failed", "timeout", "skipped")

@@ -125,8 +125,8 @@ def _measuring_turn() -> Iterator[None]:
 def _tensorrt_built(session: Any, params: Any, result: Any) -> str:
     """How many of the conversion's engines TensorRT-RTX builds, e.g. "5/7" (generated
     inputs' profiles; verdicts are cached, so a re-run costs hashes, not builds)."""
+    from workbench.checks.tensorrt_verdicts import conversion_verdicts
     from workbench.engines.runtime.converted_model import converted_model
-    from workbench.trt_convert import conversion_verdicts
 
     verdicts = conversion_verdicts(session, converted_model(session, result, params))
     return f"{sum(v.built for v in verdicts.values())}/{len(verdicts)}"

@@ -1,4 +1,4 @@
-"""The notebook workbench: widgets, the experiment store and the static HTML report."""
+"""The notebook workbench: widgets (the app, progress bars) and the experiment store."""
 
 from typing import Any
 

@@ -1,7 +1,7 @@
 """The notebook workbench: TF-TRT's knobs as widgets, the conversion's results as tabs.
 
 `Workbench` holds the state (the session, the view, the latest measurements) and wires the
-pieces: the controls (`controls.py`), the frame around the tabs (`layout.py`), the background
+pieces: the controls (`controls.py`), the frame around the tabs (`frame.py`), the background
 steps (`steps.py`, run by `tasks.py`), TensorRT's verdicts (`verdicts.py`), and one
 `ConversionView` built per change that every tab renders (`tabs.py` and the `*_tab.py`
 modules; the HTML report renders the same view). Moving a control reconverts at once (the
@@ -31,8 +31,8 @@ from workbench.errors import WorkbenchError
 from workbench.ui import steps
 from workbench.ui.controls import Controls
 from workbench.ui.export_tab import ExportTab
+from workbench.ui.frame import AppLayout, knob_notes_html
 from workbench.ui.graph_tab import GraphTab
-from workbench.ui.layout import AppLayout, knob_notes_html
 from workbench.ui.store import ExperimentStore, Run
 from workbench.ui.tables import note_html
 from workbench.ui.tabs import (
@@ -95,7 +95,7 @@ class Workbench:
         self.picker.value = model if isinstance(model, str) else ""
         self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,
                                   self._on_cancelled)
-        self._verdicts = TensorRTVerdicts(self.summary_tab, lambda: self.params.validated(),
+        self._verdicts = TensorRTVerdicts(self.summary_tab, lambda: self.params,
                                           self.refresh, background)
         # TensorRT's verdicts (engine -> JSON object) per parameters they were made for.
         self.tensorrt: dict[ConversionParams, dict[str, dict]] = self._verdicts.by_params
@@ -183,7 +183,7 @@ class Workbench:
         if self.view is None:
             raise WorkbenchError("nothing to keep: the model has not been converted")
         run = Run.from_result(self.view.result, self.params, name or None)
-        if self.check is not None and self.check.params == self.params.validated():
+        if self.check is not None and self.check.params == self.params:
             run.metrics = self.check.metrics()
         run = self.store.add(run)
         self.runs_tab.show()
@@ -222,7 +222,7 @@ class Workbench:
             return
         start = time.perf_counter()
         try:
-            params = self.params.validated()
+            params = self.params
             self.view = build_view(self.session, params, self.check, self.profile_table,
                                    self.blocking, self.tensorrt.get(params),
                                    per_engine=self.per_engine_report)
@@ -251,7 +251,7 @@ class Workbench:
     # --- layout ---------------------------------------------------------------------------
 
     def _lay_out(self) -> None:
-        """The frame (`layout.py`); its widgets are the app's attributes too."""
+        """The frame (`frame.py`); its widgets are the app's attributes too."""
         self.layout = AppLayout(self.controls, self.tab_list, list(self.models),
                                 [self.target_gpu.widget])
         for name in ("status", "progress", "cancel_button", "headline", "knob_notes", "picker",
@@ -307,7 +307,7 @@ class Workbench:
         the background beside the controls; the Summary tab shows them while these
         parameters are shown."""
         if self.session is not None and not self._verdicts.busy:
-            self._verdicts.start(self.session, self.params.validated())
+            self._verdicts.start(self.session, self.params)
 
     def _start_on_session(self, step: Callable[..., steps.Step], done: Callable[[Any], None],
                           label: str) -> None:

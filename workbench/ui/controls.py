@@ -31,41 +31,41 @@ class Controls:
     """Widgets for every conversion parameter; `on_change` fires with the new params."""
 
     def __init__(self, params: ConversionParams, max_threshold: int = 64):
-        p = params.validated()
         self.minimum_segment_size = widgets.IntSlider(
-            value=max(p.minimum_segment_size, 1), min=1, max=max_threshold,
+            value=max(params.minimum_segment_size, 1), min=1, max=max_threshold,
             continuous_update=False, **_FULL,
         )
         self.minimum_segment_size.add_class("wb-min-segment-size")
         self.precision = widgets.ToggleButtons(
-            options=list(PRECISION_MODES), value=p.precision_mode,
+            options=list(PRECISION_MODES), value=params.precision_mode,
             style={"button_width": "62px"},
         )
         self.dynamic_shape = widgets.Checkbox(
-            value=p.use_dynamic_shape, description="use_dynamic_shape", indent=False
+            value=params.use_dynamic_shape, description="use_dynamic_shape", indent=False
         )
         self.profile_strategy = widgets.Dropdown(
-            options=list(PROFILE_STRATEGIES), value=p.dynamic_shape_profile_strategy or "Range",
-            disabled=not p.use_dynamic_shape, **_FULL,
+            options=list(PROFILE_STRATEGIES),
+            value=params.dynamic_shape_profile_strategy or "Range",
+            disabled=not params.use_dynamic_shape, **_FULL,
         )
         self.denylist = widgets.TagsInput(
-            value=list(p.denylist), allowed_tags=list(p.denylist), allow_duplicates=False,
+            value=list(params.denylist), allowed_tags=list(params.denylist), allow_duplicates=False,
             placeholder="type an op type, e.g. Conv2D", **_FULL,
         )
         self.max_engines = widgets.BoundedIntText(
-            value=p.max_engines, min=0, max=10_000, **_FULL,
+            value=params.max_engines, min=0, max=10_000, **_FULL,
         )
         self.max_cached_engines = widgets.BoundedIntText(
-            value=p.maximum_cached_engines, min=1, max=1000, **_FULL,
+            value=params.maximum_cached_engines, min=1, max=1000, **_FULL,
         )
         self.allow_build_at_runtime = widgets.Checkbox(
-            value=p.allow_build_at_runtime, description="allow_build_at_runtime", indent=False
+            value=params.allow_build_at_runtime, description="allow_build_at_runtime", indent=False
         )
         self.workspace = widgets.Dropdown(
-            options=WORKSPACE_CHOICES, value=_workspace_choice(p.max_workspace_size_bytes),
+            options=WORKSPACE_CHOICES, value=_workspace_choice(params.max_workspace_size_bytes),
             **_FULL,
         )
-        self.use_calibration = p.use_calibration
+        self.use_calibration = params.use_calibration
         self._callbacks: list[Callable[[], None]] = []
         self._holding = False  # set_params fires the callbacks once, not once per widget
         self.dynamic_shape.observe(self._toggle_strategy, names="value")
@@ -120,7 +120,7 @@ class Controls:
             max_workspace_size_bytes=self.workspace.value,
             use_calibration=self.use_calibration,
             allow_build_at_runtime=self.allow_build_at_runtime.value,
-        ).validated()
+        )
 
     def set_params(self, params: ConversionParams | Mapping[str, Any]) -> None:
         """Sets every control from `params` (or a dict of its fields, such as a tuning trial's;
@@ -131,7 +131,7 @@ class Controls:
         unknown = sorted(set(params) - known)
         if unknown:
             raise WorkbenchError(f"unknown conversion parameters {unknown}: use {sorted(known)}")
-        p = ConversionParams(**{**self.params().as_dict(), **params}).validated()
+        p = ConversionParams(**{**self.params().as_dict(), **params})
         self._holding = True
         try:
             self.minimum_segment_size.max = max(self.minimum_segment_size.max,

@@ -15,7 +15,7 @@ import ipywidgets as widgets
 
 from workbench.checks.conversion_check import parse_batch_sizes
 from workbench.checks.export import describe
-from workbench.files import format_bytes
+from workbench.durable_files import format_bytes
 from workbench.ui.tables import note_html, pre_html
 from workbench.viz.view import ConversionView
 

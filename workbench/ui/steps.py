@@ -11,13 +11,13 @@ from typing import Any
 
 from workbench.checks.conversion_check import conversion_check_steps
 from workbench.checks.export import export
+from workbench.checks.inputs import random_inputs
 from workbench.checks.per_engine import per_engine_accuracy
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.whatif import blocking_op_types
 from workbench.diagnosis import Diagnosis, doctor
 from workbench.profiling.engines import native_and_engines
-from workbench.profiling.tensorflow import random_inputs
 from workbench.ui.tasks import Progress
 
 Step = Generator[Progress, None, Any]
@@ -76,12 +76,12 @@ def exporting(session: ConversionSession, params: ConversionParams, format: str,
 
 def tensorrt_verdicts(session: ConversionSession, params: ConversionParams) -> Step:
     """TensorRT's verdict on every engine: `(params, engine -> verdict JSON)`."""
+    from workbench.checks.inputs import generated_input_sets
     from workbench.engines.inspection.tensorrt_verdict import (
         engine_verdict_steps,
         require_tensorrt,
     )
     from workbench.engines.runtime.converted_model import converted_model
-    from workbench.trt_convert import generated_input_sets
 
     builder = require_tensorrt()
     yield 0.0, f"{builder}: exporting and building every engine"

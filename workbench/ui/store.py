@@ -1,8 +1,9 @@
 """The experiment store: every conversion the user keeps, as one JSON file per run on disk.
 
 One file per run means a crash can only ever touch the run being written, and no write ever
-rewrites another run's file. Each file is written atomically (`workbench.files.atomic_write`:
-a hidden temp file, fsynced, renamed over its final name), so a reader sees a whole run or none.
+rewrites another run's file. Each file is written atomically
+(`workbench.durable_files.atomic_write`: a hidden temp file, fsynced, renamed over its final
+name), so a reader sees a whole run or none.
 Files that cannot be read are reported in `problems` and left on disk as they are.
 """
 
@@ -21,8 +22,8 @@ import pandas as pd
 
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult
+from workbench.durable_files import atomic_write, check_format, fsync_directory, json_scalar
 from workbench.errors import WorkbenchError, first_line
-from workbench.files import atomic_write, check_format, fsync_directory, json_scalar
 
 FORMAT = "tftrt-workbench-run/1"
 RUN_PREFIX, RUN_SUFFIX = "run-", ".json"
@@ -72,7 +73,7 @@ class Run:
         The result's own parameters win over `params` where both say something (a sweep's
         result carries its own threshold); `params` supplies the rest (workspace, ...).
         """
-        merged = {**params.validated().as_dict(), **result.params.to_json()}
+        merged = {**params.as_dict(), **result.params.to_json()}
         now = datetime.now(timezone.utc)
         run = cls(
             run_id=f"{now:%Y%m%dT%H%M%S%fZ}-{secrets.token_hex(3)}",

@@ -20,6 +20,7 @@ from workbench.conversion.params import PRECISION_MODES, PROFILE_STRATEGIES
 from workbench.errors import WorkbenchError
 from workbench.tuning import TrialRecord, TuneResult, expand_grid, tune
 from workbench.tuning.estimates import estimate_trials
+from workbench.tuning.grid import parse_integers
 from workbench.ui.tables import note_html, table_html
 from workbench.ui.tabs import show_figure
 from workbench.ui.target_gpu import TargetGpu
@@ -84,7 +85,7 @@ class TuneTab:
         """The grid the widgets describe (`tune()`'s `grid`); WorkbenchError says what is wrong."""
         grid: dict[str, list[Any]] = {
             "precision_mode": list(self.precisions.value),
-            "minimum_segment_size": _integers("minimum_segment_size", self.thresholds.value),
+            "minimum_segment_size": parse_integers("minimum_segment_size", self.thresholds.value),
             "use_dynamic_shape": [SHAPES[v] for v in self.shapes.value],
         }
         if True in grid["use_dynamic_shape"]:
@@ -287,10 +288,3 @@ class TuneTab:
     def _say(self, text: str, error: bool = False) -> None:
         self.status.value = note_html(text, error=error)
 
-
-def _integers(name: str, text: str) -> list[int]:
-    try:
-        return [int(t) for t in text.replace(",", " ").split()]
-    except ValueError:
-        raise WorkbenchError(f"{name} values must be whole numbers separated by commas, "
-                             f"got {text!r}") from None

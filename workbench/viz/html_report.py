@@ -95,7 +95,7 @@ def collect(session: ConversionSession, params: ConversionParams,
             per_engine: Any = None) -> ConversionView:
     """The report's view: the app's, with the blocking op types always measured."""
     return build_view(session, params, check=check,
-                      blocking=blocking_op_types(session, params.validated()), tensorrt=tensorrt,
+                      blocking=blocking_op_types(session, params), tensorrt=tensorrt,
                       per_engine=per_engine)
 
 

@@ -73,7 +73,7 @@ class ConversionView:
     tabs and the HTML report. Measurements (check, profile, blocking op types) are the latest
     ones, which may belong to other parameters: `check_is_current` says."""
 
-    params: ConversionParams  # validated
+    params: ConversionParams
     graph: Graph  # the prepared graph the result segments (for drawings)
     result: ConversionResult
     report: ConversionReport
@@ -162,7 +162,6 @@ def build_view(
 ) -> ConversionView:
     """The view of converting `session`'s model with `params`, swept over every threshold up
     to one past the largest segment, with the latest measurements."""
-    params = params.validated()
     result = session.convert(params)
     limit = sweep_limit(largest_segment(session, params))
     sweep = tuple(session.sweep(params, range(1, limit + 1)))
@@ -199,8 +198,7 @@ def knob_notes(session: ConversionSession, params: ConversionParams, result: Con
                      "--calibration-key KEY.")
     dynamic = not params.use_dynamic_shape
     flipped = session.convert(replace(params, use_dynamic_shape=dynamic,
-                                      dynamic_shape_profile_strategy=RANGE if dynamic else None
-                                      ).validated())
+                                      dynamic_shape_profile_strategy=RANGE if dynamic else None))
     if _engine_nodes(flipped) == _engine_nodes(result):
         notes.append("use_dynamic_shape: the same engines either way for this model; it changes "
                      "the shapes each engine accepts (the engine table's input_shapes).")

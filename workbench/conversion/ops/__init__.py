@@ -1,4 +1,5 @@
-"""The converter registry: op type -> validation rule (spec §3), TensorRT 8.6 assumed.
+"""The converter registry: op type -> validation rule (docs/tftrt-behaviour.md#op-rules), TensorRT
+8.6 assumed.
 
 Each family module exports `RULES`; they are merged here. With TRT 8.6 every version-gated
 converter (>= 7.1.3, >= 8.2, EfficientNMS) is registered.

@@ -1,4 +1,5 @@
-"""Element-wise binary ops and their relatives (spec §3.2, `ops/binary_ops.cc`)."""
+"""Element-wise binary ops and their relatives (docs/tftrt-behaviour.md#op-rules,
+`ops/binary_ops.cc`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Convolutions (spec §3.3, `ConvertConv2DHelper`, `ConvertConv3DHelper`,
+"""Convolutions (docs/tftrt-behaviour.md#op-rules, `ConvertConv2DHelper`, `ConvertConv3DHelper`,
 `ConvertFusedConv2DBiasActivation` in `convert_nodes.cc`)."""
 
 from __future__ import annotations

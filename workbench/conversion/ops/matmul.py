@@ -1,4 +1,4 @@
-"""MatMul, BatchMatMul and Einsum (spec §3.3)."""
+"""MatMul, BatchMatMul and Einsum (docs/tftrt-behaviour.md#op-rules)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Softmax, fill-like ops, Resize, variables, Const, Cast and the pass-through ops
-(spec §3.4, §3.5)."""
+(docs/tftrt-behaviour.md#op-rules)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""CombinedNonMaxSuppression (spec §3.5, `ConvertCombinedNMS`). With TensorRT 8.6 TF-TRT uses
+"""CombinedNonMaxSuppression (docs/tftrt-behaviour.md#op-rules, `ConvertCombinedNMS`). With
+TensorRT 8.6 TF-TRT uses
 the EfficientNMS plugin, which it only wires up in explicit batch mode."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Batch normalization (spec §3.3, `ConvertFusedBatchNorm` in `convert_nodes.cc`)."""
+"""Batch normalization (docs/tftrt-behaviour.md#op-rules, `ConvertFusedBatchNorm` in
+`convert_nodes.cc`)."""
 
 from __future__ import annotations
 

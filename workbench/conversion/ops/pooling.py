@@ -1,4 +1,5 @@
-"""Pooling (spec §3.3, `ConvertPool` and `ConvertPool3D` in `convert_nodes.cc`)."""
+"""Pooling (docs/tftrt-behaviour.md#op-rules, `ConvertPool` and `ConvertPool3D` in
+`convert_nodes.cc`)."""
 
 from __future__ import annotations
 

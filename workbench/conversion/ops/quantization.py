@@ -1,4 +1,4 @@
-"""Quantization ops (spec §2.3 step 1, §3.5, `ops/quantization_ops.cc`).
+"""Quantization ops (docs/tftrt-behaviour.md#validator, step 1; `ops/quantization_ops.cc`).
 
 They exist only in INT8 precision; the validator itself enforces that before the rule runs.
 """
@@ -10,7 +10,8 @@ from workbench.conversion.ops.rule import Check
 
 QUANTIZATION_OPS = ("QuantizeAndDequantizeV2", "QuantizeAndDequantizeV3",
                     "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs")
-# Believed to be just QDQV2 (spec §6.1); the header copy read was truncated.
+# Believed to be just QDQV2 (docs/tftrt-behaviour.md#open-questions); the header copy read was
+# truncated.
 EXPLICIT_QUANTIZATION_OPS = ("QuantizeAndDequantizeV2",)
 
 ROLES = {

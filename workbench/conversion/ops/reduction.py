@@ -1,4 +1,4 @@
-"""Reductions, ArgMax/ArgMin and TopKV2 (spec §3.5)."""
+"""Reductions, ArgMax/ArgMin and TopKV2 (docs/tftrt-behaviour.md#op-rules)."""
 
 from __future__ import annotations
 

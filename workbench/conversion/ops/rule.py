@@ -1,4 +1,4 @@
-"""How a converter's validation is put together from data (spec §3.0).
+"""How a converter's validation is put together from data (docs/tftrt-behaviour.md#op-rules).
 
 Structured converters (TF-TRT's `OpConverterBase`, `convert/ops/*.cc`) check the dtype attribute,
 then the input roles (messages end in `, at <node>`), then their own `Validate()`. Legacy

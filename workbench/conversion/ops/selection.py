@@ -1,4 +1,4 @@
-"""Select and SelectV2 (spec §3.5, `ops/selectv2.cc`; TRT >= 8.2)."""
+"""Select and SelectV2 (docs/tftrt-behaviour.md#op-rules, `ops/selectv2.cc`; TRT >= 8.2)."""
 
 from __future__ import annotations
 

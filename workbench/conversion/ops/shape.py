@@ -1,5 +1,5 @@
 """Shape manipulation: Reshape, ExpandDims, Squeeze, Transpose, Shape, Pack, Unpack, ConcatV2,
-Split, Tile, DepthToSpace, SpaceToDepth, DataFormatVecPermute (spec §3.4)."""
+Split, Tile, DepthToSpace, SpaceToDepth, DataFormatVecPermute (docs/tftrt-behaviour.md#op-rules)."""
 
 from __future__ import annotations
 
@@ -245,7 +245,8 @@ RULES: dict[str, Check] = {
                        roles=(("input_tensor", ANY), ("weight", ANY))),
     "DepthToSpace": legacy(_depth_space, dtypes=LEGACY_DTYPES, roles=(("input", TENSOR),)),
     "SpaceToDepth": legacy(_depth_space, dtypes=LEGACY_DTYPES, roles=(("input", TENSOR),)),
-    # Open question §6.1: we take the newest data_format_vec_permute.cc's own list, [int32]
+    # docs/tftrt-behaviour.md#open-questions: we take the newest data_format_vec_permute.cc's own
+    # list, [int32]
     # (the usual use is permuting int32 shape vectors, which would otherwise never convert).
     "DataFormatVecPermute": structured(_vec_permute, dtypes=("int32",), roles=(("x", ANY),)),
 }

@@ -1,4 +1,4 @@
-"""Slice, StridedSlice, Pad and GatherV2 (spec §3.4)."""
+"""Slice, StridedSlice, Pad and GatherV2 (docs/tftrt-behaviour.md#op-rules)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Element-wise unary ops, activations and LogicalNot (spec §3.1, `ops/unary_ops.cc`)."""
+"""Element-wise unary ops, activations and LogicalNot (docs/tftrt-behaviour.md#op-rules,
+`ops/unary_ops.cc`)."""
 
 from __future__ import annotations
 

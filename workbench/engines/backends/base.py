@@ -170,7 +170,7 @@ def check_calibration_data(data: Sequence[Sequence[np.ndarray]], input_names: Se
     """The calibration batches as arrays, or a clear error before any calibration work starts.
 
     Like TF-TRT's `calibration_input_fn`, every batch must feed every input with one shape
-    throughout (spec tools-and-formats §1.10).
+    throughout (docs/tftrt-behaviour.md#int8).
     """
     batches = [tuple(np.asarray(x) for x in batch) for batch in data]
     if not batches:

@@ -34,7 +34,7 @@ from workbench.engines.backends.base import (
     unpack_engine,
 )
 from workbench.engines.layer_table import layer_table
-from workbench.engines.onnx.files import (
+from workbench.engines.onnx.external_data import (
     data_file,
     model_file,
     new_model,

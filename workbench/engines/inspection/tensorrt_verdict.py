@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.durable_files import atomic_write
 from workbench.engines.backends.tensorrt_api import TENSORRT_RTX, TensorRTApi
 from workbench.engines.backends.tensorrt_backend import (
     ShapeValues,
@@ -41,7 +42,6 @@ from workbench.engines.backends.tensorrt_kernels import (
 from workbench.engines.profiles import Profile, ShapeSet, optimization_profiles
 from workbench.engines.settings import NO_REQUEST, BuildRequest
 from workbench.errors import WorkbenchError, first_line
-from workbench.files import atomic_write
 from workbench.graph.cache import cache_dir
 
 if TYPE_CHECKING:

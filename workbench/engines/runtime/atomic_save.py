@@ -17,8 +17,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from workbench.durable_files import format_bytes
 from workbench.errors import WorkbenchError
-from workbench.files import format_bytes
 
 SAVED_MODEL_PB = "saved_model.pb"
 HIDDEN_SAVED_MODEL_PB = "saved_model.pb.incomplete"

@@ -2,16 +2,16 @@
 
 `ConvertedModel` is what `convert()`, `build()` and `workbench.load()` hand the user. It is
 called like TF-TRT's converted function (inputs by position or name, a dict of named outputs)
-and runs the converted graph (`hybrid.py`): TensorFlow runs the unconverted nodes, each
+and runs the converted graph (`hybrid_graph.py`): TensorFlow runs the unconverted nodes, each
 engine node calls its `EngineOp` (cache, build at run time, native fallback). The graph is put
 together on first use, so `convert()` itself stays as fast as the segmentation.
 
 The model holds its collaborators, each in a module of its own:
 - `runtime_graph.RuntimeGraph`: the converted graph and the signature's names;
 - `segment_runtime.SegmentRuntime`: per engine, its segment, ONNX export and engine op;
-- `converted_functions.ConvertedFunctions`: the TensorFlow functions a call runs, with the
+- `traced_functions.ConvertedFunctions`: the TensorFlow functions a call runs, with the
   engines called directly and the fallback when one misses;
-- `engine_builds`: build(), calibration, the engines built for the first call;
+- `build_ahead`: build(), calibration, the engines built for the first call;
 - `engine_statistics`: what the engine ops did.
 """
 
@@ -29,8 +29,7 @@ import pandas as pd
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult
 from workbench.engines.backends.base import Backend, Engine
-from workbench.engines.runtime import engine_builds, engine_statistics
-from workbench.engines.runtime.converted_functions import ConvertedFunctions
+from workbench.engines.runtime import build_ahead, engine_statistics
 from workbench.engines.runtime.engine_op import (
     DISALLOWED,
     Collected,
@@ -41,6 +40,7 @@ from workbench.engines.runtime.input_sets import InputSets, call_arguments, coll
 from workbench.engines.runtime.output_check import check_outputs, producer_of
 from workbench.engines.runtime.runtime_graph import RuntimeGraph, runtime_graph
 from workbench.engines.runtime.segment_runtime import SegmentRuntime, export_engines
+from workbench.engines.runtime.traced_functions import ConvertedFunctions
 from workbench.engines.segment import NativeSegment, SegmentGraph
 from workbench.engines.settings import BuildRequest, EngineSettings
 from workbench.errors import WorkbenchError
@@ -78,7 +78,7 @@ class ConvertedModel:
         return self._graph
 
     def _engine_attrs(self, engine: str) -> dict[str, Any]:
-        from workbench.engines.runtime.engine_nodes import engine_attrs
+        from workbench.engines.runtime.tftrt_graph_def import engine_attrs
 
         op = self.ops[engine]
         return engine_attrs(self.segments[engine].segment.engine, op.settings,
@@ -113,7 +113,7 @@ class ConvertedModel:
 
     @property
     def converted_functions(self) -> ConvertedFunctions:
-        """The TensorFlow functions calls run (`converted_functions.py`), made on first use."""
+        """The TensorFlow functions calls run (`traced_functions.py`), made on first use."""
         if self._converted_functions is None:
             self._converted_functions = ConvertedFunctions(self.graph, self.ops)
         return self._converted_functions
@@ -186,7 +186,7 @@ class ConvertedModel:
         """Runs the converted model: inputs by position (signature order) or by name."""
         tensors = self.input_tensors(args, kwargs)
         if self.converted_functions.called_directly is None:
-            engine_builds.build_for_first_call(self, tensors)
+            build_ahead.build_for_first_call(self, tensors)
         try:
             outputs = self.converted_functions.call(tensors)
         except tf.errors.OpError as exc:  # TF-TRT's kernel aborted; ours ran inside TensorFlow
@@ -231,20 +231,20 @@ class ConvertedModel:
     # --- build() and calibration -------------------------------------------------------------
 
     def build(self, input_fn: Callable[[], Any]) -> None:
-        """TF-TRT's build(): engines for the shapes `input_fn` yields (see `engine_builds`)."""
-        engine_builds.build_engines(self, collect_inputs(input_fn, self.input_names,
+        """TF-TRT's build(): engines for the shapes `input_fn` yields (see `build_ahead`)."""
+        build_ahead.build_engines(self, collect_inputs(input_fn, self.input_names,
                                                          "input_fn"))
 
     def calibrate(self, calibration_input_fn: Callable[[], Any]) -> None:
         """INT8: each op's input batches from running `calibration_input_fn` natively; they
         become the calibration data of the engines built afterwards."""
-        engine_builds.calibrate(self, collect_inputs(calibration_input_fn, self.input_names,
+        build_ahead.calibrate(self, collect_inputs(calibration_input_fn, self.input_names,
                                                      "calibration_input_fn"))
 
     def engine_shape_sets(self, input_sets: Sequence[Sequence[Any]]) -> dict[str, list[Any]]:
         """engine -> its input shapes for each of the model's `input_sets` (as build() sees
         them: inferred, or from a native run where they depend on values)."""
-        return engine_builds.engine_shapes(self, InputSets([list(s) for s in input_sets]))
+        return build_ahead.engine_shapes(self, InputSets([list(s) for s in input_sets]))
 
     def engine_input_batches(self, input_sets: Sequence[Sequence[Any]]
                              ) -> dict[str, list[Any]]:

@@ -38,7 +38,7 @@ class NativeExecutionDisallowedError(WorkbenchError):
     """An engine could not run and the user disallowed the native segment (TF-TRT's abort)."""
 
 
-# Raised inside a fallback-free engine call (hybrid.engine_function) when no engine ran: the
+# Raised inside a fallback-free engine call (hybrid_graph.engine_function) when no engine ran: the
 # converted model reruns the call with that engine's fallback branch in the graph.
 ENGINE_MISS = "workbench-engine-miss"
 

@@ -62,9 +62,9 @@ class RuntimeGraph:
 
     def as_graph_def(self, add_shapes: bool = False) -> Any:
         """The converted GraphDef as TF-TRT's converted function's graph gave it: one
-        TRTEngineOp per engine (`engine_nodes.tftrt_graph_def`). `add_shapes` is accepted
+        TRTEngineOp per engine (`tftrt_graph_def.tftrt_graph_def`). `add_shapes` is accepted
         for TensorFlow's signature and not used."""
-        from workbench.engines.runtime.engine_nodes import tftrt_graph_def
+        from workbench.engines.runtime.tftrt_graph_def import tftrt_graph_def
 
         return tftrt_graph_def(self)
 
@@ -97,8 +97,8 @@ class RuntimeGraph:
 
     def engine_input_shapes(self, shapes: Any) -> dict[str, Any]:
         """engine -> its input shapes for the model's input `shapes` (None where they depend
-        on values); see build_shapes.engine_input_shapes."""
-        from workbench.engines.runtime.build_shapes import engine_input_shapes
+        on values); see engine_shapes.engine_input_shapes."""
+        from workbench.engines.runtime.engine_shapes import engine_input_shapes
 
         if self.prepared_graph_def is None:
             return {e.name: None for e in self.engines}
@@ -117,7 +117,7 @@ class RuntimeGraph:
 
 def runtime_graph(session: ConversionSession, result: ConversionResult) -> RuntimeGraph:
     """The converted graph of a conversion (`ConversionSession`, `ConversionResult`)."""
-    from workbench.engines.runtime.hybrid import converted_graph_def
+    from workbench.engines.runtime.hybrid_graph import converted_graph_def
     from workbench.engines.segment import extract_segment
     from workbench.graph.nodes import TensorRef
 
@@ -179,7 +179,7 @@ def _function_engine_settings(functions: list[Any]) -> dict[str, dict[str, Any]]
 def _replace_function(converted: Any, conversion: Any, segments: list[Any]) -> None:
     """Puts the function of `conversion` with its engines in place into the converted
     GraphDef's library."""
-    from workbench.engines.runtime.hybrid import converted_function_def
+    from workbench.engines.runtime.hybrid_graph import converted_function_def
 
     library = converted.library.function
     index = next(i for i, f in enumerate(library) if f.signature.name == conversion.function)

@@ -32,8 +32,8 @@ def lift_saved_weights(lifted: LiftedGraph, segments: Sequence[SegmentGraph],
     a loop frame keep theirs (a node may not read two frames), as do segments called from
     inside library functions. A Const that was a variable (graph/variables.py) is fed
     whatever its size, a resource handle where its segment reads it with `ReadVariableOp`;
-    `variables_only` feeds only those (the in-process description, `engine_nodes`)."""
-    from workbench.engines.runtime.hybrid import engines_in_loops, with_native_functions
+    `variables_only` feeds only those (the in-process description, `tftrt_graph_def`)."""
+    from workbench.engines.runtime.hybrid_graph import engines_in_loops, with_native_functions
 
     in_loops = engines_in_loops(lifted.graph_def)
     calls = {n.name: n for n in lifted.graph_def.node if n.op == "PartitionedCall"}

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.conversion.result import EngineInfo
+from workbench.durable_files import format_bytes
 from workbench.engines.profiles import Profile
 from workbench.engines.runtime.atomic_save import (
     check_free_space,
@@ -56,7 +57,6 @@ from workbench.engines.runtime.saved_graphs import (
 from workbench.engines.settings import EngineSettings
 from workbench.engines.weights import LiftedGraph, StoredBytes
 from workbench.errors import WorkbenchError, first_line
-from workbench.files import format_bytes
 from workbench.graph.loading import WORKBENCH_MANIFEST
 from workbench.graph.nodes import TensorSpec, element_count
 from workbench.graph.wire import read_graph_def, write_graph_def
@@ -228,7 +228,7 @@ def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
                        write_saved_model: Callable[..., Any] | None) -> dict[str, str]:
     """The SavedModel (`_save_signature`); each weight it made a variable -> its checkpoint
     key."""
-    from workbench.engines.runtime.hybrid import forget_functions, native_function_name
+    from workbench.engines.runtime.hybrid_graph import forget_functions, native_function_name
 
     # Native segment functions have fixed names, registered process-wide while the function
     # saving them lives: collect it once saved, so the next model's save can use the names.
@@ -246,7 +246,7 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     """The SavedModel: its weights variables, sharing the buffers of those the converted
     function `captured` (no copy), the others read from where they were `stored` (else made
     from their protos)."""
-    from workbench.engines.runtime.hybrid import wrap_converted
+    from workbench.engines.runtime.hybrid_graph import wrap_converted
     from workbench.engines.runtime.saved_weights import lift_saved_weights
     from workbench.engines.weights import as_variable
     from workbench.graph.variables import DT_RESOURCE
@@ -300,12 +300,12 @@ def _with_engine_ops(graph: RuntimeGraph, graph_def: Any) -> None:
     """Each engine a TRTEngineOp calling its native segment, as TF-TRT saved it, where the
     workbench's TRTEngineOp can be registered (`native_op/trt_engine_op.py`); else the engines
     stay direct calls of their native segments (which the op would run anyway)."""
-    from workbench.engines.runtime.engine_nodes import (
+    from workbench.engines.runtime.native_op.trt_engine_op import register_engine_op
+    from workbench.engines.runtime.tftrt_graph_def import (
         as_engine_nodes,
         engine_attrs_of,
         engine_infos,
     )
-    from workbench.engines.runtime.native_op.trt_engine_op import register_engine_op
 
     if register_engine_op():
         as_engine_nodes(graph_def, engine_infos(graph), engine_attrs_of(graph), to_run=True)

@@ -38,7 +38,7 @@ class SegmentRuntime:
         exports without holding on to it (it holds every weight of the segment again)."""
         if self.onnx_model is not None:
             return self.onnx_model
-        from workbench.engines.onnx.export import export_onnx
+        from workbench.engines.onnx.segment_export import export_onnx
 
         model = self.exported(export_onnx)
         if keep:
@@ -57,8 +57,8 @@ class SegmentRuntime:
         """The ONNX model into `path` as one file, streamed: from an engine's file that is the
         export (an FP32 ONNX Runtime engine), else exported again (to a temporary file)
         unless it is kept."""
-        from workbench.engines.onnx.files import remove_model, write_inline
-        from workbench.engines.runtime.build import export_file
+        from workbench.engines.onnx.external_data import remove_model, write_inline
+        from workbench.engines.runtime.segment_engine import export_file
 
         if self.onnx_model is not None:
             path.write_bytes(self.onnx_model.SerializeToString())
@@ -75,7 +75,7 @@ class SegmentRuntime:
 
     def build_engine(self, request: BuildRequest, backend: Backend) -> Engine:
         """An engine of the segment for `request` on `backend` (the engine op's builder)."""
-        from workbench.engines.runtime.build import build_segment_engine, export_file
+        from workbench.engines.runtime.segment_engine import build_segment_engine, export_file
 
         if environment.ABORT_ENGINE_BUILD.read():
             raise WorkbenchError(f"engine build aborted by {environment.ABORT_ENGINE_BUILD.name}")

@@ -53,7 +53,7 @@ def whole_model_engine(session: ConversionSession, params: ConversionParams,
     `params.precision_mode`. INT8 needs `calibration_data`: batches of the model's inputs in
     signature order. Raises `ExportError` for an op ONNX cannot express.
     """
-    from workbench.engines.runtime.build import build_segment_engine
+    from workbench.engines.runtime.segment_engine import build_segment_engine
 
     settings = EngineSettings.from_params(params)
     segment = whole_model_segment(session.prepared(settings.precision_mode))

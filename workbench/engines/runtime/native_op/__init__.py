@@ -1,6 +1,6 @@
 """Engine calls without Python: a compiled TensorFlow op runs a built ONNX Runtime engine.
 
-A fallback-free engine call (`hybrid.engine_function(..., fallback=False)`) used to be a
+A fallback-free engine call (`hybrid_graph.engine_function(..., fallback=False)`) used to be a
 `numpy_function` into `EngineOp.try_engine`: ~0.06 ms a call before any work. Where it can, the
 call is now the `WorkbenchOrtEngine` op (`ort_engine_op.cc`), which hands TensorFlow's input
 buffers to ONNX Runtime's C API. It serves exactly the calls `try_engine` would give the same

@@ -89,7 +89,7 @@ def unavailable_reason() -> str | None:
 
 def _source() -> OpSource:
     """The op's library; only its kernels where TensorFlow registered TRTEngineOp already."""
-    from workbench.tf_private.functions import op_def
+    from workbench.tf_private.function_defs import op_def
 
     return OpSource(SOURCE, defines=KERNEL_ONLY if op_def(ENGINE_OP) is not None else ())
 

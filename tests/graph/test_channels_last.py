@@ -1,4 +1,4 @@
-"""Channels-first nodes rewritten for the CPU (graph/layout.py), run where TensorFlow's CPU
+"""Channels-first nodes rewritten for the CPU (graph/channels_last.py), run where TensorFlow's CPU
 kernels refuse NCHW: a TensorFlow without oneDNN (TF_ENABLE_ONEDNN_OPTS=0)."""
 
 import os
@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import tensorflow as tf
 
-from workbench.graph.layout import cpu_runnable, needs_rewrite
+from workbench.graph.channels_last import cpu_runnable, needs_rewrite
 
 SCRIPT = textwrap.dedent("""
     import sys, numpy as np, tensorflow as tf

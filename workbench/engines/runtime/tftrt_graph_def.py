@@ -1,10 +1,10 @@
 """The converted GraphDef as TF-TRT's converted function held it: one TRTEngineOp per engine.
 
-In process each engine is a call of its `<engine>_native_segment` function (`hybrid.py`);
+In process each engine is a call of its `<engine>_native_segment` function (`hybrid_graph.py`);
 user code written for TF-TRT reads `converted.graph.as_graph_def()` and counts `TRTEngineOp`
 nodes, or reads their attributes (`calibration_data` after INT8 calibration). This module
 turns each engine's call node into the TRTEngineOp TF-TRT's convert_graph.cc made, with the
-attributes it set (spec tools-and-formats §1.7), the native segment functions in the library.
+attributes it set (docs/tftrt-behaviour.md#engine-ops), the native segment functions in the library.
 The GraphDef is a description: TensorFlow >= 2.18 has no TRTEngineOp kernel to run it.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from workbench.conversion.params import DEFAULT_MAX_WORKSPACE_SIZE_BYTES
 from workbench.conversion.result import EngineInfo, Shape
-from workbench.engines.runtime.hybrid import native_function_name, with_native_functions
+from workbench.engines.runtime.hybrid_graph import native_function_name, with_native_functions
 from workbench.engines.settings import EngineSettings
 
 if TYPE_CHECKING:

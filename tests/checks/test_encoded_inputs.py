@@ -14,11 +14,11 @@ from conftest import run_cli
 
 import sample_models
 from workbench.checks.conversion_check import check_conversion
+from workbench.checks.encoded_inputs import DEFAULT_SIDE, _encode_bmp
+from workbench.checks.inputs import generated_input_notes, random_inputs
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
-from workbench.profiling.encoded_inputs import DEFAULT_SIDE, _encode_bmp
-from workbench.profiling.tensorflow import generated_input_notes, random_inputs
 
 pytestmark = pytest.mark.slow
 

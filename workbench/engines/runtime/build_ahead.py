@@ -85,7 +85,7 @@ def engine_shapes(model: ModelToBuild, sets: InputSets) -> dict[str, list[Any]]:
 def _fill_value_dependent(model: ModelToBuild, shapes: dict[str, Any], inputs: list[Any],
                           index: int) -> None:
     """The shapes inference left unknown, from a native run of input set `index`."""
-    from workbench.engines.runtime.build_shapes import data_run_error
+    from workbench.engines.runtime.engine_shapes import data_run_error
 
     unknown = [name for name, value in shapes.items() if value is None]
     if not unknown:

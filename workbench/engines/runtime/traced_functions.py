@@ -1,7 +1,7 @@
 """The converted graph as TensorFlow functions, and the call that falls back when an engine misses.
 
 Each engine node calls its engine op with or without a native fallback branch (a `cond`,
-`hybrid.engine_function`). An engine already built is called directly, without the branch,
+`hybrid_graph.engine_function`). An engine already built is called directly, without the branch,
 which halves the cost of a call; a call where such an engine finds no engine to run (new shapes)
 raises, its counts are undone, and it reruns with that engine's branch, kept from then on. So
 there is one function per set of engines called directly.
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from workbench.engines.runtime.engine_op import ENGINE_MISS, EngineOp
-from workbench.engines.runtime.hybrid import engine_function, engines_in_loops, wrap_converted
+from workbench.engines.runtime.hybrid_graph import engine_function, engines_in_loops, wrap_converted
 from workbench.engines.runtime.runtime_graph import RuntimeGraph
 from workbench.engines.weights import as_tensor
 from workbench.hardware import release_free_memory

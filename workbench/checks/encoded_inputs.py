@@ -21,7 +21,7 @@ from workbench.errors import WorkbenchError, first_line
 from workbench.graph.nodes import Graph, Node
 from workbench.lazy import tf
 
-logger = logging.getLogger("workbench.profiling")
+logger = logging.getLogger("workbench.checks")
 
 # Decode op -> the format generated for it (DecodeImage sniffs the format: PNG it is).
 IMAGE_FORMATS = {"DecodePng": "PNG", "DecodeJpeg": "JPEG", "DecodeImage": "PNG",
@@ -142,7 +142,7 @@ def _first_decode(graph: Graph, library: Any, start: str, depth: int = 0) -> _De
 def _decode_in_body(graph: Graph, library: Any, call: Node, index: int, depth: int
                     ) -> _Decode | None:
     """The decode op reached inside the function `call` calls, from its argument `index`."""
-    from workbench.conversion.functions import function_graph_def
+    from workbench.conversion.function_conversion import function_graph_def
     from workbench.graph.build import graph_from_graph_def
     from workbench.graph.prepare import infer_shapes
 

@@ -1,6 +1,6 @@
 """The one way a segment becomes a backend engine: ONNX export, then the backend's build.
 
-The converted model's engine ops (runtime.py), the per-layer profile (profiling/engines.py)
+The converted model's engine ops (segment_runtime.py), the per-layer profile (profiling/engines.py)
 and the whole-model reference (whole_model.py) all build through `build_segment_engine`.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.engines.backends.base import Backend, Engine, get_backend
-from workbench.engines.onnx.files import new_model, take_model
+from workbench.engines.onnx.external_data import new_model, take_model
 from workbench.engines.segment import SegmentGraph
 from workbench.engines.settings import NO_REQUEST, BuildRequest, EngineSettings
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def export_file(segment: SegmentGraph) -> Path:
     """The segment's ONNX export in a new temporary file, its weights in the data file beside
     it (`onnx_export.write_export`); raises `ExportError` for an op ONNX cannot express."""
-    from workbench.engines.onnx.export import write_export
+    from workbench.engines.onnx.segment_export import write_export
 
     with new_model() as path:
         write_export(segment, path)

@@ -1,8 +1,8 @@
 """The trial store: `ROOT/trials/<model fingerprint>/<trial_id>.json`, one file per trial.
 
 ROOT is the runs store the app keeps its runs in (`workbench_runs` by default). Each file is
-written atomically (`workbench.files.atomic_write`), so a search killed at any moment loses no
-finished trial. A file that cannot be read, or whose content does not match its name, is
+written atomically (`workbench.durable_files.atomic_write`), so a search killed at any moment
+loses no finished trial. A file that cannot be read, or whose content does not match its name, is
 reported with a warning and not trusted: its trial runs again.
 """
 
@@ -13,8 +13,8 @@ import os
 import warnings
 from pathlib import Path
 
+from workbench.durable_files import atomic_write, json_scalar
 from workbench.errors import first_line
-from workbench.files import atomic_write, json_scalar
 from workbench.tuning.record import TrialRecord
 
 SUFFIX = ".json"

@@ -97,7 +97,7 @@ def function_params(function: Any, params: ConversionParams) -> tuple[Conversion
         elif field_name is not None:
             changes[field_name] = value
     try:
-        return replace(params, **changes).validated(), attrs
+        return replace(params, **changes), attrs
     except ConversionParamsError as exc:
         raise ConversionParamsError(
             f"function {function.signature.name}: {exc} (from its _tftrt_* attributes)") from None
@@ -160,7 +160,7 @@ def function_graph_def(function: Any, library: Any, specs: list[Any] | None
     each result an Identity `<result>_RetVal`; returns it, the fetches and the arguments."""
     from tensorflow.core.framework import tensor_shape_pb2
 
-    from workbench.tf_private.functions import function_def_to_graph_def
+    from workbench.tf_private.function_defs import function_def_to_graph_def
 
     shapes = None
     if specs is not None and len(specs) == len(function.signature.input_arg):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.engines.backends.tftrt_graph import ASSET_PREFIX, ENGINE_OP, TftrtModelError
+from workbench.engines.tftrt.saved_model import ASSET_PREFIX, ENGINE_OP, TftrtModelError
 from workbench.errors import WorkbenchError, first_line
 
 # Ops of TF-TRT's engine resources (trt_engine_resource_ops.cc).
@@ -128,7 +128,7 @@ def _to_segment_call(node: Any, library: dict[str, Any]) -> None:
 
 
 def _stateful(function: Any) -> bool:
-    from workbench.tf_private.functions import op_def
+    from workbench.tf_private.function_defs import op_def
 
     return any(getattr(op_def(n.op), "is_stateful", False)
                for n in function.node_def)

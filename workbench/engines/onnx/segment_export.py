@@ -27,7 +27,7 @@ from onnx import helper
 
 from workbench.conversion.result import EngineInfo
 from workbench.engines.onnx.context import ExportContext, ExportError, raw_bytes
-from workbench.engines.onnx.files import INLINE_BYTES, append_external, data_file
+from workbench.engines.onnx.external_data import INLINE_BYTES, append_external, data_file
 from workbench.engines.onnx.ops import CONVERTERS
 from workbench.engines.segment import SegmentGraph
 from workbench.errors import WorkbenchError

@@ -1,4 +1,4 @@
-"""Reading TF-TRT converted SavedModels (workbench/engines/backends/tftrt_graph.py).
+"""Reading TF-TRT converted SavedModels (workbench/engines/tftrt/saved_model.py).
 
 TF-TRT cannot run here, so the tests make its format: our converter's saved model, with each
 engine's `PartitionedCall` rewritten into a TRTEngineOp carrying TF-TRT's attributes
@@ -17,7 +17,7 @@ import pytest
 from conftest import run_cli
 
 from workbench.conversion.params import RecordedParams
-from workbench.engines.backends.tftrt_graph import TftrtModelError, inspect_tftrt
+from workbench.engines.tftrt.saved_model import TftrtModelError, inspect_tftrt
 
 NATIVE_SUFFIX = "_native_segment"
 

@@ -45,7 +45,8 @@ class TftrtModelError(WorkbenchError):
 
 @dataclass(frozen=True)
 class TftrtEngineAttrs:
-    """A TRTEngineOp's attributes that EngineInfo has no field for (spec tools §1.7)."""
+    """A TRTEngineOp's attributes that EngineInfo has no field for
+    (docs/tftrt-behaviour.md#saved-model)."""
 
     name: str
     segment_func: str

@@ -19,14 +19,14 @@ from workbench.engines.runtime.engine_op import EngineMissError, EngineOp
 from workbench.engines.runtime.native_op import engine_call
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
+from workbench.graph.channels_last import cpu_runnable
 from workbench.graph.control_flow import NEXT_ITERATION_OPS, loop_frames
-from workbench.graph.functions import function_refs
-from workbench.graph.layout import cpu_runnable
+from workbench.graph.function_library import function_refs
 from workbench.graph.nodes import TensorRef, dtype_enum, numpy_dtype_name
 from workbench.graph.variables import read_name, variable_nodes, variable_op
 from workbench.lazy import tf
 from workbench.tf_private import eager
-from workbench.tf_private.functions import graph_to_function_def
+from workbench.tf_private.function_defs import graph_to_function_def
 
 if TYPE_CHECKING:
     from tensorflow.core.framework.function_pb2 import FunctionDef
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from tensorflow.core.framework.node_def_pb2 import NodeDef
     from tensorflow.core.framework.tensor_pb2 import TensorProto
 
-    from workbench.conversion.functions import FunctionBody
+    from workbench.conversion.function_conversion import FunctionBody
     from workbench.engines.segment import SegmentGraph
     from workbench.engines.weights import LiftedGraph
 
@@ -432,7 +432,7 @@ def wrap_converted(converted: Any, feeds: Sequence[str], feed_specs: Sequence[An
     tensors the function captures: as Consts, TensorFlow's function instantiation and
     optimization copied them many times (ConvNeXtLarge: 10 GB for 0.8 GB of weights)."""
     graph_def = _with_engine_calls(converted, engine_functions) if engine_functions else converted
-    graph_def = cpu_runnable(graph_def)  # NCHW nodes of a GPU-prepared graph (graph/layout.py)
+    graph_def = cpu_runnable(graph_def)  # NCHW nodes of a GPU-prepared graph: channels_last.py
 
     def _import(*args: Any) -> list[Any]:
         for function in (engine_functions or {}).values():

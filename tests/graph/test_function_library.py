@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tensorflow.core.framework import function_pb2, graph_pb2
 
-from workbench.graph.functions import RENAMED_SUFFIX, rename_changed_functions
+from workbench.graph.function_library import RENAMED_SUFFIX, rename_changed_functions
 
 
 def _function(name, body_ops, calls=()):

@@ -21,7 +21,7 @@ from workbench.tf_private import tftrt
 
 if TYPE_CHECKING:
     from workbench.conversion.params import ConversionParams
-    from workbench.engines.backends.tftrt_graph import TftrtModel
+    from workbench.engines.tftrt.saved_model import TftrtModel
 
 NAME = "tftrt"
 
@@ -57,7 +57,6 @@ class TftrtUnavailableError(WorkbenchError):
 
 def tftrt_arguments(params: ConversionParams) -> dict[str, Any]:
     """TrtGraphConverterV2's keyword arguments for `params` (TF 2.17 names, same as ours)."""
-    params = params.validated()
     return {
         "use_dynamic_shape": params.use_dynamic_shape,
         "dynamic_shape_profile_strategy": params.dynamic_shape_profile_strategy,
@@ -72,7 +71,6 @@ def tftrt_arguments(params: ConversionParams) -> dict[str, Any]:
 
 def tftrt_environment(params: ConversionParams) -> dict[str, str]:
     """The knobs TF-TRT reads from its environment at each conversion (segment.cc)."""
-    params = params.validated()
     return {"TF_TRT_OP_DENYLIST": ",".join(params.denylist),
             "TF_TRT_MAX_ALLOWED_ENGINES": str(params.max_engines)}
 
@@ -93,7 +91,7 @@ def convert_with_tftrt(
                                     "workbench's own conversion) instead")
     trt_convert = tftrt.trt_convert()
 
-    from workbench.engines.backends.tftrt_graph import inspect_tftrt
+    from workbench.engines.tftrt.saved_model import inspect_tftrt
 
     with _environment(tftrt_environment(params)):
         converter = trt_convert.TrtGraphConverterV2(

@@ -1,0 +1,7 @@
+"""`python -m workbench.cli`."""
+
+import sys
+
+from workbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,101 @@
+"""run the converted model against native TensorFlow and compare outputs, Polygraphy's way
+(exit 3 on a mismatch)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from workbench.cli import options
+from workbench.cli.options import EXIT_MISMATCH
+from workbench.errors import WorkbenchError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.add_model_arguments(parser)
+    options.add_precision_argument(parser)
+    parser.add_argument("--minimum-segment-size", type=int, default=3)
+    parser.add_argument("--use-dynamic-shape", action="store_true")
+    options.add_prepare_for_argument(parser)
+    parser.add_argument("--profile-strategy", default=None)
+    parser.add_argument("--inputs", default=None, metavar="FILE.npz",
+                        help="arrays named by input, split into batches on the first axis "
+                             "(default: generated inputs; see docs/engines.md)")
+    parser.add_argument("--input-key", default=None,
+                        help="the array of --inputs feeding a single-input model")
+    parser.add_argument("--calibration-key", default=None,
+                        help="INT8: the array of --inputs to calibrate with "
+                             "(default: random inputs)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=4, help="random batches")
+    options.add_tolerance_arguments(parser)
+    parser.add_argument("--check-error-stat", default=None,
+                        help="elemwise, max, mean, median or quantile (default: elemwise; "
+                             "mean for INT8)")
+    parser.add_argument("--error-quantile", type=float, default=0.99)
+    options.add_json_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench import trt_convert
+    from workbench.checks.validate import generated_inputs, validate
+
+    if args.batch_size < 1 or args.batches < 1:
+        raise WorkbenchError("--batch-size and --batches must be >= 1")
+    converter = trt_convert.TrtGraphConverterV2(
+        input_model=args.model, input_saved_model_tags=options.split(args.tags),
+        input_saved_model_signature_key=args.signature_key,
+        output_node_names=options.split(args.outputs),
+        precision_mode=args.precision, minimum_segment_size=args.minimum_segment_size,
+        use_dynamic_shape=args.use_dynamic_shape,
+        dynamic_shape_profile_strategy=args.profile_strategy, prepare_for=args.prepare_for)
+    arrays = _npz(args.inputs) if args.inputs else {}
+
+    def calibration() -> Any:
+        if args.calibration_key:
+            # TF-TRT calibrates on one shape: a ragged last batch is left out.
+            return _batches(converter, arrays, args.calibration_key, args.batch_size,
+                            whole=True)
+        return generated_inputs(converter.session, args.batches, args.batch_size, seed=1000)
+
+    func = converter.convert(calibration if converter.params.needs_calibration else None)
+    inputs = (_batches(converter, arrays, args.input_key, args.batch_size) if args.inputs
+              else list(generated_inputs(converter.session, args.batches, args.batch_size)))
+    report = validate(func, converter.session.loaded, inputs, atol=args.atol, rtol=args.rtol,
+                      check_error_stat=args.check_error_stat, error_quantile=args.error_quantile)
+    print(json.dumps(report.to_json()) if args.json else report)
+    return 0 if report.passed else EXIT_MISMATCH
+
+
+def _npz(path: str) -> dict[str, Any]:
+    import numpy as np
+
+    try:
+        with np.load(path) as npz:
+            return dict(npz)
+    except (OSError, ValueError) as exc:
+        raise WorkbenchError(f"cannot read --inputs {path}: {exc}") from None
+
+
+def _batches(converter: Any, arrays: dict[str, Any], key: str | None, size: int,
+             whole: bool = False) -> list[dict[str, Any]]:
+    """Input sets of `size` rows (`whole`: full batches only): the array `key` for a
+    single-input model, else one array per input name."""
+    names = converter.session.loaded.input_names
+    if key is not None:
+        if len(names) != 1 or key not in arrays:
+            raise WorkbenchError(f"--input-key/--calibration-key {key!r} needs a single-input "
+                                 f"model and an array of that name; inputs: {', '.join(names)}; "
+                                 f"arrays: {', '.join(arrays)}")
+        feeds = {names[0]: arrays[key]}
+    else:
+        missing = [n for n in names if n not in arrays]
+        if missing:
+            raise WorkbenchError(f"--inputs has no array for input(s) {', '.join(missing)} "
+                                 f"(arrays: {', '.join(arrays)}); name them or use --input-key")
+        feeds = {n: arrays[n] for n in names}
+    rows = min(len(a) for a in feeds.values())
+    stop = rows - rows % size if whole else rows
+    return [{n: a[i:i + size] for n, a in feeds.items()} for i in range(0, stop, size)]

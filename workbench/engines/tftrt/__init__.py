@@ -1,0 +1,2 @@
+"""TF-TRT's own converted models: reading them, stripping their engines, converting under a
+real TF-TRT."""
