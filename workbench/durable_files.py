@@ -67,3 +67,12 @@ def check_format(data: Any, expected: str) -> dict[str, Any]:
     if data.get("format") != expected:
         raise ValueError(f"format is {data.get('format')!r}, expected {expected!r}")
     return data
+
+
+def format_bytes(size: float) -> str:
+    """`size` in B, KB, MB or GB (powers of 1000, as `ls -h --si` and disk makers count)."""
+    for unit in ("B", "KB", "MB"):
+        if abs(size) < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.2f} GB"

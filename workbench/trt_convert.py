@@ -217,11 +217,13 @@ class TrtGraphConverterV2:
     def save(self, output_saved_model_dir: str, save_gpu_specific_engines: bool = True,
              options: Any = None, *, overwrite: bool = False) -> None:
         """Writes a SavedModel as TF-TRT's: one TRTEngineOp per engine (which, with the workbench
-        imported, plain `tf.saved_model.load` loads and runs natively), the engines and
-        one ONNX model per segment in its assets; `workbench.load()` reloads it with the
-        engines, `workbench strip-engines` makes it loadable without the workbench. An
-        existing non-empty directory is refused unless `overwrite=True`. `options`
-        (`tf.saved_model.SaveOptions`) go to `saved_model.save`, as in TF-TRT."""
+        imported, plain `tf.saved_model.load` loads and runs natively), the engines in its
+        assets, each weight stored at most twice (the checkpoint and its engine);
+        `workbench.load()` reloads it with the engines, `workbench strip-engines` makes it
+        loadable without the workbench. An existing non-empty directory is refused unless
+        `overwrite=True`, a disk without room for the save before anything is written; the
+        model appears whole or not at all. `options` (`tf.saved_model.SaveOptions`) go to
+        `saved_model.save`, as in TF-TRT."""
         if self._converted_func is None:
             raise RuntimeError("Need to call convert() before save()")
         if self._params.needs_calibration and not self._calibrated:

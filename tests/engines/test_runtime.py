@@ -3,6 +3,7 @@ save and load (TF-TRT's TRTEngineOp kernel and TrtGraphConverterV2.build/save)."
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -270,7 +271,42 @@ def test_saved_model_keeps_each_segment_as_a_function_named_after_its_engine(
                    if a.name.startswith("TensorRTWeightPH_")]
         missing = set(engine.nodes) - {n.name for n in native.node_def}
         assert len(missing) == len(weights) > 0
-        assert (tmp_path / "out" / "assets" / f"{engine.name}.onnx").is_file()
+
+
+def test_saved_graphs_leave_the_weights_to_the_checkpoint_and_the_engines(
+        tmp_path: Path) -> None:
+    """Each weight is on disk twice at most: in the checkpoint and in its engine."""
+    x = sample_models.data("digits_cnn")["x_test"][:8]
+    converter = converter_for("digits_cnn")
+    func = converter.convert()
+    converter.build(lambda: iter([[x]]))
+    converter.save(str(tmp_path / "out"))
+    assets = tmp_path / "out" / "assets"
+    manifest = json.loads((assets / MANIFEST).read_text())
+    assert not list(assets.glob("*.onnx"))  # made on demand: func.export_engines()
+    in_graphs = set()
+    for file in [*assets.glob("*.segment.pb"), assets / "converted_graph.pb"]:
+        graph = tf.compat.v1.GraphDef.FromString(file.read_bytes())
+        assert max(n.attr["value"].tensor.ByteSize() for n in graph.node
+                   if n.op == "Const") < 4 * SMALL_CONST
+        in_graphs |= {n.name for n in graph.node if n.op == "Placeholder"}
+    assert set(manifest["saved_weights"]) <= in_graphs and manifest["saved_weights"]
+    weights = sum(v.numpy().nbytes for v in tf.saved_model.load(str(tmp_path / "out")).weights)
+    engines = sum(f.stat().st_size for f in assets.glob("trt-serialized-engine.*"))
+    total = sum(f.stat().st_size for f in (tmp_path / "out").rglob("*") if f.is_file())
+    assert total < weights + engines + 200_000  # the graphs and the manifest: small
+    # Reloaded, the native segment runs on the weights read back from the checkpoint.
+    reloaded = workbench.load(tmp_path / "out")
+    name = "TRTEngineOp_000_000"  # reads the model's input
+    for got, want in zip(reloaded.segments[name].op(x), func.segments[name].op(x), strict=True):
+        np.testing.assert_array_equal(got, want)
+    # Without engines (TF-TRT's save_gpu_specific_engines=False), each weight is stored once.
+    converter.save(str(tmp_path / "once"), save_gpu_specific_engines=False)
+    variables = tf.saved_model.load(str(tmp_path / "once")).weights
+    stored = {p.name: p.read_bytes() for p in (tmp_path / "once").rglob("*") if p.is_file()}
+    for variable in variables:
+        data = variable.numpy().tobytes()
+        assert [n for n, b in stored.items() if data in b] == ["variables.data-00000-of-00001"]
 
 
 def test_saved_weights_are_variables_not_consts_and_plain_tensorflow_runs_them(
@@ -345,7 +381,7 @@ def test_digits_cnn_fp32_matches_native_and_reloads_without_rebuilding(tmp_path:
     converter.save(str(tmp_path / "m"))
     assert all(e.is_active for op in func.ops.values() for _, e in op.engines())
     assert all(s.onnx_model is None for s in func.segments.values())
-    assert len(list((tmp_path / "m" / "assets").glob("*.onnx"))) == 2
+    assert not list((tmp_path / "m" / "assets").glob("*.onnx"))
     np.testing.assert_allclose(func(data["x_test"][:8])["logits"], native[:8], atol=1e-4)
     reloaded = workbench.load(tmp_path / "m")
     np.testing.assert_allclose(reloaded(images=data["x_test"][:16])["logits"],

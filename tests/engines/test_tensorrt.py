@@ -289,16 +289,16 @@ def test_the_apps_summary_tab_shows_verdicts_for_the_settings_they_were_made_for
     from workbench.viz.html_report import html_report
 
     app = Workbench(sample_models.build("detector"), store=tmp_path / "runs", background=False)
-    assert "tensorrt_built" not in app.summary_tab.html.value
+    assert "TensorRT built" not in app.summary_tab.html.value
     app.check_tensorrt()
     # At the top of the tab, above the advice: the engine table's columns are far right.
     assert "TensorRT-RTX 1.7.1.116 builds 3 of 3 engines" in app.summary_tab.verdict.value
     assert app.summary_tab.widget.children.index(app.summary_tab.verdict) == 1
-    assert "tensorrt_built" in app.summary_tab.html.value
+    assert "TensorRT built" in app.summary_tab.html.value
     assert app.report.engines["tensorrt_built"].all()
     verdicts = next(iter(app.tensorrt.values()))
     app.set_params({"minimum_segment_size": 5})  # other settings: their verdicts are not made
-    assert "tensorrt_built" not in app.summary_tab.html.value
+    assert "TensorRT built" not in app.summary_tab.html.value
     assert app.summary_tab.verdict.value == ""  # no stale verdict beside other settings
     app.set_params({"minimum_segment_size": 3})
     assert "builds 3 of 3 engines" in app.summary_tab.verdict.value

@@ -9,6 +9,7 @@ import pytest
 
 import sample_models
 from workbench.conversion.params import ConversionParams
+from workbench.durable_files import format_bytes
 from workbench.ui import Workbench
 from workbench.ui.store import ExperimentStore
 from workbench.viz.hierarchy import ROOT
@@ -266,6 +267,7 @@ def test_export_tab_writes_the_current_settings_and_shows_the_text(
     written = tmp_path / "convert_tftrt.py"
     assert app.error is None and written.is_file()
     assert "precision_mode=trt.TrtPrecisionMode.FP16" in tab.text
+    assert f"{written} ({format_bytes(written.stat().st_size)})" in tab.result.value  # disk
     assert "from tensorflow.python.compiler.tensorrt import trt_convert as trt" in tab.result.value
     tab.format.value = "trtexec"
     assert tab.path.value == str(tmp_path / "trtexec.sh")  # the default name follows

@@ -15,6 +15,7 @@ import ipywidgets as widgets
 
 from workbench.checks.conversion_check import parse_batch_sizes
 from workbench.checks.export import describe
+from workbench.durable_files import format_bytes
 from workbench.ui.tables import note_html, pre_html
 from workbench.viz.view import ConversionView
 
@@ -24,6 +25,12 @@ DEFAULT_FILES = {"tftrt": "convert_tftrt.py", "onnx": "model.onnx", "trtexec": "
 EXPORT_DIR = "workbench_exports"
 FORMAT_LABELS = {"TF-TRT script (TensorFlow <= 2.17)": "tftrt",
                  "ONNX model (tf2onnx, checked)": "onnx", "trtexec commands": "trtexec"}
+
+
+def written_with(path: Path) -> list[Path]:
+    """The file an export wrote and the external data files beside it that its name starts
+    (an ONNX model past protobuf's 2 GB keeps its weights in `<file>.data`)."""
+    return [path, *sorted(p for p in path.parent.glob(f"{path.name}.*") if p.is_file())]
 
 
 class ExportTab:
@@ -61,8 +68,8 @@ class ExportTab:
         self.settings.value = note_html(f"Exports the current settings: {describe(view.params)}.")
 
     def show(self, path: Path | None) -> None:
-        """The written file of the open model: its path, and the text to copy (scripts and
-        commands); nothing before an export (or after another model opened)."""
+        """The written files of the open model: their paths and sizes, and the text to copy
+        (scripts and commands); nothing before an export (or after another model opened)."""
         if path == self.written:
             return
         self.written = path
@@ -70,7 +77,8 @@ class ExportTab:
             self.text, self.result.value = "", ""
             return
         self.text = "" if path.suffix == ".onnx" else path.read_text()
-        message = note_html(f"wrote {path.resolve()}")
+        message = note_html("wrote " + ", ".join(
+            f"{p.resolve()} ({format_bytes(p.stat().st_size)})" for p in written_with(path)))
         if path.suffix == ".onnx":
             message += note_html("The ONNX model matched native TensorFlow on generated inputs.")
         self.result.value = message + (pre_html(self.text, wrap=True) if self.text else "")

@@ -38,6 +38,7 @@ from workbench.engines.backends.base import (
     pack_engine,
     unpack_engine,
 )
+from workbench.engines.backends.cuda_memory import DeviceBuffer, cudart_call
 from workbench.engines.backends.tensorrt_api import (
     TENSORRT,
     TENSORRT_RTX,
@@ -144,7 +145,7 @@ def rtx_status() -> tuple[bool, str]:
 
 def compute_capability(device: int = 0) -> tuple[int, int]:
     """The GPU's compute capability through cuda-python's runtime bindings."""
-    properties = _cudart_call("cudaGetDeviceProperties", device)
+    properties = cudart_call("cudaGetDeviceProperties", device)
     return int(properties.major), int(properties.minor)
 
 
@@ -395,7 +396,7 @@ def _set_calibrator(builder_config: Any, network_builder: Any, names: list[str],
         def __init__(self) -> None:
             trt.IInt8EntropyCalibrator2.__init__(self)  # the documented way to subclass
             self._batches = iter(batches)
-            self._buffers: list[_DeviceBuffer] = []
+            self._buffers: list[DeviceBuffer] = []
 
         def get_batch_size(self) -> int:
             return int(batches[0][0].shape[0]) if batches[0][0].ndim else 1
@@ -405,7 +406,7 @@ def _set_calibrator(builder_config: Any, network_builder: Any, names: list[str],
             if batch is None:
                 return []  # no more batches
             by_name = dict(zip(names, batch, strict=True))
-            self._buffers = [_DeviceBuffer.of(by_name[n]) for n in names_asked]
+            self._buffers = [DeviceBuffer.of(by_name[n]) for n in names_asked]
             return [b.pointer for b in self._buffers]
 
         def read_calibration_cache(self) -> None:  # no cache: calibrate every build
@@ -454,21 +455,21 @@ class TensorRTEngine(EngineBase):
         for name, x in zip(self.input_names, inputs, strict=True):
             array = np.ascontiguousarray(x, dtype=trt.nptype(engine.get_tensor_dtype(name)))
             ctx.set_input_shape(name, trt.Dims(list(array.shape)))
-            buffers.append(_DeviceBuffer.of(array))
+            buffers.append(DeviceBuffer.of(array))
             ctx.set_tensor_address(name, buffers[-1].pointer)
         outputs = []
         for name in self.output_names:
             shape = ctx.get_tensor_shape(name)[:]
             outputs.append(np.empty(shape, trt.nptype(engine.get_tensor_dtype(name))))
-            buffers.append(_DeviceBuffer.empty(outputs[-1].nbytes))
+            buffers.append(DeviceBuffer.empty(outputs[-1].nbytes))
             ctx.set_tensor_address(name, buffers[-1].pointer)
-        stream = _cudart_call("cudaStreamCreate")
+        stream = cudart_call("cudaStreamCreate")
         try:
             if not ctx.execute_async_v3(stream):
                 raise EngineRunError(f"TensorRT engine {self.name!r} failed to run")
-            _cudart_call("cudaStreamSynchronize", stream)
+            cudart_call("cudaStreamSynchronize", stream)
         finally:
-            _cudart_call("cudaStreamDestroy", stream)
+            cudart_call("cudaStreamDestroy", stream)
         for out, buffer in zip(outputs, buffers[len(inputs):], strict=True):
             buffer.copy_to(out)
         return outputs
@@ -564,46 +565,3 @@ def _profiler(trt: Any) -> Any:
             self.times[layer_name].append(ms)
 
     return Profiler()
-
-
-# --- device memory through cuda-python's runtime bindings (cudaMalloc/cudaMemcpy/cudaFree) ---
-
-def _cudart_call(function: str, *args: Any) -> Any:
-    from cuda.bindings import runtime as cudart
-
-    error, *result = getattr(cudart, function)(*args)
-    if int(error) != 0:
-        raise EngineBuildError(f"CUDA {function} failed: {error}")
-    return result[0] if result else None
-
-
-class _DeviceBuffer:
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-        self.pointer = int(_cudart_call("cudaMalloc", max(nbytes, 1)))
-
-    @classmethod
-    def empty(cls, nbytes: int) -> _DeviceBuffer:
-        return cls(nbytes)
-
-    @classmethod
-    def of(cls, array: np.ndarray) -> _DeviceBuffer:
-        from cuda.bindings import runtime as cudart
-
-        array = np.ascontiguousarray(array)
-        buffer = cls(array.nbytes)
-        _cudart_call("cudaMemcpy", buffer.pointer, array.ctypes.data, array.nbytes,
-                     cudart.cudaMemcpyKind.cudaMemcpyHostToDevice)
-        return buffer
-
-    def copy_to(self, out: np.ndarray) -> None:
-        from cuda.bindings import runtime as cudart
-
-        _cudart_call("cudaMemcpy", out.ctypes.data, self.pointer, out.nbytes,
-                     cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost)
-
-    def __del__(self) -> None:
-        try:
-            _cudart_call("cudaFree", self.pointer)
-        except Exception:  # interpreter shutdown: the driver frees it anyway
-            pass

@@ -54,6 +54,8 @@ class RuntimeGraph:
     # the device the graph was prepared for (named when a check fails).
     output_specs: list[OutputSpec] = field(default_factory=list)
     prepared_for: str = ""
+    # A loaded model's weights read from its checkpoint (saved_graphs.CheckpointWeights).
+    saved_weights: Any = None
 
     def __post_init__(self) -> None:
         self._converted = GraphMadeOnUse(self.converted_source, self.lifted_source)

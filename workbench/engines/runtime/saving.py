@@ -11,18 +11,21 @@ op cannot be compiled, each engine node is the plain call of its native segment 
 `assets/` carries what only the workbench reads: the serialized engines (one `trt-serialized-
 engine.<engine>` per engine op, as TF-TRT's, its cached engines back to back, each one's offset
 and size in the manifest; empty with `save_engines=False`, as TF-TRT's after calibration; models
-saved before kept a file per engine, `<engine>.<n>`, still read), one ONNX model per segment for
-use elsewhere (`trtexec --onnx=...`), the segment and converted GraphDefs, and a JSON manifest.
-Everything is written into a temporary sibling directory and renamed into place, so a failed
-save leaves nothing half-written.
+saved before kept a file per engine, `<engine>.<n>`, still read), the segment and converted
+GraphDefs without the weights the checkpoint holds (`saved_graphs.py`), and a JSON manifest.
+So each weight is on disk once in the checkpoint and once per engine built from it, as in
+TF-TRT's models; a segment's ONNX model is made from the loaded model on demand
+(`ConvertedModel.export_engines`). Everything is written into a temporary sibling directory,
+its `saved_model.pb` hidden until the last step, and renamed into place: a failed or killed
+save leaves nothing that loads (`atomic_save.py`).
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import logging
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -30,10 +33,27 @@ from pathlib import Path
 from typing import Any
 
 from workbench.conversion.result import EngineInfo
+from workbench.durable_files import format_bytes
 from workbench.engines.profiles import Profile
+from workbench.engines.runtime.atomic_save import (
+    check_free_space,
+    hide_saved_model,
+    refuse_non_empty,
+    staged,
+    written_files,
+)
 from workbench.engines.runtime.converted_model import ConvertedModel
 from workbench.engines.runtime.output_check import OutputSpec
 from workbench.engines.runtime.runtime_graph import RuntimeGraph
+from workbench.engines.runtime.saved_graphs import (
+    CheckpointWeights,
+    DamagedModelError,
+    checkpoint_key,
+    read_lifted,
+    restoring,
+    weight_bytes,
+    write_without_saved,
+)
 from workbench.engines.settings import EngineSettings
 from workbench.engines.weights import LiftedGraph, StoredBytes
 from workbench.errors import WorkbenchError, first_line
@@ -44,37 +64,60 @@ from workbench.hardware import release_free_memory
 from workbench.lazy import tf
 
 MANIFEST = WORKBENCH_MANIFEST
-FORMAT = "tftrt-workbench-converted/2"
+FORMAT = "tftrt-workbench-converted/3"
+# /2 kept every weight in the GraphDefs too: read as they are, with no saved weights to restore.
+READ_FORMATS = (FORMAT, "tftrt-workbench-converted/2")
+LISTED_FILE_BYTES = 1 << 20  # save()'s log names the files from this size
 CONVERTED_GRAPH = "converted_graph.pb"
 ENGINE_PREFIX = "trt-serialized-engine."
 
 
-class DamagedModelError(WorkbenchError):
-    """A saved converted model whose manifest, graph or engine files are missing or corrupt."""
+logger = logging.getLogger("workbench.engines")
 
 
 def save_converted(model: ConvertedModel, directory: str | Path, overwrite: bool = False,
                    save_engines: bool = True,
                    write_saved_model: Callable[..., Any] | None = None) -> Path:
-    """Writes `model` to `directory` (refusing a non-empty one unless `overwrite`);
-    `write_saved_model(obj, dir, signatures)` writes the SavedModel (`tf.saved_model.save`
-    by default: the facade passes the user's SaveOptions with it)."""
+    """Writes `model` to `directory` (refusing a non-empty one unless `overwrite`, and a disk
+    without room for it before writing anything); `write_saved_model(obj, dir, signatures)`
+    writes the SavedModel (`tf.saved_model.save` by default: the facade passes the user's
+    SaveOptions with it). Logs each file written and its size."""
     target = Path(directory)
-    if target.exists() and not overwrite and (not target.is_dir() or any(target.iterdir())):
-        raise WorkbenchError(f"{target} already exists and is not empty; choose a new directory "
-                             "or pass overwrite=True")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.saving-", dir=target.parent))
+    refuse_non_empty(target, overwrite)
+    check_free_space(target, estimated_save_bytes(model, save_engines))
     try:
-        _write(model, staging, save_engines, write_saved_model)
-        _move_into_place(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        with staged(target) as staging:
+            _write(model, staging, save_engines, write_saved_model)
     finally:
         for segment in model.graph.segments:  # each held its weights again
             segment.release()
+    files = written_files(target)
+    logger.info("saved %s: %s in %d files (%s)", target, format_bytes(sum(files.values())),
+                len(files), ", ".join(f"{n} {format_bytes(b)}" for n, b in files.items()
+                                      if b >= LISTED_FILE_BYTES) or "all small")
     return target
+
+
+def estimated_save_bytes(model: ConvertedModel, save_engines: bool = True) -> int:
+    """The disk a save of `model` takes at its peak: the weights twice (the checkpoint, and
+    the GraphDefs it is filled from, removed before the engines are written) and the engines."""
+    graph = model.graph
+    saved = graph.saved_weights
+    if saved is not None and saved.keys:  # a loaded model: its checkpoint's shapes, no value
+        weights = saved.total_bytes()
+    else:
+        found = dict(graph.lifted_converted().weights)
+        for segment in graph.segments:
+            found.update(segment.lifted().weights)
+        weights = weight_bytes(found.values())
+    engines = sum(_engine_bytes(e) for op in model.ops.values() for _, e in op.engines()
+                  ) if save_engines else 0
+    return 2 * weights + engines
+
+
+def _engine_bytes(engine: Any) -> int:
+    size = getattr(engine, "model_size", None)
+    return size if size is not None else len(engine.serialize())
 
 
 def _write(model: ConvertedModel, out: Path, save_engines: bool,
@@ -82,15 +125,24 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool,
     graph = model.graph
     assets = out / "assets"
     assets.mkdir(parents=True, exist_ok=True)
+    full = out / ".with-weights"  # the GraphDefs with every weight, removed once read
+    full.mkdir()
     stored: dict[str, StoredBytes] = {}  # where the GraphDefs written put each weight
+    files = [CONVERTED_GRAPH, *(f"{s.engine.name}.segment.pb" for s in graph.segments)]
     with _sessions_closed(model):  # nothing below runs an engine
-        # From the lifted form, its Consts written around the prepared graph's protos: the
-        # converted GraphDef with every native weight is not made.
-        _write_lifted(graph.lifted_converted(), assets / CONVERTED_GRAPH, stored)
-        engines = [_segment_entry(model, s, assets, save_engines, stored)
-                   for s in graph.segments]
-        # Last: the variables are filled from the files just written, a slice at a time.
-        _write_saved_model(graph, out, model.captured_weights, stored, write_saved_model)
+        # From the lifted forms, their Consts written around the prepared graph's protos: the
+        # GraphDefs with every weight are not made.
+        _write_lifted(graph.lifted_converted(), full / CONVERTED_GRAPH, stored)
+        for segment, file in zip(graph.segments, files[1:], strict=True):
+            _write_lifted(segment.lifted(), full / file, stored)
+        # The variables are filled from the files just written, a slice at a time; then the
+        # GraphDefs are kept without the weights the variables hold.
+        saved = _write_saved_model(graph, out, model.captured_weights, stored, write_saved_model)
+        hide_saved_model(out)
+        for file in files:
+            write_without_saved(full / file, assets / file, saved)
+        shutil.rmtree(full)
+        engines = [_segment_entry(model, s, assets, save_engines) for s in graph.segments]
     manifest = {
         "format": FORMAT,
         "signature_key": graph.signature_key,
@@ -104,30 +156,22 @@ def _write(model: ConvertedModel, out: Path, save_engines: bool,
         "settings": asdict(model.settings),
         "engine_settings": graph.engine_settings,
         "engines": engines,
+        "saved_weights": saved,
     }
     (assets / MANIFEST).write_text(json.dumps(manifest, indent=1))
 
 
-def _segment_entry(model: ConvertedModel, segment: Any, assets: Path, save_engines: bool,
-                   stored: dict[str, StoredBytes]) -> dict[str, Any]:
-    """Writes the segment's GraphDef (its weights' places into `stored`), ONNX model and
-    engines; its manifest entry."""
+def _segment_entry(model: ConvertedModel, segment: Any, assets: Path,
+                   save_engines: bool) -> dict[str, Any]:
+    """Writes the segment's engines; its manifest entry."""
     name = segment.engine.name
-    # From `segment.lifted()`: the segment's GraphDef with its weights (and its serialization,
-    # as large again) is never made.
-    _write_lifted(segment.lifted(), assets / f"{name}.segment.pb", stored)
     entry: dict[str, Any] = {
         "info": _info_json(segment.engine),
         "input_names": segment.input_names, "output_names": segment.output_names,
         "input_specs": [asdict(s) for s in segment.input_specs],
         "output_specs": [asdict(s) for s in segment.output_specs],
-        "onnx": None, "onnx_error": "", "engines": [],
+        "engines": [],
     }
-    try:
-        model.write_onnx(name, assets / f"{name}.onnx")
-        entry["onnx"] = f"{name}.onnx"
-    except Exception as exc:  # the segment still runs natively; say why there is no ONNX
-        entry["onnx_error"] = first_line(exc)
     op = model.ops[name]
     file = assets / f"{ENGINE_PREFIX}{name}"
     if not save_engines:
@@ -181,14 +225,16 @@ def _sessions_closed(model: ConvertedModel) -> Iterator[None]:
 
 def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
                        stored: dict[str, StoredBytes],
-                       write_saved_model: Callable[..., Any] | None) -> None:
+                       write_saved_model: Callable[..., Any] | None) -> dict[str, str]:
+    """The SavedModel (`_save_signature`); each weight it made a variable -> its checkpoint
+    key."""
     from workbench.engines.runtime.hybrid_graph import forget_functions, native_function_name
 
     # Native segment functions have fixed names, registered process-wide while the function
     # saving them lives: collect it once saved, so the next model's save can use the names.
     forget_functions([native_function_name(e.name) for e in graph.engines])
     try:
-        _save_signature(graph, out, captured, stored, write_saved_model)
+        return _save_signature(graph, out, captured, stored, write_saved_model)
     finally:
         gc.collect()
         release_free_memory()  # the variables
@@ -196,7 +242,7 @@ def _write_saved_model(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
 
 def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
                     stored: dict[str, StoredBytes],
-                    write_saved_model: Callable[..., Any] | None) -> None:
+                    write_saved_model: Callable[..., Any] | None) -> dict[str, str]:
     """The SavedModel: its weights variables, sharing the buffers of those the converted
     function `captured` (no copy), the others read from where they were `stored` (else made
     from their protos)."""
@@ -218,6 +264,7 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     # Largest first: a weight not `stored` has its bytes and its variable held at once, the
     # fewer other variables by then the lower the peak.
     made = {n: variable(n) for n in sorted(names, key=lambda n: -element_count(protos[n]))}
+    weight_names = list(names)
     module = tf.Module()
     module.weights = [made.pop(n) for n in names]
     graph.release_converted()
@@ -246,6 +293,7 @@ def _save_signature(graph: RuntimeGraph, out: Path, captured: dict[str, Any],
     module.serve = serve
     (write_saved_model or tf.saved_model.save)(
         module, str(out), {graph.signature_key: serve.get_concrete_function()})
+    return {name: checkpoint_key(index) for index, name in enumerate(weight_names)}
 
 
 def _with_engine_ops(graph: RuntimeGraph, graph_def: Any) -> None:
@@ -272,19 +320,6 @@ def _write_lifted(lifted: LiftedGraph, path: Path, stored: dict[str, StoredBytes
     stored.update({name: StoredBytes(path, offset) for name, offset in placed.items()})
 
 
-def _move_into_place(staging: Path, target: Path) -> None:
-    if not target.exists():
-        staging.rename(target)
-        return
-    old = target.with_name(f".{target.name}.replaced-{staging.name.rsplit('-', 1)[-1]}")
-    target.rename(old)
-    staging.rename(target)
-    if old.is_dir():
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        old.unlink(missing_ok=True)
-
-
 # --- loading --------------------------------------------------------------------------------
 
 
@@ -298,10 +333,11 @@ def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel
                                 "converted model (save it again)")
     release_free_memory()  # what a model the user dropped freed goes back before this one
     try:
-        segments = [_segment(assets, e) for e in manifest["engines"]]
+        saved = CheckpointWeights(path, manifest.get("saved_weights", {}))
+        segments = [_segment(assets, e, saved) for e in manifest["engines"]]
         graph = RuntimeGraph(
-            converted_source=_converted_graph(assets / CONVERTED_GRAPH),
-            lifted_source=lambda: _lifted_converted(assets / CONVERTED_GRAPH),
+            converted_source=_converted_graph(assets / CONVERTED_GRAPH, saved),
+            lifted_source=lambda: _lifted_converted(assets / CONVERTED_GRAPH, saved),
             segments=segments,
             input_names=manifest["input_names"], output_names=manifest["output_names"],
             input_tensors=manifest["input_tensors"], output_tensors=manifest["output_tensors"],
@@ -314,6 +350,7 @@ def load_converted(directory: str | Path, backend: Any = None) -> ConvertedModel
                 for name, s in zip(manifest["output_names"], manifest.get("output_specs", ()),
                                    strict=False)],
             prepared_for=manifest.get("prepared_for", ""),
+            saved_weights=saved,
         )
         settings = EngineSettings(**manifest["settings"])
     except (KeyError, TypeError, ValueError) as exc:
@@ -342,36 +379,28 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or not str(manifest.get("format")).startswith(
             FORMAT.rpartition("/")[0]):
         raise DamagedModelError(f"{file} is not a {FORMAT} manifest")
-    if manifest["format"] != FORMAT:
+    if manifest["format"] not in READ_FORMATS:
         raise DamagedModelError(f"{path} was saved in format {manifest['format']}, this "
                                 f"workbench reads {FORMAT}: convert and save the model again")
     return manifest
 
 
-def _converted_graph(file: Path) -> Callable[[], Any]:
+def _converted_graph(file: Path, saved: CheckpointWeights) -> Callable[[], Any]:
     """Reads the converted GraphDef on use (it holds every native weight, which the converted
     function captures as tensors, see `RuntimeGraph.release_converted`)."""
     if not file.is_file():
         raise DamagedModelError(f"{file} is missing; save the model again")
-    return lambda: _graph_def(file)
+    return lambda: _graph_def(file, restoring(saved)[0])
 
 
-def _lifted_converted(file: Path) -> LiftedGraph:
+def _lifted_converted(file: Path, saved: CheckpointWeights) -> LiftedGraph:
     """The converted GraphDef read lifted (`weights.lift_weights`' form), a node at a time:
-    each stored weight's parsed Const kept apart, a Placeholder in its place. The GraphDef with
-    every weight is not made, nor its bytes read whole (ConvNeXtXLarge's reload: 1x each)."""
-    from workbench.engines.weights import stand_in, stored_weight
+    each weight's value (read from the checkpoint, or its parsed Const) kept apart, a
+    Placeholder in its place. The GraphDef with every weight is not made, nor its bytes read
+    whole (ConvNeXtXLarge's reload: 1x each)."""
+    from workbench.engines.weights import stored_weight
 
-    weights: dict[str, Any] = {}
-
-    def lift(node: Any) -> Any:
-        tensor = stored_weight(node)
-        if tensor is None:
-            return None
-        weights[node.name] = tensor
-        return stand_in(node.name, tensor, node.device)
-
-    return LiftedGraph(_graph_def(file, lift), weights)
+    return read_lifted(lambda replace: _graph_def(file, replace), saved, stored_weight)
 
 
 def _graph_def(file: Path, replace: Callable[[Any], Any] | None = None) -> Any:
@@ -386,8 +415,9 @@ def _graph_def(file: Path, replace: Callable[[Any], Any] | None = None) -> Any:
         raise DamagedModelError(f"{file} is corrupt ({first_line(exc)})") from None
 
 
-def _segment(assets: Path, entry: dict[str, Any]) -> Any:
+def _segment(assets: Path, entry: dict[str, Any], saved: CheckpointWeights) -> Any:
     from workbench.engines.segment import SegmentGraph
+    from workbench.engines.weights import large_const
 
     info = _info_from_json(entry["info"])
     file = assets / f"{info.name}.segment.pb"
@@ -395,10 +425,12 @@ def _segment(assets: Path, entry: dict[str, Any]) -> Any:
         raise DamagedModelError(f"{file} is missing; save the model again")
     return SegmentGraph(
         engine=info,
-        source=lambda: _graph_def(file),
+        source=lambda: _graph_def(file, restoring(saved)[0]),
         input_names=entry["input_names"], output_names=entry["output_names"],
         input_specs=[_spec(s) for s in entry["input_specs"]],
         output_specs=[_spec(s) for s in entry["output_specs"]],
+        lifted_source=lambda: read_lifted(lambda replace: _graph_def(file, replace), saved,
+                                          large_const),
     )
 
 

@@ -1,0 +1,67 @@
+"""A model past protobuf's 2 GiB (2.42 GB of float32 weights, built here, not committed) through
+`workbench convert`, `workbench export --format tftrt`, the HTML report and the user guide's
+convert, build, save, reload path.
+
+It needs about 8 GB of memory and 10 GB of disk, so it runs only when asked:
+`WORKBENCH_BIG_MODEL_TESTS=1 pytest tests/test_big_model.py` (docs/memory.md has its figures).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import workbench
+from sample_models import big_dense
+from workbench import trt_convert as trt
+from workbench.cli import main as cli
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("WORKBENCH_BIG_MODEL_TESTS") != "1",
+                       reason="a 2 GB model: set WORKBENCH_BIG_MODEL_TESTS=1"),
+]
+SHAPE = (4096, (16384, 16384, 16384), 8)
+PROTOBUF_LIMIT = 2**31  # bytes: 2 GiB
+
+
+@pytest.fixture(scope="module")
+def big_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    path = tmp_path_factory.mktemp("big") / "model"
+    weights = big_dense.build(path, *SHAPE)
+    assert weights > PROTOBUF_LIMIT
+    return path, weights
+
+
+def test_cli_convert_export_and_report_past_2_gb(big_model: tuple[Path, int], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    model, _ = big_model
+    assert cli(["convert", str(model), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["engines"]) == 1 and report["percent_converted"] > 80  # 88.24
+    assert cli(["export", str(model), "--format", "tftrt", "-o", str(tmp_path / "s.py")]) == 0
+    assert "TrtGraphConverterV2" in (tmp_path / "s.py").read_text()
+    assert cli(["report", str(model), "-o", str(tmp_path / "r.html")]) == 0
+    assert "TRTEngineOp_000_000" in (tmp_path / "r.html").read_text()
+
+
+def test_save_and_reload_past_2_gb_store_each_weight_twice(big_model: tuple[Path, int],
+                                                          tmp_path: Path) -> None:
+    model, weights = big_model
+    x = np.random.default_rng(1).standard_normal([2, SHAPE[0]], np.float32)
+    converter = trt.TrtGraphConverterV2(input_saved_model_dir=str(model))
+    function = converter.convert()
+    converter.build(lambda: iter([[x]]))
+    expected = function(x)["y"].numpy()
+    converter.save(str(tmp_path / "out"))
+    del converter, function
+    disk = sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert disk <= 2.2 * weights
+    np.testing.assert_allclose(workbench.load(tmp_path / "out")(x)["y"], expected, atol=1e-5)
+    plain = tf.saved_model.load(str(tmp_path / "out")).signatures["serving_default"]
+    np.testing.assert_allclose(plain(x=tf.constant(x))["y"], expected, atol=1e-4)
