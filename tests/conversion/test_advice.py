@@ -222,7 +222,7 @@ def test_summary_tab_and_html_report_open_with_the_advice() -> None:
     tab = SummaryTab()
     tab.update(view)
     assert tab.html.value.startswith("<b>Advice</b>")
-    assert tab.html.value.index("use_dynamic_shape") < tab.html.value.index("<b>Engines</b>")
+    assert tab.html.value.index("use dynamic shape") < tab.html.value.index("<b>Engines</b>")
     page = html_report(session, ConversionParams())
     advice_section = page[page.index('<section id="advice">'):]
     assert advice_section.index("use_dynamic_shape") < advice_section.index("</section>")
