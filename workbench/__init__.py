@@ -72,6 +72,8 @@ _LAZY_EXPORTS = {
     "match_fusions": ("workbench.profiling.fusions", "match_fusions"),
     "profile_tensorflow": ("workbench.profiling.tensorflow", "profile_tensorflow"),
     "random_inputs": ("workbench.checks.inputs", "random_inputs"),
+    "rewrites": ("workbench.conversion.rewrites", "select"),
+    "save_rewritten": ("workbench.conversion.rewrites.model", "save_rewritten"),
     "draw": ("workbench.viz.graphs", "draw"),
     "inline_svg": ("workbench.viz.graphs", "inline_svg"),
     "to_svg": ("workbench.viz.graphs", "to_svg"),
