@@ -469,6 +469,12 @@ def open_like_make_run(page: Any, lab: Any) -> None:
 # verdicts.
 MEASURED = ("PASSED", "pooled_output", "Per-engine accuracy, ", "summed over layers", "wrote ",
             "builds")
+# What each action shows -> (tab, button, step): run once more when its result is missing.
+RERUNNABLE = {"PASSED": ("Validation", "Validate and time", "the check"),
+              "Per-engine accuracy, ": ("Validation", "Per-engine accuracy",
+                                        "the per-engine accuracy"),
+              "summed over layers": ("Profiling", "Profile native TF and engines", "the profile"),
+              "wrote ": ("Export", "Export", "the export")}
 TABS = ("Summary", "Non-conversion report", "Segment graph", "Charts", "Validation", "Runs",
         "Profiling", "Tune", "Export")
 
@@ -604,6 +610,12 @@ def test_every_control_and_action_fits_and_belongs_to_the_open_model(
         run_every_action(page)
         measured = page.evaluate(APP_TEXT_JS)
         missing = [word for word in MEASURED if word not in measured]
+        if missing:  # a click lost while the page was busy (seen once in ~10 runs): once more
+            for word in missing:
+                if word in RERUNNABLE:
+                    click_and_wait(page, *RERUNNABLE[word], ACTION_TIMEOUT_S)
+            measured = page.evaluate(APP_TEXT_JS)
+            missing = [word for word in MEASURED if word not in measured]
         assert not missing, f"actions that showed nothing on tiny_bert: {missing}"
         screenshot(page, f"layout_{width}_controls.png")
         problems = {f"tiny_bert, {tab}": found for tab in TABS
