@@ -124,6 +124,32 @@ def test_onnx_export_writes_only_a_checked_model(tmp_path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["digits.onnx"]
 
 
+def test_weights_past_the_limit_go_beside_the_model_in_a_data_file(tmp_path, monkeypatch) -> None:
+    """The path of a model past protobuf's 2 GB (tests/test_big_model.py runs one), on a small
+    model: the model file holds no large weight, ONNX Runtime runs it from its data file."""
+    import numpy as np
+    import onnx
+    import onnxruntime
+
+    from workbench.checks import onnx_model
+
+    monkeypatch.setattr(onnx_model, "EXTERNAL_WEIGHTS_BYTES", 0)
+    session = ConversionSession.open(sample_models.build("digits_cnn"))
+    target = onnx_model.write_onnx(session, tmp_path / "digits.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["digits.onnx", "digits.onnx.data"]
+    model = onnx.load(str(target), load_external_data=False)
+    external = [t for t in model.graph.initializer
+                if t.data_location == onnx.TensorProto.EXTERNAL]
+    assert len(external) == 2  # the dense layers' kernels: 32 KB and 18 KB
+    assert target.stat().st_size < 10_000 < (tmp_path / "digits.onnx.data").stat().st_size
+    assert [i.name for i in model.graph.input] == session.loaded.input_names
+    onnx.checker.check_model(str(target))
+    x = np.random.default_rng(0).random([3, 8, 8, 1], np.float32)
+    run = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(run.run(None, {"images": x})[0],
+                               session.loaded(images=x)["logits"], atol=1e-5)
+
+
 def test_a_model_tf2onnx_cannot_export_is_one_line_and_nothing_is_written(tmp_path) -> None:
     run = run_cli("export", str(sample_models.build("lstm")), "--format", "onnx",
                   "-o", str(tmp_path / "lstm.onnx"))

@@ -7,6 +7,12 @@ are the TensorFlow node names (tf2onnx appends `__N` to the nodes it adds). The 
 runs on ONNX Runtime on generated inputs and its outputs are compared with native TensorFlow's,
 Polygraphy's way (`checks.validate`); only a model that passes is written, through a temporary
 file renamed into place.
+
+A model whose weights pass `EXTERNAL_WEIGHTS_BYTES` goes around protobuf's 2 GB limit, which both
+TensorFlow's GraphDef (tf2onnx imports it) and ONNX's model share: tf2onnx converts the graph
+with its weights as Placeholders (`engines.weights.lift_weights`), the ONNX inputs they become
+are made initializers again, and their bytes go into a data file beside the model (ONNX's
+external data, `model.onnx.data`), one weight at a time from the TensorFlow graph.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import logging
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,15 +37,25 @@ from workbench.checks.validate import (
     compare_outputs,
     generated_inputs,
 )
+from workbench.engines.onnx.context import raw_bytes
+from workbench.engines.onnx.external_data import append_external, data_file
+from workbench.engines.runtime.atomic_save import check_free_space
+from workbench.engines.runtime.saved_graphs import weight_bytes
+from workbench.engines.weights import lift_weights, stored_weight
 from workbench.errors import WorkbenchError, first_line
 from workbench.lazy import ort
 
 if TYPE_CHECKING:
     import onnx
+    from tensorflow.core.framework.graph_pb2 import GraphDef
+    from tensorflow.core.framework.tensor_pb2 import TensorProto
 
     from workbench.conversion.session import ConversionSession
 
 DEFAULT_OPSET = 17
+# Weights past this go into a data file: under protobuf's 2 GB with room for what tf2onnx adds
+# (a transposed copy of a convolution's weights, folded constants).
+EXTERNAL_WEIGHTS_BYTES = 1 << 30
 _ADDED_SUFFIX = re.compile(r"__\d+$")
 
 
@@ -54,6 +71,9 @@ class OnnxExport:
     input_names: list[str]  # the signature's names, which the ONNX inputs and outputs take
     output_names: list[str]
     unsupported_ops: dict[str, int]  # TF ops tf2onnx left as they are (the model will not run)
+    # Initializers whose bytes are not in `model` but written beside it from these TensorFlow
+    # values (`write_model_files`): a model past protobuf's 2 GB.
+    external_weights: dict[str, TensorProto] = field(default_factory=dict)
 
     def tf_nodes(self, tf_names: set[str]) -> list[str | None]:
         """The TensorFlow node each ONNX node (in graph order) came from, or None.
@@ -95,9 +115,12 @@ def tf2onnx_version() -> str | None:
     return str(tf2onnx.__version__)
 
 
-def export_whole_model(session: ConversionSession, opset: int = DEFAULT_OPSET) -> OnnxExport:
+def export_whole_model(session: ConversionSession, opset: int = DEFAULT_OPSET,
+                       external_weights: bool | None = None) -> OnnxExport:
     """The whole signature as one ONNX model; ops tf2onnx cannot express are listed in
-    `unsupported_ops` (tf2onnx leaves them as TensorFlow ops), not raised."""
+    `unsupported_ops` (tf2onnx leaves them as TensorFlow ops), not raised. With
+    `external_weights` (default: when the weights pass EXTERNAL_WEIGHTS_BYTES) the model holds
+    none of its large weights (`OnnxExport.external_weights`)."""
     if tf2onnx_version() is None:
         raise OnnxExportError("tf2onnx is not installed: pip install tf2onnx "
                               "(the workbench's [export] extra)")
@@ -108,34 +131,80 @@ def export_whole_model(session: ConversionSession, opset: int = DEFAULT_OPSET) -
     optimized = session.optimized_for("cpu")
     count = len(optimized.input_nodes)
     names = list(session.loaded.input_names) + list(session.loaded.output_names)
+    graph_def, weights = optimized.graph_def, {}
+    if external_weights or (external_weights is None
+                            and _weight_bytes(graph_def) > EXTERNAL_WEIGHTS_BYTES):
+        lifted = lift_weights(graph_def)
+        graph_def, weights = lifted.graph_def, lifted.weights
     log = io.StringIO()
     try:
         with _quiet_tf2onnx(log):
             model, _ = tf2onnx.convert.from_graph_def(
-                optimized.graph_def, input_names=optimized.fetches[:count],
+                graph_def, input_names=optimized.fetches[:count],
                 output_names=optimized.fetches[count:], opset=opset,
                 custom_op_handlers={"Erfc": (_erfc, [])},
                 tensors_to_rename=dict(zip(optimized.fetches, names, strict=True)))
     except Exception as exc:  # tf2onnx raises bare Exceptions and asserts
         raise OnnxExportError(f"tf2onnx cannot export the model: {first_line(exc)}") from None
-    return OnnxExport(model, names[:count], names[count:], _unsupported(model))
+    return OnnxExport(model, names[:count], names[count:], _unsupported(model),
+                      _initializers_of(model, weights))
+
+
+def _weight_bytes(graph_def: GraphDef) -> int:
+    return weight_bytes([t for t in map(stored_weight, graph_def.node) if t is not None])
+
+
+def _initializers_of(model: onnx.ModelProto, weights: dict[str, TensorProto]
+                     ) -> dict[str, TensorProto]:
+    """The ONNX inputs tf2onnx made of the lifted weights (`<node>:0`) as initializers without
+    their bytes; initializer name -> the TensorFlow value that holds them."""
+    external = {}
+    inputs = list(model.graph.input)
+    del model.graph.input[:]
+    for value in inputs:
+        tensor = weights.get(value.name.removesuffix(":0"))
+        if tensor is None:
+            model.graph.input.append(value)
+            continue
+        initializer = model.graph.initializer.add(
+            name=value.name, data_type=value.type.tensor_type.elem_type)
+        initializer.dims.extend(d.size for d in tensor.tensor_shape.dim)
+        external[value.name] = tensor
+    return external
+
+
+def write_model_files(export: OnnxExport, path: Path) -> None:
+    """The model into the file `path`; its external weights, if any, into the data file beside
+    it (`external_data.data_file`), each read from its TensorFlow value when written."""
+    if not export.external_weights:
+        write_atomically(path, export.model.SerializeToString())
+        return
+    with data_file(path).open("wb") as data:
+        for initializer in export.model.graph.initializer:
+            tensor = export.external_weights.get(initializer.name)
+            if tensor is not None:
+                append_external(initializer, raw_bytes(tensor), data)
+    with path.open("wb") as model:
+        model.write(export.model.SerializeToString())
 
 
 def check_against_tensorflow(session: ConversionSession, export: OnnxExport, batches: int = 2,
                              batch_size: int = 2, atol: float = DEFAULT_ATOL,
-                             rtol: float = DEFAULT_RTOL) -> list[OutputComparison]:
+                             rtol: float = DEFAULT_RTOL, model_file: Path | None = None
+                             ) -> list[OutputComparison]:
     """Runs the ONNX model on ONNX Runtime and native TensorFlow on `batches` generated input
     sets and compares every output (Polygraphy's elementwise rule); raises OnnxExportError
-    when the model does not run or an output differs."""
+    when the model does not run or an output differs. `model_file`: where `write_model_files`
+    wrote the export (else a model with external weights is written to a temporary one)."""
     if export.unsupported_ops:
         ops = ", ".join(f"{op} ({n})" for op, n in sorted(export.unsupported_ops.items()))
         raise OnnxExportError(f"tf2onnx cannot express these TensorFlow ops in ONNX: {ops}")
-    try:
-        run = ort.InferenceSession(export.model.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise OnnxExportError(f"ONNX Runtime rejects the exported model: {first_line(exc)}") \
-            from None
+    with _runnable(export, model_file) as model:
+        try:
+            run = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise OnnxExportError(f"ONNX Runtime rejects the exported model: "
+                                  f"{first_line(exc)}") from None
     results: list[OutputComparison] = []
     for feeds in generated_inputs(session, batches, batch_size, seed=2000):
         expected = session.loaded(**feeds)
@@ -155,14 +224,39 @@ def check_against_tensorflow(session: ConversionSession, export: OnnxExport, bat
     return results
 
 
+@contextlib.contextmanager
+def _runnable(export: OnnxExport, model_file: Path | None) -> Iterator[bytes | str]:
+    """What ONNX Runtime opens: the model's bytes, or a file when its weights are external."""
+    if not export.external_weights:
+        yield export.model.SerializeToString()
+    elif model_file is not None:
+        yield str(model_file)
+    else:
+        with tempfile.TemporaryDirectory(prefix="workbench-onnx-") as directory:
+            path = Path(directory) / "model.onnx"
+            write_model_files(export, path)
+            yield str(path)
+
+
 def write_onnx(session: ConversionSession, path: str | os.PathLike, *,
                opset: int = DEFAULT_OPSET, atol: float = DEFAULT_ATOL,
                rtol: float = DEFAULT_RTOL) -> Path:
-    """Exports, checks against native TensorFlow, then writes `path` (nothing on failure)."""
+    """Exports, checks against native TensorFlow, then writes `path` (nothing on failure); a
+    model with external weights as `path` and `path`.data, both written and checked in a
+    hidden directory beside them, then renamed into place, the model last."""
     target = checked_output_path(path)
     export = export_whole_model(session, opset)
-    check_against_tensorflow(session, export, atol=atol, rtol=rtol)
-    write_atomically(target, export.model.SerializeToString())
+    if not export.external_weights:
+        check_against_tensorflow(session, export, atol=atol, rtol=rtol)
+        write_atomically(target, export.model.SerializeToString())
+        return target
+    check_free_space(target, weight_bytes(export.external_weights.values()))
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as staging:
+        staged = Path(staging) / target.name
+        write_model_files(export, staged)
+        check_against_tensorflow(session, export, atol=atol, rtol=rtol, model_file=staged)
+        os.replace(data_file(staged), data_file(target))
+        os.replace(staged, target)
     return target
 
 
