@@ -39,6 +39,20 @@ def test_tiny_bert_is_one_tensorrt_network_where_tftrt_makes_many_engines() -> N
     assert len(gained) > 20
 
 
+def test_weights_in_a_data_file_get_the_same_verdicts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model past protobuf's 2 GB goes to the parser as a file with its weights beside it."""
+    from workbench.checks import onnx_model
+
+    session = _session("digits_cnn")
+    inline = side_by_side(session)
+    monkeypatch.setattr(onnx_model, "EXTERNAL_WEIGHTS_BYTES", 0)
+    external = side_by_side(session)
+    assert inline.plan_bytes and external.plan_bytes is None  # no plan past 2 GB: trtexec's
+    assert list(external.nodes["tensorrt"]) == list(inline.nodes["tensorrt"])
+    assert external.tensorrt_subgraphs == inline.tensorrt_subgraphs == 1
+    assert external.table().loc[1, "blocked by"] == "nothing (no plan built)"
+
+
 def test_detector_rejection_is_named_and_no_plan_is_built() -> None:
     view = side_by_side(_session("detector"))
     assert view.plan_bytes is None and view.rejections

@@ -8,13 +8,15 @@ TensorFlow node it came from, so both verdicts sit on the nodes TF-TRT's segment
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from workbench.checks.onnx_model import export_whole_model
+from workbench.checks.onnx_model import export_whole_model, write_model_files
 from workbench.conversion.params import ConversionParams
 from workbench.engines.backends import tensorrt_rtx_onnx
 from workbench.errors import WorkbenchError
@@ -63,7 +65,8 @@ class SideBySide:
             {"path": "TensorRT via ONNX (whole model)", "engines": self.tensorrt_subgraphs,
              "% of nodes": round(100 * taken / total, 2) if total and not self.note else None,
              "blocked by": self.note or _top(tensorrt_blocks) or
-             f"nothing: built a {self.plan_bytes}-byte plan"},
+             (f"nothing: built a {self.plan_bytes}-byte plan" if self.plan_bytes else
+              "nothing (no plan built)")},
         ]
         return pd.DataFrame(rows)
 
@@ -83,8 +86,15 @@ def side_by_side(session: ConversionSession, params: ConversionParams | None = N
         export = export_whole_model(session)
     except WorkbenchError as exc:
         return SideBySide(result, _no_verdict(nodes), note=str(exc))
-    onnx_bytes = export.model.SerializeToString()
-    capability = tensorrt_rtx_onnx.capability(onnx_bytes)
+    if export.external_weights:  # past protobuf's 2 GB: the parser reads the weights' file
+        with tempfile.TemporaryDirectory(prefix="workbench-onnx-") as directory:
+            path = Path(directory) / "model.onnx"
+            write_model_files(export, path)
+            capability = tensorrt_rtx_onnx.capability(path.read_bytes(), str(path))
+        build, onnx_bytes = False, b""  # a plan past 2 GB: build it with trtexec
+    else:
+        onnx_bytes = export.model.SerializeToString()
+        capability = tensorrt_rtx_onnx.capability(onnx_bytes)
     graph = session.prepared(params.precision_mode).graph
     tf_nodes = export.tf_nodes({node.name for node in graph})
     by_tf = _fused_into_consumers(_onnx_verdicts(tf_nodes, capability), graph)

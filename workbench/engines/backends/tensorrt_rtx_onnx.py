@@ -69,12 +69,13 @@ def _network(trt: Any, logger: Any) -> tuple[Any, Any, Any]:
     return builder, network, trt.OnnxParser(network, logger)
 
 
-def capability(onnx_bytes: bytes) -> Capability:
-    """The parser's verdict on a serialized ONNX model."""
+def capability(onnx_bytes: bytes, model_path: str | None = None) -> Capability:
+    """The parser's verdict on a serialized ONNX model; `model_path`: the file it was read
+    from, where its weights are external (the data file beside it)."""
     trt = _trt()
     logger = trt.Logger(trt.Logger.INTERNAL_ERROR)
     _builder, _network_, parser = _network(trt, logger)
-    parser.supports_model_v2(onnx_bytes)
+    parser.supports_model_v2(onnx_bytes, model_path)
     subgraphs = [(tuple(int(i) for i in parser.get_subgraph_nodes(s)),
                   bool(parser.is_subgraph_supported(s))) for s in range(parser.num_subgraphs)]
     rejections = []
