@@ -79,7 +79,8 @@ def test_onnx_export_past_2_gb_keeps_its_weights_beside_and_runs(big_model: tupl
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.onnx", "big.onnx.data"]
     assert target.stat().st_size < 1 << 20  # the graph; the weights are in the data file
-    assert (tmp_path / "big.onnx.data").stat().st_size >= weights
+    # Every kernel; the biases (zeros: TensorFlow keeps one value) stay in the model.
+    assert (tmp_path / "big.onnx.data").stat().st_size >= 0.99 * weights
     x = np.random.default_rng(3).standard_normal([2, SHAPE[0]], np.float32)
     onnx_y = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"]
                                           ).run(["y"], {"x": x})[0]
