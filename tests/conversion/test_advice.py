@@ -229,6 +229,18 @@ def test_summary_tab_and_html_report_open_with_the_advice() -> None:
     assert why.split(";")[0] in page
 
 
+def test_advice_table_lists_several_values_with_a_space() -> None:
+    """A denylist or a set of rewrites reads `Cast, Shape` in the Advice table, not `Cast,Shape`
+    (a run-on word the column cannot wrap)."""
+    from workbench.ui.tabs import advice_html
+
+    several = Advice("rewrites", ("erfc_as_erf", "bool_fill_as_comparison"), 1, 96.7, 40, 2,
+                     "fewer rejected ops")
+    assert several.value_text == "erfc_as_erf, bool_fill_as_comparison"
+    assert "erfc_as_erf, bool_fill_as_comparison" in advice_html((several,))
+    assert replace(several, value=()).value_text == "(none)"
+
+
 def test_converter_report_has_the_advice() -> None:
     from workbench import trt_convert as trt
 
