@@ -234,7 +234,7 @@ def test_digits_cnn_fp32_matches_native_at_1e_4(fp32_report: Any) -> None:
     assert 0 < logits.max_abs <= 1e-4  # engines really ran: not bit-identical to TF
     assert (report.backend, report.precision, report.native_runs) == ("onnxruntime", "FP32", {})
     assert report.device.startswith("CPU")
-    assert str(report).startswith("PASSED: FP32 converted vs native TensorFlow on 3 batch(es), "
+    assert str(report).startswith("PASSED: FP32 converted vs native TensorFlow on 3 batches, "
                                   "engines on onnxruntime (CPU")
     table = report.table()
     assert list(table[["backend", "precision", "name", "passed", "top1_agreement"]].iloc[0]) == [
@@ -324,7 +324,7 @@ def test_cli_validate_passes_on_generated_inputs(capsys: pytest.CaptureFixture) 
                      "--batch-size", "8"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert out.startswith("PASSED: FP32 converted vs native TensorFlow on 2 batch(es)")
+    assert out.startswith("PASSED: FP32 converted vs native TensorFlow on 2 batches")
     assert "PASSED logits [8x10]" in out
 
 

@@ -115,8 +115,9 @@ class PerEngineAccuracy:
         return [e.to_dict() for e in self.engines]
 
     def __str__(self) -> str:
+        batches = f"{self.batches} batch{'es' * (self.batches != 1)}"
         head = (f"Per-engine accuracy, {self.params.precision_mode} on {self.backend} "
-                f"({self.device}), {self.batches} batch(es), {self.seconds:.1f} s: whole model "
+                f"({self.device}), {batches}, {self.seconds:.1f} s: whole model "
                 f"max abs error {self.model_max_abs_error:.3g} "
                 f"({'PASSED' if self.model_passed else 'FAILED'})")
         lines = [head]

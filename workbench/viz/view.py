@@ -201,7 +201,8 @@ def knob_notes(session: ConversionSession, params: ConversionParams, result: Con
                                       dynamic_shape_profile_strategy=RANGE if dynamic else None))
     if _engine_nodes(flipped) == _engine_nodes(result):
         notes.append("use_dynamic_shape: the same engines either way for this model; it changes "
-                     "the shapes each engine accepts (the engine table's input_shapes).")
+                     "the shapes each engine accepts (input shapes, in the engine table's "
+                     "details).")
     return tuple(note for note in notes if note)
 
 
