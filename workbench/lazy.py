@@ -29,9 +29,7 @@ from typing import Any
 # checkpoint read and Grappler's constants of a conversion stayed resident (figures in
 # docs/memory.md). The system allocator returns it, at the same speed. TensorFlow reads both
 # variables at its start; a value the user set is kept.
-# TensorFlow's own log filter: unset, it passes INFO lines (Grappler's "Number of eligible GPUs"
-# at every conversion, in the notebook under the app); `quiet` filters the import at 2 too.
-TENSORFLOW_ENVIRONMENT = {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+TENSORFLOW_ENVIRONMENT = {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}
 if platform.machine().lower() in ("x86_64", "amd64"):
     TENSORFLOW_ENVIRONMENT["TF_ENABLE_ONEDNN_OPTS"] = "1"
 

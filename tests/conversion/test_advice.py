@@ -237,7 +237,7 @@ def test_advice_table_lists_several_values_with_a_space() -> None:
     several = Advice("rewrites", ("erfc_as_erf", "bool_fill_as_comparison"), 1, 96.7, 40, 2,
                      "fewer rejected ops")
     assert several.value_text == "erfc_as_erf, bool_fill_as_comparison"
-    assert "erfc_as_erf, bool_fill_as_comparison" in advice_html((several,))
+    assert "erfc_as_erf, bool_fill_as_comparison" in advice_html((several,)).replace("<wbr>", "")
     assert replace(several, value=()).value_text == "(none)"
 
 
