@@ -14,6 +14,7 @@ GEMM that gathers its operands through the filter window), or `direct`. `wave_ms
 wave of tiles pays apart from its math: filling the pipeline with the first operands and
 writing the tiles out, which short products (attention's K of 64, small convolutions) pay
 as often as long ones.
+
 A GEMM's output is cut into square tiles (128, else 64, else 32 on a side: the largest that
 gives every SM one), and the tiles run in waves of one per SM: a GEMM of 133 tiles on 132 SMs
 takes two waves (the wave scaling of cross-GPU predictors such as Habitat). Direct
