@@ -23,9 +23,12 @@ its label quotes; pairs of configurations of one held-out set give the range aft
 on one measurement.
 
 The fit: least squares on log(kernel time) over every timed kernel, each set weighted by one
-over the square root of its size (the corpus would drown the fixtures). trtexec's per-layer
-profile synchronises around each layer, so its per-layer times exceed the real ones by a few
-microseconds; that overhead is measured on the fixtures with a model-level time and taken off.
+over the square root of its size (the corpus would drown the fixtures). Compute shares are per
+generation and class (a matrix product, a convolution, cuDNN's NCHW convolutions of the H100's
+FP32 data, a direct convolution) and precision, fitted only on kernels with FLOPs.
+trtexec's per-layer profile synchronises around each layer, so its per-layer times exceed the
+real ones by a few microseconds; that overhead is measured on the fixtures with a model-level
+time and taken off.
 PyTorch's INT8 GEMMs (`torch._int_mm`, 126 TOPS on the H200: a PyTorch limit, not the card's)
 stay in the corpus but out of the fit.
 """
