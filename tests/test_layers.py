@@ -114,6 +114,17 @@ def tf_private_imports(package_dir: Path) -> list[str]:
     return sorted(found)
 
 
+# TF-TRT's Python API for users: the package's own modules use the services under it (the
+# checks, the conversion), so the facade can follow TF-TRT's quirks without moving them.
+FACADE = "trt_convert"
+
+
+def facade_importers(graph: dict[str, set[str]], package: str) -> list[str]:
+    """Modules that import `package`'s facade; the package's `__init__` may re-export it."""
+    return sorted(module for module, targets in graph.items()
+                  if f"{package}.{FACADE}" in targets and module != package)
+
+
 def import_graph(package_dir: Path) -> dict[str, set[str]]:
     modules = module_files(package_dir)
     return {name: imports_of(name, path, modules) for name, path in modules.items()}
@@ -244,6 +255,23 @@ def test_tf_private_checker_finds_each_kind_of_import(tmp_path):
     assert tf_private_imports(package) == [
         "pkg.a imports tensorflow.python.framework", "pkg.b imports tensorflow.compiler.x",
         "pkg.c imports tensorflow.python.eager.context"]
+
+
+def test_nothing_in_the_package_imports_the_facade():
+    importers = facade_importers(import_graph(PACKAGE_DIR), PACKAGE_DIR.name)
+    assert not importers, ("these modules import workbench.trt_convert (TF-TRT's API for users); "
+                           "use the services under it instead:\n" + "\n".join(importers))
+
+
+def test_facade_checker_counts_imports_not_the_text_of_one(tmp_path):
+    package = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/trt_convert.py": "",
+        # checks/export_formats.py writes this line into the scripts it exports: a string
+        "pkg/script.py": 'IMPORT = "from pkg import trt_convert as trt"\n',
+        "pkg/cli.py": "def run():\n    from pkg import trt_convert\n",
+    })
+    assert facade_importers(import_graph(package), "pkg") == ["pkg.cli"]
 
 
 def test_architecture_page_states_the_same_order():

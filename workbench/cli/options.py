@@ -120,7 +120,8 @@ def split(text: str | None) -> tuple[str, ...] | None:
 
 def conversion_params(args: argparse.Namespace) -> ConversionParams:
     """The conversion the options ask for, TF-TRT's environment variables applied; built (and
-    so checked) before any slow work."""
+    so checked) before any slow work. A command without --denylist or --max-engines
+    (validate) takes them from the environment alone."""
     from workbench.conversion.params import params_from_environment
 
     return params_from_environment(
@@ -128,8 +129,8 @@ def conversion_params(args: argparse.Namespace) -> ConversionParams:
         minimum_segment_size=args.minimum_segment_size,
         use_dynamic_shape=args.use_dynamic_shape,
         dynamic_shape_profile_strategy=args.profile_strategy,
-        denylist=split(args.denylist),
-        max_engines=args.max_engines,
+        denylist=split(getattr(args, "denylist", None)),
+        max_engines=getattr(args, "max_engines", None),
     )
 
 
