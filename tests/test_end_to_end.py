@@ -11,8 +11,8 @@ from conftest import run_cli
 
 import sample_models
 from workbench import trt_convert as trt
+from workbench.conversion.conversion_report import ConversionReport
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import ConversionReport
 from workbench.conversion.session import ConversionSession
 
 pytestmark = pytest.mark.slow

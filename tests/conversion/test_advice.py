@@ -12,8 +12,8 @@ import pytest
 import sample_models
 from tests.conftest import run_cli
 from workbench.conversion.advice import Advice, advise
+from workbench.conversion.conversion_report import ConversionReport
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import ConversionReport
 from workbench.conversion.session import ConversionSession
 
 _SESSIONS: dict[tuple[str, str | None], ConversionSession] = {}

@@ -10,8 +10,8 @@ import pytest
 from conftest import run_cli
 
 import sample_models
+from workbench.conversion.conversion_report import nonconversion_report
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import nonconversion_report
 from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.viz.html_report import html_report, write_html_report

@@ -1,10 +1,11 @@
 """The argument groups commands share, declared once, and what they turn into: a model's
-session, conversion parameters, a checked target GPU."""
+session, conversion parameters, a checked target GPU, and what `--tensorrt` and `--target-gpu`
+add to a conversion."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
 
@@ -158,6 +159,26 @@ def require_tensorrt(args: argparse.Namespace) -> None:
         from workbench.engines.inspection.tensorrt_verdict import require_tensorrt as require
 
         require()
+
+
+def tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
+                      ) -> dict[str, dict]:
+    """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
+    from workbench.checks.tensorrt_verdicts import conversion_verdicts
+    from workbench.engines.runtime.converted_model import converted_model
+
+    converted = converted_model(session, result, params)
+    verdicts = conversion_verdicts(session, converted)
+    return {name: verdict.to_json() for name, verdict in verdicts.items()}
+
+
+def gpu_estimate(session: ConversionSession, result: Any, params: ConversionParams,
+                 args: argparse.Namespace, tensorrt: dict[str, dict] | None = None) -> dict:
+    """The estimate for --target-gpu: engines TensorRT built (--tensorrt) from their kernels."""
+    from workbench.profiling.estimate.conversion import conversion_estimate
+
+    return conversion_estimate(session, params, args.target_gpu, args.target_batch_size, result,
+                               tensorrt=tensorrt)
 
 
 def calibration_of(args: argparse.Namespace, gpu: str, estimated_ms: float | None,

@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.checks.validate import generated_inputs, validate
+    from workbench.checks.validation import generated_inputs, validate
     from workbench.engines.runtime.converted_model import converted_model
 
     if args.batch_size < 1 or args.batches < 1:
@@ -68,7 +68,7 @@ def _calibration_sets(args: argparse.Namespace, session: ConversionSession,
                       arrays: dict[str, Any]) -> list[dict[str, Any]]:
     """INT8's calibration batches: the --calibration-key array, else generated ones."""
     from workbench.checks.conversion_check import CALIBRATION_SEED
-    from workbench.checks.validate import generated_inputs
+    from workbench.checks.validation import generated_inputs
 
     if args.calibration_key:
         # TF-TRT calibrates on one shape: a ragged last batch is left out.

@@ -180,7 +180,7 @@ def resnet50_session():
 
 def test_resnet50_on_a_t4_fp16_beats_fp32_and_both_beat_native_tf(resnet50_session):
     from workbench.conversion.params import ConversionParams
-    from workbench.profiling.estimate.graph import graph_estimate
+    from workbench.profiling.estimate.graph_estimate import graph_estimate
 
     estimates = {}
     for precision in ("FP32", "FP16"):

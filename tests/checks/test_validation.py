@@ -9,7 +9,7 @@ import pytest
 
 import sample_models
 from workbench import trt_convert as trt
-from workbench.checks.validate import (
+from workbench.checks.validation import (
     ValidationError,
     compare_outputs,
     generated_inputs,
@@ -268,7 +268,7 @@ def test_without_tolerances_each_precision_gets_its_own_stated_in_the_report(
 
 
 def test_given_tolerances_win_over_the_precision_defaults() -> None:
-    from workbench.checks.validate import with_default_tolerances
+    from workbench.checks.validation import with_default_tolerances
 
     assert with_default_tolerances("INT8", {"atol": 1e-3, "rtol": None}) == (
         {"atol": 1e-3, "rtol": 0.1, "check_error_stat": "mean"},

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 
 import sample_models
-from workbench.checks.export import (
+from workbench.checks.export_formats import (
     TFTRT_IMPORT,
     WORKBENCH_IMPORT,
     export,
