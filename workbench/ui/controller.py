@@ -125,7 +125,7 @@ class WorkbenchController(Screen):
     def set_params(self, params: ConversionParams | dict[str, Any]) -> None:
         """Sets the parameters (a dict may name only some fields) and reconverts once."""
         if not isinstance(params, ConversionParams):
-            params = ConversionParams(**{**self._params.as_dict(), **params})
+            params = replace(self._params, **params)
         self._params = params
         self.refresh()
 
