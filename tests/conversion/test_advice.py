@@ -205,12 +205,6 @@ def test_cli_json_advice_equals_converting_with_the_setting() -> None:
             entry["engines"], entry["percent_converted"]), entry
 
 
-def test_cli_json_advice_is_empty_when_nothing_helps(tiny_saved_model: Path) -> None:
-    done = run_cli("convert", str(tiny_saved_model), "--json")
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["advice"] == []
-
-
 def test_summary_tab_and_html_report_open_with_the_advice() -> None:
     from workbench.ui.tabs import SummaryTab
     from workbench.viz.html_report import html_report
