@@ -1,5 +1,5 @@
 """Checking one conversion end to end: build its engines, compare its outputs with native
-TensorFlow (Polygraphy's rules, `checks/validate.py`) and time both, per batch size.
+TensorFlow (Polygraphy's rules, `checks/validation.py`) and time both, per batch size.
 
 The figures become a run's metrics in the workbench (`ConversionCheck.metrics`), each timing
 labelled with the backend and device that produced it. Inputs are generated (the model's input
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.checks.inputs import generated_input_notes, random_inputs
-from workbench.checks.validate import ValidationReport, generated_inputs, validate
+from workbench.checks.validation import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.backends.base import Backend, Engine

@@ -18,9 +18,9 @@ import pandas as pd
 from workbench.checks.conversion_check import ConversionCheck
 from workbench.checks.per_engine import PerEngineAccuracy
 from workbench.conversion.advice import RANGE, Advice, advise, precision_changes_segments
+from workbench.conversion.conversion_report import ConversionReport, nonconversion_report
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
-from workbench.conversion.report import ConversionReport, nonconversion_report
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
