@@ -29,7 +29,7 @@ from workbench.checks.tensorrt_verdicts import conversion_verdicts
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.runtime.converted_model import converted_model
-from workbench.profiling.estimate.graph import engine_kernels, graph_estimate
+from workbench.profiling.estimate.graph_estimate import engine_kernels, graph_estimate
 from workbench.profiling.trtexec import fixtures_dir
 
 HELD_OUT = Path(__file__).resolve().parent / "results" / "gpu_h100_held_out.json"

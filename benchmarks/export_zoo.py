@@ -23,7 +23,7 @@ DEFAULT = ["lstm", "gru", "map_fn", "strings", "cond", "xla_function", "MobileNe
 
 
 def run(name: str) -> str:
-    from workbench.checks.export import build_shape_sets, engine_profiles
+    from workbench.checks.export_formats import build_shape_sets, engine_profiles
 
     start = time.perf_counter()
     session = ConversionSession.open(zoo()[name].make())

@@ -12,10 +12,18 @@ from collections.abc import Iterable
 
 from hypothesis import strategies as st
 
+from workbench.conversion.params import DEFAULT_MAX_ENGINES, ConversionParams
 from workbench.graph.nodes import Graph, Node, TensorRef, TensorSpec
 
 DEFAULT_SHAPE = (-1, 8)
 SUPPORTED_OPS = frozenset({"Add", "Relu", "MatMul", "Const", "Identity", "Conv2D", "BiasAdd"})
+
+
+def at_threshold(minimum_segment_size: int, max_engines: int = DEFAULT_MAX_ENGINES
+                 ) -> ConversionParams:
+    """The parameters a segmentation is read at (`Segmentation.result`): a threshold and an
+    engine limit, TF-TRT's defaults for the rest."""
+    return ConversionParams(minimum_segment_size=minimum_segment_size, max_engines=max_engines)
 
 
 def node(

@@ -11,8 +11,8 @@ from conftest import run_cli
 
 import sample_models
 from workbench import trt_convert as trt
+from workbench.conversion.conversion_report import ConversionReport
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import ConversionReport
 from workbench.conversion.session import ConversionSession
 
 pytestmark = pytest.mark.slow
@@ -174,22 +174,6 @@ def test_cli_json_is_one_document_matching_the_api() -> None:
 
     assert document["tensorflow_version"] == tf.__version__
     assert document["prepared_for"] == "NVIDIA T4 (sm_75)"  # the default GPU
-
-
-def test_cli_text_prints_summary_then_report() -> None:
-    done = run_cli("convert", str(sample_models.build("detector")), "--detailed")
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert out.index("TRTEngineOP Name") < out.index("TensorRT unsupported/non-converted OP Report")
-    assert "[Count: 1x] Cannot Convert Bilinear Resize when align_corners=False" in out
-
-
-def test_cli_frozen_graph_def(tiny_frozen_pb: Path) -> None:
-    done = run_cli("convert", str(tiny_frozen_pb), "--outputs", "y", "--json")
-    assert done.returncode == 0, done.stderr
-    document = json.loads(done.stdout)
-    assert document["total_nodes"] > 0
-    assert {u["name"] for u in document["unconverted"]} >= {"x", "y"}
 
 
 def test_disabling_non_trt_optimizers_shows_the_graph_before_grappler() -> None:

@@ -114,6 +114,35 @@ def tf_private_imports(package_dir: Path) -> list[str]:
     return sorted(found)
 
 
+# TF-TRT's Python API for users: the package's own modules use the services under it (the
+# checks, the conversion), so the facade can follow TF-TRT's quirks without moving them.
+FACADE = "trt_convert"
+
+
+def facade_importers(graph: dict[str, set[str]], package: str) -> list[str]:
+    """Modules that import `package`'s facade; the package's `__init__` may re-export it."""
+    return sorted(module for module, targets in graph.items()
+                  if f"{package}.{FACADE}" in targets and module != package)
+
+
+# One name, one module: a name found twice sends a reader to the wrong file. The one exception
+# is deliberate: an op family's rules (conversion/ops/) and its ONNX exporters
+# (engines/onnx/ops/) carry the family's name, so a new op goes to the same name in both.
+OP_FAMILY_MIRROR = frozenset({"conversion/ops", "engines/onnx/ops"})
+
+
+def shared_module_names(package_dir: Path) -> dict[str, list[str]]:
+    """Module file name -> the folders holding it, for every name in more than one folder
+    (`__init__.py` and the like aside), an op family's pair of modules aside."""
+    folders: dict[str, list[str]] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        if not path.name.startswith("__"):
+            folder = path.parent.relative_to(package_dir).as_posix()
+            folders.setdefault(path.name, []).append(folder)
+    return {name: where for name, where in folders.items()
+            if len(where) > 1 and set(where) != OP_FAMILY_MIRROR}
+
+
 def import_graph(package_dir: Path) -> dict[str, set[str]]:
     modules = module_files(package_dir)
     return {name: imports_of(name, path, modules) for name, path in modules.items()}
@@ -244,6 +273,43 @@ def test_tf_private_checker_finds_each_kind_of_import(tmp_path):
     assert tf_private_imports(package) == [
         "pkg.a imports tensorflow.python.framework", "pkg.b imports tensorflow.compiler.x",
         "pkg.c imports tensorflow.python.eager.context"]
+
+
+def test_nothing_in_the_package_imports_the_facade():
+    importers = facade_importers(import_graph(PACKAGE_DIR), PACKAGE_DIR.name)
+    assert not importers, ("these modules import workbench.trt_convert (TF-TRT's API for users); "
+                           "use the services under it instead:\n" + "\n".join(importers))
+
+
+def test_facade_checker_counts_imports_not_the_text_of_one(tmp_path):
+    package = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/trt_convert.py": "",
+        # checks/export_formats.py writes this line into the scripts it exports: a string
+        "pkg/script.py": 'IMPORT = "from pkg import trt_convert as trt"\n',
+        "pkg/cli.py": "def run():\n    from pkg import trt_convert\n",
+    })
+    assert facade_importers(import_graph(package), "pkg") == ["pkg.cli"]
+
+
+def test_no_two_modules_share_a_name():
+    shared = shared_module_names(PACKAGE_DIR)
+    assert not shared, ("modules sharing a name (rename one to say what it holds; see "
+                        "docs/architecture.md):\n" + "\n".join(
+                            f"{name}: {', '.join(where)}" for name, where in shared.items()))
+
+
+def test_name_checker_allows_the_op_family_mirror_only(tmp_path):
+    package = _write(tmp_path, {
+        "pkg/__init__.py": "", "pkg/cli/__init__.py": "", "pkg/checks/__init__.py": "",
+        "pkg/cli/export.py": "", "pkg/checks/export.py": "",
+        "pkg/conversion/ops/conv.py": "", "pkg/engines/onnx/ops/conv.py": "",
+        "pkg/conversion/ops/pooling.py": "", "pkg/engines/onnx/ops/pooling.py": "",
+        "pkg/viz/pooling.py": "",
+    })
+    assert shared_module_names(package) == {
+        "export.py": ["checks", "cli"],
+        "pooling.py": ["conversion/ops", "engines/onnx/ops", "viz"]}
 
 
 def test_architecture_page_states_the_same_order():

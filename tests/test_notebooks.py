@@ -151,7 +151,7 @@ assert all(t.reused for t in again.trials)
 assert again.recommended["trial_id"] == chosen["trial_id"]
 """,
     "10_after_tftrt": """
-from workbench.checks.export import TFTRT_IMPORT
+from workbench.checks.export_formats import TFTRT_IMPORT
 from workbench.engines.backends import tensorrt_rtx_onnx
 
 assert TFTRT_IMPORT in text and "TF_TRT_MAX_ALLOWED_ENGINES\\"] = '5'" in text

@@ -16,11 +16,11 @@ import pytest
 from conftest import NOISY_TENSORFLOW, REPO, user_environment
 
 # On CI's other stack, `make install` resolves the same [cpu] ranges (within all the extras), and
-# test_quiet.py and test_doctor.py run `convert --json` and `doctor` as here (a fresh process,
-# NOISY_TENSORFLOW): what is left is packaging, the same on both stacks.
+# test_quiet.py and cli/test_doctor_command.py run `convert --json` and `doctor` as here (a fresh
+# process, NOISY_TENSORFLOW): what is left is packaging, the same on both stacks.
 pytestmark = [pytest.mark.slow, pytest.mark.stack_independent(
     reason="packaging; `workbench convert` and `doctor` run here in test_quiet.py and "
-    "test_doctor.py")]
+    "cli/test_doctor_command.py")]
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 1200) -> subprocess.CompletedProcess:

@@ -9,10 +9,10 @@ says what this machine can run;
 `workbench.tune(model, grid)` runs a tuning search on Dask (`workbench.tuning.tune`, with a
 progress bar in a notebook);
 `workbench.export(model, format, path, params)` writes a TF-TRT script, ONNX or trtexec
-commands (`workbench.checks.export`); `workbench.quiet_notebook()` keeps logs off a notebook's
-page. The checks, readers, drawings and charts the lessons use are here too (`_LAZY_EXPORTS`),
-each documented on the API page, so a notebook never imports the modules behind them. They
-are imported on first use so `import workbench` stays light.
+commands (`workbench.checks.export_formats`); `workbench.quiet_notebook()` keeps logs off a
+notebook's page. The checks, readers, drawings and charts the lessons use are here too
+(`_LAZY_EXPORTS`), each documented on the API page, so a notebook never imports the modules
+behind them. They are imported on first use so `import workbench` stays light.
 
 Importing the package does one thing, and must do it here: it puts an import finder on
 `sys.meta_path` (`workbench.quiet`) that waits for TensorFlow's first import, whoever makes it.
@@ -51,7 +51,7 @@ _LAZY_EXPORTS = {
     "register_tftrt_ops": ("workbench.engines.runtime.native_op.trt_engine_op",
                            "register_engine_op"),
     "tune": ("workbench.ui.progress_bars", "tune"),  # with a bar in a notebook
-    "export": ("workbench.checks.export", "export"),
+    "export": ("workbench.checks.export_formats", "export"),
     "doctor": ("workbench.diagnosis", "doctor"),
     "quiet_notebook": ("workbench.quiet", "quiet_notebook"),
     "WorkbenchError": ("workbench.errors", "WorkbenchError"),

@@ -164,6 +164,9 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
             return None
         uninstall()  # the first import only; this also lets find_spec below skip us
         before_tensorflow_import()
+        if self.level is None:  # `import workbench`: TensorFlow's own filter at our default too,
+            # or its INFO lines (Grappler's at every conversion) fill a notebook's cells
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", str(DEFAULT_LEVEL))
         spec = importlib.util.find_spec(fullname)
         level = environment_level() if self.level is None else self.level
         if spec is not None and spec.loader is not None:

@@ -17,6 +17,12 @@ from typing import Any, NamedTuple
 from workbench import environment
 from workbench.checks.tensorrt_verdicts import conversion_verdicts
 from workbench.conversion.advice import Advice, advise
+from workbench.conversion.conversion_report import (
+    ConversionReport,
+    detailed_report_setting,
+    nonconversion_report,
+    write_nonconversion_csv,
+)
 from workbench.conversion.converted import converted_top_level, tftrt_dot
 from workbench.conversion.params import (
     DEFAULT_MAX_WORKSPACE_SIZE_BYTES,
@@ -25,12 +31,6 @@ from workbench.conversion.params import (
     with_environment,
 )
 from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
-from workbench.conversion.report import (
-    ConversionReport,
-    detailed_report_setting,
-    nonconversion_report,
-    write_nonconversion_csv,
-)
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
@@ -300,8 +300,8 @@ class TrtGraphConverterV2:
     def export(self, format: str, output: str, *,
                batch_sizes: Sequence[int] = (1,)) -> Any:
         """Writes this conversion as a TF-TRT script, the whole model as ONNX or trtexec
-        commands (`workbench.checks.export.export`); returns the path."""
-        from workbench.checks.export import export
+        commands (`workbench.checks.export_formats.export`); returns the path."""
+        from workbench.checks.export_formats import export
 
         return export(self.session, format, output, self._params, batch_sizes=batch_sizes)
 

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_cli
 
 import sample_models
 from workbench.checks.conversion_check import check_conversion
@@ -115,11 +113,3 @@ def test_png_cnn_validates_on_generated_inputs() -> None:
     assert check.engines >= 1
     assert any(note.startswith("input png: generated 16x16 3-channel PNG images")
                for note in check.notes)
-
-
-def test_png_cnn_checks_from_the_cli() -> None:
-    done = run_cli("check", str(sample_models.build("png_cnn")), "--iterations", "2", "--json")
-    assert done.returncode == 0, done.stderr
-    document = json.loads(done.stdout)
-    assert document["passed"] and document["engines"] == 1
-    assert document["notes"][0].startswith("input png: generated 16x16 3-channel PNG images")

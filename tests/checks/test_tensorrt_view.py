@@ -98,7 +98,7 @@ def test_a_node_the_parser_rejects_is_reported_with_its_reason() -> None:
 @pytest.mark.parametrize("name", ["cond", "MobileNetV2"])
 def test_zoo_rows_export_match_native_and_build(name) -> None:
     from sample_models.zoo import zoo
-    from workbench.checks.export import build_shape_sets, engine_profiles
+    from workbench.checks.export_formats import build_shape_sets, engine_profiles
     from workbench.conversion.params import ConversionParams
 
     session = ConversionSession.open(zoo()[name].make())

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import sample_models
-from workbench.checks.validate import compare_outputs, with_default_tolerances
+from workbench.checks.validation import compare_outputs, with_default_tolerances
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.runtime.converted_model import converted_model

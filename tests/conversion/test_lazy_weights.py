@@ -7,8 +7,8 @@ import pytest
 
 import sample_models
 from workbench.conversion import operands
+from workbench.conversion.conversion_report import ConversionReport
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import ConversionReport
 from workbench.conversion.session import ConversionSession
 
 pytestmark = pytest.mark.slow

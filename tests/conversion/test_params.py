@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import NOISY_TENSORFLOW, run_cli
+from conftest import run_cli
 
 from workbench import trt_convert as trt
 from workbench.conversion.params import ConversionParams, params_from_environment
@@ -105,35 +105,6 @@ def test_build_and_save_need_convert_first() -> None:
         converter.build(None)
     with pytest.raises(RuntimeError, match="Need to call convert\\(\\) before save\\(\\)"):
         converter.save("out")
-
-
-@pytest.mark.parametrize("flags, message", [
-    (["--precision", "fp64"], "precision mode 'fp64' is not supported"),
-    (["--minimum-segment-size", "0"], "minimum segment size should be positive or -1"),
-    (["--use-dynamic-shape", "--profile-strategy", "Fastest"],
-     "profile_strategy 'Fastest' is not supported"),
-])
-def test_cli_bad_parameters(flags: list[str], message: str, tiny_saved_model: Path) -> None:
-    done = run_cli("convert", str(tiny_saved_model), *flags)
-    assert done.returncode == 2
-    assert done.stdout == ""
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("workbench: error: ") and message in lines[0]
-
-
-@pytest.mark.parametrize("extra, message", [
-    ([], "No such path"),
-    (["--signature-key", "predict"], "Signature key 'predict' not found"),
-    (["--tags", "train"], "No MetaGraph with tags 'train'"),
-])
-def test_cli_bad_model(extra: list[str], message: str, tiny_saved_model: Path,
-                       tmp_path: Path) -> None:
-    model = str(tmp_path / "missing") if not extra else str(tiny_saved_model)
-    done = run_cli("convert", model, *extra, env=NOISY_TENSORFLOW)
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], done.stderr
-    assert "Traceback" not in done.stderr
 
 
 def test_denylist_names_must_be_op_types_the_model_holds_and_tftrt_converts() -> None:

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import (
+from workbench.conversion.conversion_report import (
     ConversionReport,
     detailed_report_setting,
     nonconversion_report,
     write_nonconversion_csv,
 )
+from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo, UnconvertedNode
 from workbench.conversion.summary import summary_lines
 from workbench.errors import ConversionParamsError

@@ -181,7 +181,7 @@ def test_fill_of_a_computed_bool_kept():
 def test_a_broken_equivalence_fails_the_check(monkeypatch):
     """The comparison with native catches a replacement that is not equivalent: here Erfc
     made `1 + Erf(x)` instead of `1 - Erf(x)`."""
-    from workbench.conversion.rewrites import rewrite as rewrite_module
+    from workbench.conversion.rewrites import graph_edit as rewrite_module
 
     retype = rewrite_module.GraphEdit.retype
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from random_graphs import allow_names, allow_ops, graph_of, node
+from random_graphs import allow_names, allow_ops, at_threshold, graph_of, node
 
 from workbench.conversion.candidates import (
     REASON_DENYLIST,
@@ -30,7 +30,7 @@ TEST_MIN_SIZE = 2
 
 def engine_sets(graph, candidates, options=EXPLICIT, min_size=TEST_MIN_SIZE):
     segmentation = segment_graph(graph, options, allow_names(candidates))
-    return [set(e.nodes) for e in segmentation.result(min_size).engines]
+    return [set(e.nodes) for e in segmentation.result(at_threshold(min_size)).engines]
 
 
 def adds_graph(devices=None):
@@ -51,7 +51,7 @@ ALL_ADDS = {"add0", "add1", "add2", "add3", "add4"}
 def test_empty_graph_has_no_segments_and_reports_source_and_sink():
     segmentation = segment_graph(graph_of(), EXPLICIT, allow_ops())
     assert segmentation.segments == []
-    partition = segmentation.result(3)
+    partition = segmentation.result(at_threshold(3))
     assert partition.engines == []
     assert partition.nonconversion == {"NoOp": {"Op type NoOp is not supported.": 2}}
     assert partition.not_converted_top_level == 0
@@ -81,7 +81,8 @@ def test_device_assignments():
 
     any_gpu = adds_graph({**gpu0, "add3": "/device:GPU:*", "add4": "/device:GPU:*"})
     assert engine_sets(any_gpu, ALL_ADDS) == [ALL_ADDS]
-    engine = segment_graph(any_gpu, EXPLICIT, allow_names(ALL_ADDS)).result(2).engines[0]
+    segmentation = segment_graph(any_gpu, EXPLICIT, allow_names(ALL_ADDS))
+    engine = segmentation.result(at_threshold(2)).engines[0]
     assert engine.device == "/device:GPU:0"
 
 
@@ -119,7 +120,7 @@ def test_identity_ops_are_not_effective():
     names = {"identity0", "identity1", "identity2", "identity3"}
     segmentation = segment_graph(graph, EXPLICIT, allow_names(names))
     assert [s.effective_size for s in segmentation.segments] == [0]
-    partition = segmentation.result(1)
+    partition = segmentation.result(at_threshold(1))
     assert partition.engines == []
     reasons = {u.reason for u in partition.unconverted if u.name in names}
     assert reasons == {"segment has no effective nodes (only Identity, Snapshot, StopGradient)"}
@@ -319,14 +320,14 @@ def test_const_feeding_outside_is_removed_at_the_boundary_but_copied_in():
     (segment,) = segmentation.segments
     assert (segment.root, segment.nodes) == ("b", ("b", "bias", "conv", "id", "relu"))
     assert segment.effective_size == 4  # Identity does not count; the Const b does
-    (engine,) = segmentation.result(3).engines
+    (engine,) = segmentation.result(at_threshold(3)).engines
     assert engine.name == "TRTEngineOp_000_000"
     assert engine.inputs == ("input:0",)  # w is copied in, not an input
     assert engine.outputs == ("id:0",)
     assert engine.native_ops == {"BiasAdd": 1, "Const": 2, "Conv2D": 1, "Identity": 1, "Relu": 1}
     assert engine.native_node_count == 6
     assert engine.input_dtypes == ("float32",) and engine.input_shapes == ((-1, 8),)
-    partition = segmentation.result(3)
+    partition = segmentation.result(at_threshold(3))
     removed = {u.name: u for u in partition.unconverted}["w"]
     assert not removed.in_tftrt_report
     assert removed.reason.startswith("removed from segment b at its boundary: a Const")
@@ -339,7 +340,7 @@ def test_const_feeding_only_unsupported_nodes_is_a_boundary_node_of_its_own():
                      node("u", "Unsupported", ["x", "k"]))
     segmentation = segment_graph(graph, SegmenterOptions(), allow_ops())
     assert segmentation.segments == []
-    (const,) = [u for u in segmentation.result(1).unconverted if u.name == "k"]
+    (const,) = [u for u in segmentation.result(at_threshold(1)).unconverted if u.name == "k"]
     assert const.reason.startswith("a Const that only feeds nodes TF-TRT does not convert")
 
 
@@ -366,7 +367,7 @@ def test_boundary_const_depending_on_the_segment_is_copied_in_without_a_cycle():
     )
     segmentation = segment_graph(graph, EXPLICIT, allow_ops())
     assert [(s.root, s.nodes) for s in segmentation.segments] == [("P", ("D", "E", "P"))]
-    partition = segmentation.result(3)
+    partition = segmentation.result(at_threshold(3))
     (engine,) = partition.engines
     assert engine.inputs == ("x:0",) and engine.outputs == ("P:0", "E:0")
     assert engine.native_ops == {"Add": 1, "Const": 1, "Relu": 2}  # C copied in
@@ -386,7 +387,7 @@ def test_control_edge_from_a_const_inside_an_engine_is_dropped():
         node("D", "Add", ["P", "k"]), node("y", "Unsupported", ["D"]),
         node("U", "Unsupported", ["x"], control=["k"]),
     )
-    partition = segment_graph(graph, EXPLICIT, allow_ops()).result(3)
+    partition = segment_graph(graph, EXPLICIT, allow_ops()).result(at_threshold(3))
     (engine,) = partition.engines
     assert engine.nodes == ("D", "P", "k")
     assert sorted(converted_edges(graph, partition)) == [
@@ -396,8 +397,8 @@ def test_control_edge_from_a_const_inside_an_engine_is_dropped():
 
 def test_minimum_segment_size_counts_effective_nodes_only():
     segmentation = segment_graph(conv_graph(), SegmenterOptions(), allow_ops())
-    assert len(segmentation.result(4).engines) == 1
-    partition = segmentation.result(5)
+    assert len(segmentation.result(at_threshold(4)).engines) == 1
+    partition = segmentation.result(at_threshold(5))
     assert partition.engines == []
     reasons = {u.name: u.reason for u in partition.unconverted}
     assert reasons["conv"] == "4 effective nodes < minimum_segment_size 5"
@@ -413,7 +414,7 @@ def test_outside_const_used_only_by_engines_is_not_counted():
     )
     options = SegmenterOptions(exclude_nodes=frozenset({"x", "y"}))
     validate = allow_ops({"Relu", "Add"})
-    partition = segment_graph(graph, options, validate).result(3)
+    partition = segment_graph(graph, options, validate).result(at_threshold(3))
     (engine,) = partition.engines
     assert engine.nodes == ("a", "b", "d") and engine.native_ops["Const"] == 1
     assert partition.not_converted_top_level == 2  # x and y; c is dead after conversion
@@ -434,22 +435,23 @@ def chains_graph(lengths):
 def test_max_engines_keeps_the_largest_in_root_name_order():
     segmentation = segment_graph(chains_graph([3, 5, 4, 5, 2]), SegmenterOptions(), allow_ops())
     assert [s.effective_size for s in segmentation.segments] == [3, 5, 4, 5, 2]
-    partition = segmentation.result(1, max_engines=3)
+    partition = segmentation.result(at_threshold(1, max_engines=3))
     assert [(e.name, e.nodes[0]) for e in partition.engines] == [
         ("TRTEngineOp_000_000", "c1_0"), ("TRTEngineOp_000_001", "c2_0"),
         ("TRTEngineOp_000_002", "c3_0"),
     ]
     reasons = {u.name: u.reason for u in partition.unconverted}
     assert "TF_TRT_MAX_ALLOWED_ENGINES=3" in reasons["c0_0"]
-    assert len(segmentation.result(1, max_engines=0).engines) == 5
-    assert len(segmentation.result(1, max_engines=-1).engines) == 5
+    assert len(segmentation.result(at_threshold(1, max_engines=0)).engines) == 5
+    assert len(segmentation.result(at_threshold(1, max_engines=-1)).engines) == 5
     # A tie keeps the earlier root name: c1 and c3 both have 5.
-    assert [e.nodes[0] for e in segmentation.result(1, max_engines=1).engines] == ["c1_0"]
+    first = segmentation.result(at_threshold(1, max_engines=1))
+    assert [e.nodes[0] for e in first.engines] == ["c1_0"]
 
 
 def test_minus_one_converts_nothing():
     segmentation = segment_graph(conv_graph(), SegmenterOptions(), allow_ops())
-    partition = segmentation.result(-1)
+    partition = segmentation.result(at_threshold(-1))
     assert partition.engines == [] and partition.nonconversion == {}
     assert partition.not_converted_top_level == len(conv_graph().real_nodes)
     assert all(not u.in_tftrt_report for u in partition.unconverted)
@@ -462,7 +464,7 @@ def test_segment_without_data_inputs_stays_native_and_uses_its_index():
         node("x", "Placeholder"), node("d", "Relu", ["x"]), node("e", "Relu", ["d"]),
         node("y", "Unsupported", ["e"]),
     )
-    partition = segment_graph(graph, EXPLICIT, allow_ops()).result(2)
+    partition = segment_graph(graph, EXPLICIT, allow_ops()).result(at_threshold(2))
     assert [(e.name, e.nodes) for e in partition.engines] == [("TRTEngineOp_000_001", ("d", "e"))]
     reasons = {u.name: u.reason for u in partition.unconverted}
     assert reasons["a"].startswith("segment has no inputs")
@@ -481,8 +483,8 @@ def test_contraction_prefers_output_side():
 @pytest.mark.parametrize("threshold", [1, 2, 3, 5])
 def test_sweep_matches_result(threshold):
     segmentation = segment_graph(chains_graph([3, 5, 4, 1]), SegmenterOptions(), allow_ops())
-    swept = segmentation.sweep([threshold], max_engines=2)[0]
-    assert swept == segmentation.result(threshold, max_engines=2)
+    swept = segmentation.sweep(at_threshold(1, max_engines=2), [threshold])[0]
+    assert swept == segmentation.result(at_threshold(threshold, max_engines=2))
 
 
 def cond_graph(switch_op: str = "Switch"):

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from random_graphs import allow_ops, full_search, large_random_graph, random_dags
+from random_graphs import (
+    allow_ops,
+    at_threshold,
+    full_search,
+    large_random_graph,
+    random_dags,
+)
 
 from workbench.conversion import segmenter
 from workbench.conversion.candidates import SegmenterOptions
@@ -75,7 +81,8 @@ def test_segments_are_disjoint_acyclic_and_made_of_candidates(graph, options):
 @FAST
 @given(random_dags(), OPTIONS, st.sampled_from(THRESHOLDS), st.integers(-1, 4))
 def test_engines_respect_threshold_and_limit(graph, options, threshold, max_engines):
-    partition = segment_graph(graph, options, allow_ops()).result(threshold, max_engines)
+    segmentation = segment_graph(graph, options, allow_ops())
+    partition = segmentation.result(at_threshold(threshold, max_engines))
     if threshold == -1:
         assert partition.engines == []
     for engine in partition.engines:
@@ -96,9 +103,10 @@ def test_engines_respect_threshold_and_limit(graph, options, threshold, max_engi
 @given(random_dags(), OPTIONS)
 def test_deterministic_and_sweep_equals_fresh_results(graph, options):
     first = segment_graph(graph, options, allow_ops())
-    swept = first.sweep(THRESHOLDS, max_engines=2)
+    swept = first.sweep(at_threshold(1, max_engines=2), THRESHOLDS)
     for threshold, partition in zip(THRESHOLDS, swept, strict=True):
-        fresh = segment_graph(graph, options, allow_ops()).result(threshold, max_engines=2)
+        fresh = segment_graph(graph, options, allow_ops()).result(
+            at_threshold(threshold, max_engines=2))
         assert partition == fresh
         assert partition.minimum_segment_size == threshold
     assert first.segments == segment_graph(graph, options, allow_ops()).segments
@@ -117,8 +125,8 @@ def test_pruned_cycle_check_matches_plain_reverse_search(graph, options):
 def test_large_graph_sweep_is_consistent():
     graph = large_random_graph(1500, seed=3)
     segmentation = segment_graph(graph, SegmenterOptions(), allow_ops())
-    partitions = segmentation.sweep(range(1, 65))
+    partitions = segmentation.sweep(at_threshold(1), range(1, 65))
     counts = [len(p.engines) for p in partitions]
     assert counts[0] == 20 and counts == sorted(counts, reverse=True)
-    assert partitions[10] == segmentation.result(11)
+    assert partitions[10] == segmentation.result(at_threshold(11))
     assert quotient_is_acyclic(graph, segmentation.segments)

@@ -4,14 +4,12 @@ and load."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_cli
 from random_graphs import full_search, graph_of, node
 
 import sample_models
@@ -237,12 +235,3 @@ def test_lstm_engines_inside_the_loop_run_every_step(tmp_path: Path) -> None:
 def test_control_flow_models_convert_run_and_reload(tmp_path: Path, name: str,
                                                      minimum_segment_size: int) -> None:
     check_round_trip(name, minimum_segment_size, tmp_path / name)
-
-
-def test_cli_converts_a_loop_model() -> None:
-    done = run_cli("convert", str(sample_models.build("lstm")), "--json",
-                   "--minimum-segment-size", "1")
-    assert done.returncode == 0, done.stderr
-    document = json.loads(done.stdout)
-    assert len(document["engines"]) == 14
-    assert "internal error" not in done.stderr

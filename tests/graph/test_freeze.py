@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import sample_models
+from workbench.conversion.conversion_report import ConversionReport
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import ConversionReport
 from workbench.conversion.session import ConversionSession
 from workbench.graph import freeze
 from workbench.graph.function_library import _rename_in, function_refs

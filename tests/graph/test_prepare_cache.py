@@ -19,7 +19,7 @@ OPEN_SCRIPT = """
 import json, sys
 import numpy as np
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import ConversionReport
+from workbench.conversion.conversion_report import ConversionReport
 from workbench.conversion.session import ConversionSession
 session = ConversionSession.open(sys.argv[1])
 report = ConversionReport(session.convert(ConversionParams(minimum_segment_size=1))).to_dict()

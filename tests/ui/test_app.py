@@ -72,7 +72,8 @@ def test_precision_dynamic_shape_denylist_and_engine_limit(app: Workbench) -> No
     controls.profile_strategy.value = "Optimal"
     assert app.result.params.dynamic_shape_profile_strategy == "Optimal"
     controls.denylist.value = ["Conv2D"]
-    assert "Denylisted with the env var TF_TRT_OP_DENYLIST" in app.nonconversion_tab.html.value
+    assert ("Denylisted with the env var TF_TRT_OP_DENYLIST"
+            in app.nonconversion_tab.html.value.replace("<wbr>", ""))
     controls.max_engines.value = 1
     assert len(app.result.engines) == 1
 
@@ -213,6 +214,7 @@ def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench)
     assert "whole model" in app.validation_tab.note.value
     outputs = app.validation_tab.outputs.value
     assert all(f"<td>{o.name}</td>" in outputs for o in check.validation.outputs)
+    assert "<th>reason</th>" not in outputs  # every output passed: no empty column
     assert "latency" in app.figures and app.validation_tab.stale.value == ""
     names = {trace.name for trace in app.figures["latency"].data}
     assert any(n.startswith("native TF: tensorflow on CPU") for n in names)
@@ -344,8 +346,36 @@ def test_tables_name_their_columns_in_words(app: Workbench) -> None:
     table's other columns in each row's details."""
     html = app.summary_tab.html.value
     headers = re.findall(r"<th>(.*?)</th>", html) + re.findall(r"<dt>(.*?)</dt>", html)
-    assert "effective size" in headers and "input shapes" in headers
+    assert "effective size (nodes)" in headers and "input shapes" in headers
     assert not [h for h in headers if has_snake_case(h)], headers
     cells = re.findall(r"<td>(.*?)</td>", html)
     assert "None" not in cells and "nan" not in cells and "NaN" not in cells
     assert "<details><summary>more</summary>" in html
+
+
+def test_long_cells_wrap_between_words_not_inside_them() -> None:
+    """A node path or a list of rewrite names wraps after "/" or "_" (the Advice table cut
+    `bool_expand_dims_before_cas|t`); short cells and the copied text stay as they are."""
+    import pandas as pd
+
+    from workbench.ui.tables import table_html
+
+    path = "StatefulPartitionedCall/tiny_bert_1/self_attention_1/einsum/Einsum"
+    html = table_html(pd.DataFrame([{"op": "Einsum", "reason": f"not supported, at {path}"}]))
+    assert "<td>Einsum</td>" in html
+    assert "self_<wbr>attention_<wbr>1/<wbr>einsum/<wbr>Einsum" in html
+    assert path in html.replace("<wbr>", "")
+
+
+def test_check_outputs_show_agreement_in_percent_and_reasons_only_when_one_fails() -> None:
+    import pandas as pd
+
+    from workbench.ui.tabs import CHECK_COLUMNS, outputs_html
+
+    row = dict.fromkeys(CHECK_COLUMNS, 0.0) | {"name": "logits", "passed": True, "shape": "1, 10",
+                                               "top1_agreement": 0.5, "reason": ""}
+    passed = outputs_html(pd.DataFrame([row]))
+    assert "<th>top-1 agreement (%)</th>" in passed and "<td>50</td>" in passed
+    assert "<th>reason</th>" not in passed
+    failed = outputs_html(pd.DataFrame([row, row | {"passed": False, "reason": "NaN in output"}]))
+    assert "<th>reason</th>" in failed and "<td>NaN in output</td>" in failed

@@ -40,11 +40,14 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     tab.thresholds.value, tab.workers.value = "2", 2
     tables: list[str] = []
     tab.table.observe(lambda change: tables.append(change["new"]), names="value")
+    statuses: list[str] = []
+    tab.status.observe(lambda change: statuses.append(change["new"]), names="value")
     tab.start()  # the app's background=False: the search runs in this thread
     assert [r.status for r in tab.records] == ["ok", "ok"], tab.status.value
     # Each trial redrew the table as it finished: one row, then two.
     assert [body_rows(t) for t in tables[:2]] == [1, 2]
     assert "done: 2 trials, 0 not ok" in tab.status.value
+    assert any("2 trials on 2 local workers" in s for s in statuses), statuses  # no "(s)"
     assert set(tab.figures) == {"pareto", "latency", "conversion"}
     plotted = {t for trace in tab.figures["pareto"].data
                for t in (trace.meta or {}).get("trials", ())}

@@ -44,6 +44,9 @@ def test_json_kernels_draw_too_with_engine_inputs_and_outputs():
     assert "?x8x8x8 FP16" in svg and "?x10 FP32" in svg
     assert "not drawn: 1 without tensors" in dot.source
     assert "tiny: 2 kernels holding 3 TF nodes" in dot.source
+    # The title on two lines, so it fits the app's drawing at its first zoom.
+    titles = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert "tiny: 2 kernels holding 3 TF nodes" in titles, titles
     # The TF nodes in no kernel: shape arithmetic and removed nodes, each a note, counted.
     one = to_svg(kernel_graph(kernels[2:], engine="one", removed=["m/id"],
                               shape_nodes=["m/Shape", "m/Prod"]))

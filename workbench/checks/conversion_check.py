@@ -1,5 +1,5 @@
 """Checking one conversion end to end: build its engines, compare its outputs with native
-TensorFlow (Polygraphy's rules, `checks/validate.py`) and time both, per batch size.
+TensorFlow (Polygraphy's rules, `checks/validation.py`) and time both, per batch size.
 
 The figures become a run's metrics in the workbench (`ConversionCheck.metrics`), each timing
 labelled with the backend and device that produced it. Inputs are generated (the model's input
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.checks.inputs import generated_input_notes, random_inputs
-from workbench.checks.validate import ValidationReport, generated_inputs, validate
+from workbench.checks.validation import ValidationReport, generated_inputs, validate
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.engines.backends.base import Backend, Engine
@@ -193,15 +193,16 @@ def conversion_check_steps(
     calibration = list(generated_inputs(session, calibration_batches, largest,
                                         seed=CALIBRATION_SEED)) if params.needs_calibration else []
     if calibration:
-        yield 0.05, f"Calibrating INT8 on {calibration_batches} generated batch(es)"
+        yield 0.05, f"Calibrating INT8 on generated data ({_batches(calibration_batches)})"
         model.calibrate(lambda: iter(calibration))
-    yield 0.1, f"Building {len(result.engines)} engine(s) on {model.backend.name}"
+    engines = len(result.engines)
+    yield 0.1, f"Building {engines} engine{'s' * (engines != 1)} on {model.backend.name}"
     feeds = {b: random_inputs(session, b, seed=LATENCY_SEED + b) for b in sizes}
     # Largest first: in implicit batch mode its engine then serves every smaller batch.
     model.build(lambda: iter([feeds[b] for b in reversed(sizes)]))
     report = None
     if compare:
-        yield 0.35, f"Comparing outputs with native TensorFlow on {batches} batch(es)"
+        yield 0.35, f"Comparing outputs with native TensorFlow on {_batches(batches)}"
         report = validate(model, session.loaded, generated_inputs(session, batches, largest),
                           **tolerances)
     whole, notes = None, generated_input_notes(session) + export_notes(result.engines)
@@ -298,3 +299,7 @@ def converted_callable(model: Callable[..., Mapping[str, Any]], inputs: dict[str
     become tensors once, outside the timed call; `np.asarray` waits for the results)."""
     tensors = {name: tf.convert_to_tensor(value) for name, value in inputs.items()}
     return lambda: [np.asarray(v) for v in model(**tensors).values()]
+
+
+def _batches(count: int) -> str:
+    return f"{count} batch{'es' * (count != 1)}"

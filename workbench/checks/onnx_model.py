@@ -5,7 +5,7 @@ the frozen signature after TF-TRT's Grappler pass, prepared for the CPU (channel
 `session.optimized_for("cpu")`), so the ONNX node names
 are the TensorFlow node names (tf2onnx appends `__N` to the nodes it adds). The exported model
 runs on ONNX Runtime on generated inputs and its outputs are compared with native TensorFlow's,
-Polygraphy's way (`checks.validate`); only a model that passes is written, through a temporary
+Polygraphy's way (`checks.validation`); only a model that passes is written, through a temporary
 file renamed into place.
 
 A model whose weights pass `EXTERNAL_WEIGHTS_BYTES` goes around protobuf's 2 GB limit, which both
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from workbench.checks.validate import (
+from workbench.checks.validation import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
     OutputComparison,

@@ -5,7 +5,7 @@ engine's input batches. Then, per engine:
 
 - its local error: the engine against its native segment on the same captured inputs;
 - its output error: the model's outputs with this engine on the backend and every other segment
-  native, against native TensorFlow (Polygraphy's rules, `validate.py`).
+  native, against native TensorFlow (Polygraphy's rules, `validation.py`).
 
 Engines are ranked worst first by output error. For the worst that fail, the remedies TF-TRT
 can express (a higher precision, denylisting an op type of the engine, a `minimum_segment_size`
@@ -30,7 +30,7 @@ from workbench.checks.conversion_check import (
     calibration_batch_count,
     check_conversion,
 )
-from workbench.checks.validate import (
+from workbench.checks.validation import (
     Comparer,
     as_numpy,
     generated_inputs,
@@ -115,8 +115,9 @@ class PerEngineAccuracy:
         return [e.to_dict() for e in self.engines]
 
     def __str__(self) -> str:
+        batches = f"{self.batches} batch{'es' * (self.batches != 1)}"
         head = (f"Per-engine accuracy, {self.params.precision_mode} on {self.backend} "
-                f"({self.device}), {self.batches} batch(es), {self.seconds:.1f} s: whole model "
+                f"({self.device}), {batches}, {self.seconds:.1f} s: whole model "
                 f"max abs error {self.model_max_abs_error:.3g} "
                 f"({'PASSED' if self.model_passed else 'FAILED'})")
         lines = [head]

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.checks.validate import as_numpy, generated_inputs
+from workbench.checks.validation import as_numpy, generated_inputs
 from workbench.conversion.session import ConversionSession
 from workbench.graph.loading import LoadedModel
 

@@ -107,7 +107,7 @@ def side_by_side(session: ConversionSession, params: ConversionParams | None = N
                       rejected_at=[tf_nodes[r.index] if 0 <= r.index < len(tf_nodes) else None
                                    for r in capability.rejections])
     if build and capability.supported:
-        from workbench.checks.export import build_shape_sets, engine_profiles
+        from workbench.checks.export_formats import build_shape_sets, engine_profiles
 
         shapes = build_shape_sets(session)
         view.plan_bytes = len(tensorrt_rtx_onnx.build_plan(

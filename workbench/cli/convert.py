@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from workbench import environment
 from workbench.cli import options, rewrite
-from workbench.cli.verdicts import gpu_estimate, tensorrt_verdicts
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.conversion.advice import advice_lines, advise
-    from workbench.conversion.report import ConversionReport
+    from workbench.conversion.conversion_report import ConversionReport
     from workbench.conversion.summary import summary_lines
 
     params = options.conversion_params(args)
@@ -44,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     session = options.open_session(args)
     result = session.convert(params)
     advice = advise(session, params)
-    tensorrt = tensorrt_verdicts(session, result, params) if args.tensorrt else None
-    estimate = gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu \
+    tensorrt = options.tensorrt_verdicts(session, result, params) if args.tensorrt else None
+    estimate = options.gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu \
         else None
     calibration = None
     if estimate is not None:
@@ -98,7 +97,7 @@ def _print_estimate(session: ConversionSession, params: ConversionParams,
 def _print_nonconversion(result: ConversionResult, detailed: bool) -> None:
     """TF-TRT's non-conversion report, detailed as its environment variable or --detailed
     asks, and its CSV where the variable names one."""
-    from workbench.conversion.report import (
+    from workbench.conversion.conversion_report import (
         detailed_report_setting,
         nonconversion_report,
         write_nonconversion_csv,

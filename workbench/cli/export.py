@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.checks.export import export
+    from workbench.checks.export_formats import export
     from workbench.tuning.grid import parse_integers
 
     params = options.conversion_params(args)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 
 from workbench.cli import options
-from workbench.cli.verdicts import gpu_estimate, tensorrt_verdicts
 from workbench.errors import WorkbenchError
 
 
@@ -59,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from workbench.viz.overlays import engine_overlays
 
-    tensorrt = tensorrt_verdicts(session, result, params) if args.tensorrt else None
+    tensorrt = options.tensorrt_verdicts(session, result, params) if args.tensorrt else None
     overlays = engine_overlays(
-        tensorrt, gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu
+        tensorrt, options.gpu_estimate(session, result, params, args, tensorrt) if args.target_gpu
         else None)
     drawing = write_scope_drawing(
         graph, result, args.output, view="engine" if args.engine else args.view,

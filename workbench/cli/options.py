@@ -1,10 +1,11 @@
 """The argument groups commands share, declared once, and what they turn into: a model's
-session, conversion parameters, a checked target GPU."""
+session, conversion parameters, a checked target GPU, and what `--tensorrt` and `--target-gpu`
+add to a conversion."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import WorkbenchError
 
@@ -120,7 +121,8 @@ def split(text: str | None) -> tuple[str, ...] | None:
 
 def conversion_params(args: argparse.Namespace) -> ConversionParams:
     """The conversion the options ask for, TF-TRT's environment variables applied; built (and
-    so checked) before any slow work."""
+    so checked) before any slow work. A command without --denylist or --max-engines
+    (validate) takes them from the environment alone."""
     from workbench.conversion.params import params_from_environment
 
     return params_from_environment(
@@ -128,8 +130,8 @@ def conversion_params(args: argparse.Namespace) -> ConversionParams:
         minimum_segment_size=args.minimum_segment_size,
         use_dynamic_shape=args.use_dynamic_shape,
         dynamic_shape_profile_strategy=args.profile_strategy,
-        denylist=split(args.denylist),
-        max_engines=args.max_engines,
+        denylist=split(getattr(args, "denylist", None)),
+        max_engines=getattr(args, "max_engines", None),
     )
 
 
@@ -157,6 +159,26 @@ def require_tensorrt(args: argparse.Namespace) -> None:
         from workbench.engines.inspection.tensorrt_verdict import require_tensorrt as require
 
         require()
+
+
+def tensorrt_verdicts(session: ConversionSession, result: Any, params: ConversionParams
+                      ) -> dict[str, dict]:
+    """engine -> TensorRT's verdict (the JSON object) on generated inputs."""
+    from workbench.checks.tensorrt_verdicts import conversion_verdicts
+    from workbench.engines.runtime.converted_model import converted_model
+
+    converted = converted_model(session, result, params)
+    verdicts = conversion_verdicts(session, converted)
+    return {name: verdict.to_json() for name, verdict in verdicts.items()}
+
+
+def gpu_estimate(session: ConversionSession, result: Any, params: ConversionParams,
+                 args: argparse.Namespace, tensorrt: dict[str, dict] | None = None) -> dict:
+    """The estimate for --target-gpu: engines TensorRT built (--tensorrt) from their kernels."""
+    from workbench.profiling.estimate.conversion import conversion_estimate
+
+    return conversion_estimate(session, params, args.target_gpu, args.target_batch_size, result,
+                               tensorrt=tensorrt)
 
 
 def calibration_of(args: argparse.Namespace, gpu: str, estimated_ms: float | None,

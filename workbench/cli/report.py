@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from workbench.cli import options
-from workbench.cli.verdicts import tensorrt_verdicts
 from workbench.errors import WorkbenchError
 
 
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     session = options.open_session(args)
     check = check_conversion(session, params, print_progress, batch_sizes=sizes) \
         if args.check else None
-    tensorrt = tensorrt_verdicts(session, session.convert(params), params) \
+    tensorrt = options.tensorrt_verdicts(session, session.convert(params), params) \
         if args.tensorrt else None
     per_engine = None
     if args.per_engine:

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.cli import options
 from workbench.cli.options import EXIT_MISMATCH
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.conversion.session import ConversionSession
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,34 +42,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench import trt_convert
-    from workbench.checks.validate import generated_inputs, validate
+    from workbench.checks.validation import generated_inputs, validate
+    from workbench.engines.runtime.converted_model import converted_model
 
     if args.batch_size < 1 or args.batches < 1:
         raise WorkbenchError("--batch-size and --batches must be >= 1")
-    converter = trt_convert.TrtGraphConverterV2(
-        input_model=args.model, input_saved_model_tags=options.split(args.tags),
-        input_saved_model_signature_key=args.signature_key,
-        output_node_names=options.split(args.outputs),
-        precision_mode=args.precision, minimum_segment_size=args.minimum_segment_size,
-        use_dynamic_shape=args.use_dynamic_shape,
-        dynamic_shape_profile_strategy=args.profile_strategy, prepare_for=args.prepare_for)
+    params = options.conversion_params(args)
     arrays = _npz(args.inputs) if args.inputs else {}
-
-    def calibration() -> Any:
-        if args.calibration_key:
-            # TF-TRT calibrates on one shape: a ragged last batch is left out.
-            return _batches(converter, arrays, args.calibration_key, args.batch_size,
-                            whole=True)
-        return generated_inputs(converter.session, args.batches, args.batch_size, seed=1000)
-
-    func = converter.convert(calibration if converter.params.needs_calibration else None)
-    inputs = (_batches(converter, arrays, args.input_key, args.batch_size) if args.inputs
-              else list(generated_inputs(converter.session, args.batches, args.batch_size)))
-    report = validate(func, converter.session.loaded, inputs, atol=args.atol, rtol=args.rtol,
+    session = options.open_session(args)
+    model = converted_model(session, session.convert(params), params)
+    if params.needs_calibration:
+        calibration = _calibration_sets(args, session, arrays)
+        model.calibrate(lambda: iter(calibration))
+        if params.use_implicit_batch:  # TF-TRT's convert() built them for those shapes
+            model.build(lambda: iter(calibration))
+    inputs = (_batches(session, arrays, args.input_key, args.batch_size) if args.inputs
+              else list(generated_inputs(session, args.batches, args.batch_size)))
+    report = validate(model, session.loaded, inputs, atol=args.atol, rtol=args.rtol,
                       check_error_stat=args.check_error_stat, error_quantile=args.error_quantile)
     print(json.dumps(report.to_json()) if args.json else report)
     return 0 if report.passed else EXIT_MISMATCH
+
+
+def _calibration_sets(args: argparse.Namespace, session: ConversionSession,
+                      arrays: dict[str, Any]) -> list[dict[str, Any]]:
+    """INT8's calibration batches: the --calibration-key array, else generated ones."""
+    from workbench.checks.conversion_check import CALIBRATION_SEED
+    from workbench.checks.validation import generated_inputs
+
+    if args.calibration_key:
+        # TF-TRT calibrates on one shape: a ragged last batch is left out.
+        return _batches(session, arrays, args.calibration_key, args.batch_size, whole=True)
+    return list(generated_inputs(session, args.batches, args.batch_size, seed=CALIBRATION_SEED))
 
 
 def _npz(path: str) -> dict[str, Any]:
@@ -79,11 +86,11 @@ def _npz(path: str) -> dict[str, Any]:
         raise WorkbenchError(f"cannot read --inputs {path}: {exc}") from None
 
 
-def _batches(converter: Any, arrays: dict[str, Any], key: str | None, size: int,
+def _batches(session: ConversionSession, arrays: dict[str, Any], key: str | None, size: int,
              whole: bool = False) -> list[dict[str, Any]]:
     """Input sets of `size` rows (`whole`: full batches only): the array `key` for a
     single-input model, else one array per input name."""
-    names = converter.session.loaded.input_names
+    names = session.loaded.input_names
     if key is not None:
         if len(names) != 1 or key not in arrays:
             raise WorkbenchError(f"--input-key/--calibration-key {key!r} needs a single-input "

@@ -68,9 +68,9 @@ class Advice:
 
     @property
     def value_text(self) -> str:
-        """The value as a person writes it: `Cast,Shape` for a denylist, `(none)` if empty."""
+        """The value as a person writes it: `Cast, Shape` for a denylist, `(none)` if empty."""
         if isinstance(self.value, tuple):
-            return ",".join(self.value) or "(none)"
+            return ", ".join(self.value) or "(none)"
         return str(self.value)
 
     def to_json(self) -> dict[str, Any]:

@@ -147,8 +147,7 @@ def _convert_function(function: Any, library: Any, specs: list[Any] | None,
                                exclude_nodes=exclude, denylist=frozenset(params.denylist))
     segmentation = segment_graph(graph, options, lambda node: validate_node(graph, node,
                                                                              settings))
-    partition = segmentation.result(params.minimum_segment_size, params.max_engines,
-                                    prefix=prefix)
+    partition = segmentation.result(params, prefix=prefix)
     return FunctionConversion(function.signature.name, params, attrs, list(partition.engines),
                               list(partition.unconverted), partition.nonconversion,
                               FunctionBody(graph, body, args, results))

@@ -89,9 +89,9 @@ class ConversionResult:
     segmenter cuts for a threshold (`Segmentation.result`), with the parameters, the model and
     the TensorFlow that made it once the session has it.
 
-    `params` is the `ConversionParams` the session converted with (a bare segmenter partition
-    knows only its threshold and engine limit, the rest are defaults), or, for a model TF-TRT
-    converted (`inspect_tftrt`), the `RecordedParams` its engine ops record."""
+    `params` is the `ConversionParams` the segmenter read the partition at, as the caller built
+    them (the session's, each sweep threshold replaced in), or, for a model TF-TRT converted
+    (`inspect_tftrt`), the `RecordedParams` its engine ops record."""
 
     params: ConversionParams | RecordedParams
     engines: list[EngineInfo]

@@ -2,7 +2,7 @@
 (docs/tftrt-behaviour.md#segmentation).
 
 `segment_graph` runs the candidate test and the clustering once; clustering does not depend on
-`minimum_segment_size` or the engine limit, so `Segmentation.result(t)` and `sweep` read every
+`minimum_segment_size` or the engine limit, so `Segmentation.result(params)` and `sweep` read every
 threshold off the same segments. Internals use node ids and plain lists for speed.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from workbench.conversion.candidates import (
     Candidates,
@@ -33,7 +33,7 @@ from workbench.conversion.engine_io import (
     post_order,
     topological_positions,
 )
-from workbench.conversion.params import DEFAULT_MAX_ENGINES, ConversionParams
+from workbench.conversion.params import ConversionParams
 from workbench.conversion.result import ConversionResult, EngineInfo, LazyList, UnconvertedNode
 from workbench.graph.control_flow import branches_join, has_loops
 from workbench.graph.nodes import Graph, Node
@@ -339,14 +339,11 @@ class Segmentation:
                 self._segment_of[v] = i
         self._dead_const_groups = self._const_groups()
 
-    def result(
-        self, minimum_segment_size: int, max_engines: int = DEFAULT_MAX_ENGINES,
-        prefix: str = ENGINE_PREFIX,
-    ) -> ConversionResult:
-        """Engines and unconverted nodes for one threshold (-1: main graph not converted);
+    def result(self, params: ConversionParams, prefix: str = ENGINE_PREFIX) -> ConversionResult:
+        """Engines and unconverted nodes at `params`' threshold (-1: main graph not converted)
+        and engine limit, the partition carrying `params` as given (valid when built);
         engines are named `prefix` + their index (functions have their own sequence)."""
-        t = minimum_segment_size
-        params = ConversionParams(minimum_segment_size=t, max_engines=max_engines)
+        t, max_engines = params.minimum_segment_size, params.max_engines
         if t == -1:
             real = len(self.graph.nodes) - 2
             return _partition(params, [], real, {}, self._unconverted_builder(t, {}, max_engines))
@@ -368,11 +365,10 @@ class Segmentation:
         return _partition(params, engines, top_level, self.candidates.nonconversion,
                           self._unconverted_builder(t, fate, max_engines))
 
-    def sweep(
-        self, thresholds: Iterable[int], max_engines: int = DEFAULT_MAX_ENGINES
-    ) -> list[ConversionResult]:
-        """`result(t)` for every threshold, all read off this one clustering."""
-        return [self.result(t, max_engines) for t in thresholds]
+    def sweep(self, params: ConversionParams, thresholds: Iterable[int]
+              ) -> list[ConversionResult]:
+        """`result` at every threshold (`params` with each), all read off this one clustering."""
+        return [self.result(replace(params, minimum_segment_size=t)) for t in thresholds]
 
     # engines
 
@@ -484,9 +480,8 @@ def _partition(params: ConversionParams, engines: list[EngineInfo], top_level: i
                nonconversion: dict[str, dict[str, int]],
                build_unconverted: Callable[[], list[UnconvertedNode]]) -> ConversionResult:
     """The outcome of one threshold, as the session's ConversionResult without its provenance
-    (`params` holds only the threshold and engine limit; the session adds the full parameters,
-    the model and the TensorFlow version). Unconverted nodes are listed on first access: sweeps
-    mostly need only counts and engines."""
+    (the session adds the model and the TensorFlow version). Unconverted nodes are listed on
+    first access: sweeps mostly need only counts and engines."""
     return ConversionResult(params=params, engines=engines,
                             unconverted=LazyList(build_unconverted), nonconversion=nonconversion,
                             not_converted_top_level=top_level)

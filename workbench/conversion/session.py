@@ -212,10 +212,8 @@ class ConversionSession:
         self, params: ConversionParams, assume_supported: frozenset[str] = frozenset()
     ) -> ConversionResult:
         """The conversion result for `params`."""
-        partition = self.segmentation(params, assume_supported=assume_supported).result(
-            params.minimum_segment_size, params.max_engines
-        )
-        result = self._result(params, partition)
+        partition = self.segmentation(params, assume_supported=assume_supported).result(params)
+        result = self._result(partition)
         result.functions = self.function_conversions(params)
         return result
 
@@ -233,21 +231,17 @@ class ConversionSession:
         self, params: ConversionParams, thresholds: Iterable[int] = range(1, 65)
     ) -> list[ConversionResult]:
         """Results for every `minimum_segment_size` in `thresholds`, from one clustering."""
-        thresholds = list(thresholds)
-        partitions = self.segmentation(params).sweep(thresholds, params.max_engines)
-        return [
-            self._result(replace(params, minimum_segment_size=t), partition)
-            for t, partition in zip(thresholds, partitions, strict=False)
-        ]
+        return [self._result(partition)
+                for partition in self.segmentation(params).sweep(params, thresholds)]
 
-    def _result(self, params: ConversionParams, partition: ConversionResult
-                ) -> ConversionResult:
-        """The segmenter's partition with the parameters and where it came from."""
+    def _result(self, partition: ConversionResult) -> ConversionResult:
+        """The segmenter's partition (with the parameters it was read at) and where it came
+        from."""
         # With -1 TF-TRT leaves the main graph alone: no segmenter run, so no report either.
-        nonconversion = {} if params.minimum_segment_size == -1 else partition.nonconversion
+        minimum_segment_size = partition.params.minimum_segment_size
+        nonconversion = {} if minimum_segment_size == -1 else partition.nonconversion
         return replace(
             partition,
-            params=params,
             engines=list(partition.engines),
             nonconversion=nonconversion,
             model=self.loaded.source,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.conversion.report import engine_device, engines_by_name, shape_list
+from workbench.conversion.conversion_report import engine_device, engines_by_name, shape_list
 from workbench.conversion.result import ConversionResult, EngineInfo
 from workbench.errors import ConversionParamsError
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from workbench.conversion.params import DEFAULT_MAX_ENGINES
 from workbench.tuning.record import TrialRecord
+from workbench.viz.style import counted
 
 
 def describe(record: TrialRecord) -> str:
@@ -34,7 +35,7 @@ def settings_label(p: dict[str, Any]) -> str:
 
 
 def _figures_line(label: str, record: TrialRecord) -> str:
-    parts = [f"{record.percent_converted:.1f}% in {record.engines} engine(s)"]
+    parts = [f"{record.percent_converted:.1f}% in {counted(record.engines, 'engine')}"]
     if record.first_latency:
         parts.append(f"{record.first_latency['mean']:.2f} ms")
     if record.speedup is not None:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from workbench.tuning.progress import settings_label
 from workbench.tuning.record import TrialRecord
+from workbench.viz.style import counted
 
 ACCURACY_ATOL = 1e-2
 # Latencies closer than this (relative) are a tie: timings of one setting vary about as much.
@@ -269,7 +270,7 @@ def _figures(t: TrialRecord) -> str:
         parts.append(f"max error {t.max_abs_error:.2g}")
     if t.top1_agreement is not None:
         parts.append(f"top-1 agreement {t.top1_agreement:.1%}")
-    parts.append(f"{t.percent_converted:.1f}% converted in {t.engines} engine(s)")
+    parts.append(f"{t.percent_converted:.1f}% converted in {counted(t.engines, 'engine')}")
     if not t.engines:
         parts.append("no engines: TF-TRT would leave the model as it is")
     return ", ".join(parts)

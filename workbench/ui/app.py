@@ -67,11 +67,12 @@ class Workbench(WorkbenchController):
         super().__init__(model, params, store, (signature_key, tags, output_node_names),
                          background, models)
         self.controls = Controls(params or ConversionParams())
+        self._params = self.controls.params()  # what the controls show (-1 shows as 1)
         self.target_gpu = TargetGpu(lambda: self.session)  # estimates for a GPU, if picked
         self._make_tabs()
         self._lay_out()
         self.picker.value = model if isinstance(model, str) else ""
-        self.controls.observe(self.refresh)
+        self.controls.observe(self._controls_changed)
         self.controls.rewrites.observe(lambda change: self.use_rewrites(change["new"]),
                                        names="value")
         self.target_gpu.observe(self.refresh)
@@ -109,13 +110,15 @@ class Workbench(WorkbenchController):
 
     # --- public ---------------------------------------------------------------------------
 
-    @property
-    def params(self) -> ConversionParams:
-        return self.controls.params()
-
     def set_params(self, params: ConversionParams | dict[str, Any]) -> None:
         """Sets the controls (a dict may name only some fields) and reconverts once."""
         self.controls.set_params(params)
+
+    def _controls_changed(self) -> None:
+        """The parameters are built from the controls once per change (checked there, the
+        edge), then handed down as they are."""
+        self._params = self.controls.params()
+        self.refresh()
 
     def run_check(self, batch_sizes: Sequence[int] = (1,), batches: int = 2, **options: Any
                   ) -> None:
@@ -190,6 +193,7 @@ class Workbench(WorkbenchController):
         self.picker.value = self.model_name
         self.controls.rewrites.value = False  # the new model as it is (the controller's rule)
         self.controls.set_op_types(n.op for n in session.prepared().graph.real_nodes)
+        self._params = self.controls.params()  # the denylist keeps the new model's op types
         self.controls.set_threshold_range(sweep_limit(largest_segment(session, self.params)))
         self.summary_tab.tensorrt_progress("")
         self.tune_tab.forget()

@@ -22,8 +22,8 @@ import pandas as pd
 
 from workbench.checks.conversion_check import ConversionCheck
 from workbench.checks.per_engine import PerEngineAccuracy
+from workbench.conversion.conversion_report import ConversionReport
 from workbench.conversion.params import ConversionParams
-from workbench.conversion.report import ConversionReport
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.diagnosis import Diagnosis
@@ -125,7 +125,7 @@ class WorkbenchController(Screen):
     def set_params(self, params: ConversionParams | dict[str, Any]) -> None:
         """Sets the parameters (a dict may name only some fields) and reconverts once."""
         if not isinstance(params, ConversionParams):
-            params = ConversionParams(**{**self._params.as_dict(), **params})
+            params = replace(self._params, **params)
         self._params = params
         self.refresh()
 
@@ -266,7 +266,7 @@ class WorkbenchController(Screen):
     def export(self, format: str, output: str | Path,
                batch_sizes: Sequence[int] = (1,)) -> None:
         """Writes the current conversion as a TF-TRT script, ONNX or trtexec commands
-        (`workbench.checks.export`; background step)."""
+        (`workbench.checks.export_formats`; background step)."""
         self._start_on_session(
             partial(steps.exporting, format=format, output=output, batch_sizes=batch_sizes),
             "export", "Exporting")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 import ipywidgets as widgets
@@ -142,12 +142,14 @@ class Controls:
         """Sets every control from `params` (or a dict of its fields, such as a tuning trial's;
         missing fields keep their values), then fires the `observe` callbacks once."""
         if isinstance(params, ConversionParams):
-            params = params.as_dict()
-        known = {f.name for f in fields(ConversionParams)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise WorkbenchError(f"unknown conversion parameters {unknown}: use {sorted(known)}")
-        p = ConversionParams(**{**self.params().as_dict(), **params})
+            p = params
+        else:
+            known = {f.name for f in fields(ConversionParams)}
+            unknown = sorted(set(params) - known)
+            if unknown:
+                raise WorkbenchError(f"unknown conversion parameters {unknown}: use "
+                                     f"{sorted(known)}")
+            p = replace(self.params(), **params)
         self._holding = True
         try:
             self.minimum_segment_size.max = max(self.minimum_segment_size.max,

@@ -1,8 +1,8 @@
 """The Export tab: write the current conversion for production and show the text to copy.
 
-One button writes the file (`workbench.checks.export.export`: a TF-TRT script, the whole model
-as ONNX checked against native TensorFlow, or trtexec commands) from the current controls; the
-app runs it in the background like its other long steps.
+One button writes the file (`workbench.checks.export_formats.export`: a TF-TRT script, the
+whole model as ONNX checked against native TensorFlow, or trtexec commands) from the current
+controls; the app runs it in the background like its other long steps.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from workbench.checks.conversion_check import parse_batch_sizes
-from workbench.checks.export import describe
+from workbench.checks.export_formats import describe
 from workbench.durable_files import format_bytes
 from workbench.ui.tables import note_html, pre_html
 from workbench.viz.view import ConversionView

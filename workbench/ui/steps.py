@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.checks.conversion_check import conversion_check_steps
-from workbench.checks.export import export
+from workbench.checks.export_formats import export
 from workbench.checks.inputs import random_inputs
 from workbench.checks.per_engine import per_engine_accuracy
 from workbench.conversion.params import ConversionParams

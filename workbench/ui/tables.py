@@ -117,8 +117,12 @@ def _row_html(record: dict[str, Any], shown: Sequence[str], rest: Sequence[str])
 
 
 def _cell_html(text: str) -> str:
-    long = ' class="wb-long"' if len(text) > LONG_CELL else ""
-    return f"<td{long}>{html.escape(text)}</td>"
+    if len(text) <= LONG_CELL:
+        return f"<td>{html.escape(text)}</td>"
+    # A long cell wraps after a path's "/" or a name's "_" before it cuts a word.
+    breakable = html.escape(text).replace("/", "/<wbr>").replace("_", "_<wbr>")
+    return f'<td class="wb-long">{breakable}</td>'
+
 
 
 def pre_html(text: str, wrap: bool = False) -> str:

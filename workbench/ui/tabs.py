@@ -29,7 +29,8 @@ from workbench.viz.view import ConversionView, Headline
 
 CHECK_COLUMNS = ["name", "passed", "shape", "max_abs", "mean_abs", "max_rel", "mean_rel",
                  "mismatches", "elements", "top1_agreement", "reason"]
-CHECK_ESSENTIALS = ["name", "passed", "shape", "max_abs", "mean_abs", "top1_agreement", "reason"]
+CHECK_ESSENTIALS = ["name", "passed", "shape", "max_abs", "mean_abs", "top1_agreement_pct",
+                    "reason"]
 # The engine table's columns in view; the others (dtypes, shapes, TensorRT's plan size, build
 # time, layers) are in each row's details.
 ENGINE_ESSENTIALS = ["name", "nodes", "inputs", "outputs", "effective_size", "tensorrt_built",
@@ -74,7 +75,8 @@ def advice_html(advice: tuple[Advice, ...]) -> str:
                          "engines here.")
     rows = pd.DataFrame([{"setting": a.setting.replace("_", " "), "value": a.value_text,
                           "engines": a.engines, "% converted": a.percent_converted,
-                          "largest engine": a.largest_engine, "why": a.why} for a in advice])
+                          "largest engine (nodes)": a.largest_engine, "why": a.why}
+                         for a in advice])
     return "<b>Advice</b> <span class='wb-note'>(largest gain first)</span>" + table_html(rows)
 
 
@@ -173,7 +175,7 @@ class NonconversionTab:
             + table_html(view.rejected, "Every node was a candidate.", rows="rejected")
             + "<b>Candidates left outside engines</b> "
             + "<span class='wb-note'>(TF-TRT did not report these)</span>"
-            + table_html(view.left_out, "None.", rows="left_out")
+            + table_html(view.left_out, "Every candidate is in an engine.", rows="left_out")
             + "<details><summary>TF-TRT's report text</summary>"
             + pre_html(view.nonconversion_text) + "</details>"
         )
@@ -212,6 +214,15 @@ class ChartsTab:
             if view.blocking is not None:
                 self.figures["blocking_ops"] = charts.blocking_ops_chart(view.blocking)
                 show_figure(self.blocking_out, self.figures["blocking_ops"])
+
+
+def outputs_html(table: pd.DataFrame) -> str:
+    """The check's outputs: top-1 agreement in %, the reason column only when one failed."""
+    table = table[CHECK_COLUMNS].rename(columns={"top1_agreement": "top1_agreement_pct"})
+    table["top1_agreement_pct"] = table["top1_agreement_pct"] * 100
+    reasons = table["reason"].fillna("").astype(str).str.strip().ne("").any()
+    shown = [c for c in CHECK_ESSENTIALS if c != "reason" or reasons]
+    return table_html(table, show=shown)
 
 
 class ValidationTab:
@@ -279,9 +290,8 @@ class ValidationTab:
         self.note.value = note_html(lines[0], error=not check.validation.passed) + "".join(
             note_html(line) for line in lines[1:]) + note_html(
             "Kept runs of these settings store these figures (Runs tab).")
-        table = check.validation.table()[CHECK_COLUMNS]
-        self.outputs.value = ("<b>Outputs: converted vs native TF</b>"
-                              + table_html(table, show=CHECK_ESSENTIALS))
+        self.outputs.value = "<b>Outputs: converted vs native TF</b>" + outputs_html(
+            check.validation.table())
         self.figures["latency"] = charts.latency_chart(check.latency)
         show_figure(self.out, self.figures["latency"])
 

@@ -26,6 +26,7 @@ from workbench.ui.tabs import show_figure
 from workbench.ui.target_gpu import TargetGpu
 from workbench.ui.tasks import Progress, TaskRunner
 from workbench.ui.verdicts import error_line
+from workbench.viz.style import counted
 from workbench.viz.tune_charts import (
     pareto_chart,
     readable_table,
@@ -140,11 +141,11 @@ class TuneTab:
         self._cancel.clear()
         self._set_running(True)
         where = f"the cluster at {scheduler}" if scheduler else \
-            f"{self.workers.value} local worker(s)"
+            f"{counted(self.workers.value, 'local worker')}"
         model = self.model
 
         def body() -> Generator[Progress, None, TuneResult]:
-            yield 0.0, f"{self._total} trial(s) on {where} (stored ones are reused)"
+            yield 0.0, f"{counted(self._total, 'trial')} on {where} (stored ones are reused)"
             return tune(model, grid, **options)
 
         self._runner.start(body, background=self._background)
@@ -217,7 +218,8 @@ class TuneTab:
                 layout=widgets.Layout(flex_flow="row wrap")),
             row([self.workers, self.scheduler, self.start_button, self.cancel_button],
                 layout=widgets.Layout(flex_flow="row wrap")),
-            widgets.HTML(note_html("A scheduler address runs the trials on that Dask cluster "
+            widgets.HTML(note_html("A timeout of 0 s lets each trial run to its end. A "
+                                   "scheduler address runs the trials on that Dask cluster "
                                    "instead of local workers. Finished trials are stored and "
                                    "reused by the next search.")),
             row([self.progress, self.status], layout=widgets.Layout(align_items="center")),
@@ -246,8 +248,8 @@ class TuneTab:
         self._show(result, final=True)
         self._set_running(False)
         failed = sum(r.status != "ok" for r in result.trials)
-        self._say(f"done: {len(result.trials)} trials, {failed} not ok"
-                  + (f"; {len(result.problems)} stored trial(s) ignored" if result.problems
+        self._say(f"done: {counted(len(result.trials), 'trial')}, {failed} not ok"
+                  + (f"; {counted(len(result.problems), 'stored trial')} ignored" if result.problems
                      else ""))
 
     def _failed(self, exc: BaseException) -> None:

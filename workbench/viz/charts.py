@@ -232,7 +232,8 @@ def latency_chart(latency: pd.DataFrame) -> go.Figure:
             error_y={"type": "data", "symmetric": False,
                      "array": (rows["p99_ms"] - rows["mean_ms"]).clip(lower=0),
                      "arrayminus": (rows["mean_ms"] - rows["median_ms"]).clip(lower=0)},
-            texttemplate="%{y:.3~g} ms", textposition="inside",  # whiskers go above the bar
+            # The value at the bar's base: the whisker (median to p99) crosses its top half.
+            texttemplate="%{y:.3~g} ms", textposition="inside", insidetextanchor="start",
             customdata=rows[["median_ms", "p90_ms", "p99_ms", "throughput"]].to_numpy(),
             hovertemplate=(f"<b>{model}</b> ({backend} on {device})<br>%{{x}}: mean %{{y:.3f}} "
                            "ms, median %{customdata[0]:.3f}, p90 %{customdata[1]:.3f}, "

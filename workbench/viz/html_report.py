@@ -19,9 +19,9 @@ from typing import Any
 import pandas as pd
 
 from workbench.checks.conversion_check import ConversionCheck
+from workbench.conversion.conversion_report import ConversionReport
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import Recommendation
-from workbench.conversion.report import ConversionReport
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.whatif import blocking_op_types

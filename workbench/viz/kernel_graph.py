@@ -70,7 +70,9 @@ def kernel_graph(anatomy: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
     title = (f"{engine}: {counted(len(drawn), 'kernel')} holding {counted(held, 'TF node')}"
              + (f" (not drawn: {hidden} without tensors: shape calls and stream "
                 "synchronisations)" if hidden else ""))
-    dot.attr(label=title, labelloc="t", fontsize="11", tooltip=title)
+    # Two lines: on one, the note is wider than the app's drawing at its first zoom.
+    dot.attr(label=title.replace(" (not drawn", "\\n(not drawn"), labelloc="t", fontsize="11",
+             tooltip=title)
     producer: dict[str, str] = {}
     for index, kernel in enumerate(drawn):
         node_id = f"k{index}"

@@ -14,7 +14,7 @@ def engine_overlays(tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
                     estimate: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Engine name -> its line: `12 TensorRT kernels` (or why TensorRT refused it) from
     TensorRT's verdicts (`convert --tensorrt`'s objects), `~0.41 ms on T4 (estimated)` from
-    `profiling.estimate.graph.graph_estimate`'s document."""
+    `profiling.estimate.graph_estimate.graph_estimate`'s document."""
     parts: dict[str, list[str]] = {}
     for name, verdict in (tensorrt or {}).items():
         parts.setdefault(name, []).append(_verdict_text(verdict))

@@ -18,9 +18,9 @@ import pandas as pd
 from workbench.checks.conversion_check import ConversionCheck
 from workbench.checks.per_engine import PerEngineAccuracy
 from workbench.conversion.advice import RANGE, Advice, advise, precision_changes_segments
+from workbench.conversion.conversion_report import ConversionReport, nonconversion_report
 from workbench.conversion.params import ConversionParams
 from workbench.conversion.recommend import Recommendation, recommend_minimum_segment_size
-from workbench.conversion.report import ConversionReport, nonconversion_report
 from workbench.conversion.result import ConversionResult
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
@@ -201,7 +201,8 @@ def knob_notes(session: ConversionSession, params: ConversionParams, result: Con
                                       dynamic_shape_profile_strategy=RANGE if dynamic else None))
     if _engine_nodes(flipped) == _engine_nodes(result):
         notes.append("use_dynamic_shape: the same engines either way for this model; it changes "
-                     "the shapes each engine accepts (the engine table's input_shapes).")
+                     "the shapes each engine accepts (input shapes, in the engine table's "
+                     "details).")
     return tuple(note for note in notes if note)
 
 

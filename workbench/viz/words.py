@@ -10,7 +10,7 @@ LABELS = {
     "percent_converted": "% converted", "plan": "plan size", "build": "build time",
     "max_abs": "largest error", "mean_abs": "mean error", "max_rel": "largest relative error",
     "mean_rel": "mean relative error", "top1_agreement": "top-1 agreement",
-    "effective_size": "effective size", "in_tftrt_report": "in TF-TRT's report",
+    "effective_size": "effective size (nodes)", "in_tftrt_report": "in TF-TRT's report",
     "speedup": "speed-up", "avg": "average", "top1_agreement_pct": "top-1 agreement (%)",
     "max_abs_error": "largest error", "engines_backend": "engines' backend",
     "engines_device": "engines' device", "validation_passed": "validation passed",

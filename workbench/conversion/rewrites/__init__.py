@@ -20,7 +20,7 @@ from workbench.conversion.rewrites.casts import (
     CAST_TO_BOOL,
 )
 from workbench.conversion.rewrites.erfc import ERFC
-from workbench.conversion.rewrites.rewrite import (
+from workbench.conversion.rewrites.graph_edit import (
     EXPLICIT_BATCH,
     IMPLICIT_BATCH,
     GraphEdit,

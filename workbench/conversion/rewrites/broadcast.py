@@ -8,7 +8,7 @@ known only as -1 proves nothing, and the BroadcastTo stays.
 
 from __future__ import annotations
 
-from workbench.conversion.rewrites.rewrite import GraphEdit, Rewrite
+from workbench.conversion.rewrites.graph_edit import GraphEdit, Rewrite
 from workbench.graph.nodes import Node, TensorRef
 
 # Element-wise ops with numpy broadcasting of their two inputs.

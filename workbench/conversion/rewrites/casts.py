@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from workbench.conversion.rewrites.rewrite import (
+from workbench.conversion.rewrites.graph_edit import (
     EXPLICIT_BATCH,
     GraphEdit,
     Rewrite,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.conversion.rewrites.rewrite import GraphEdit, Rewrite, data_inputs
+from workbench.conversion.rewrites.graph_edit import GraphEdit, Rewrite, data_inputs
 
 FLOAT_TYPES = ("float", "half")  # TF-TRT's Erf converter takes these (and int8, not an Erfc T)
 # erf(x) is within 1 ulp of 1 where erfc is small, so 1 - erf loses erfc's relative precision

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from workbench.conversion.conversion_report import ConversionReport, shape_list
 from workbench.conversion.params import RecordedParams
-from workbench.conversion.report import ConversionReport, shape_list
 from workbench.conversion.result import ConversionResult, EngineInfo, Shape, UnconvertedNode
 from workbench.conversion.segmenter import NOOP_OPS
 from workbench.conversion.summary import summary_lines

@@ -2,7 +2,7 @@
 
 `convert`, `check`, `report` and `tune` (and the app's GPU picker) all call
 `conversion_estimate`, which hands the conversion's prepared graph and engines to
-`profiling.estimate.graph.graph_estimate`. The sweep of `minimum_segment_size` is estimated
+`profiling.estimate.graph_estimate.graph_estimate`. The sweep of `minimum_segment_size` is estimated
 once per distinct set of engines (thresholds that cut the graph alike share one estimate).
 `estimated_beside_measured` puts a trtexec profile's measured layer times beside the
 estimate of the same layers. Every figure carries its label ("estimated for Tesla T4; ...
@@ -24,7 +24,7 @@ from workbench.errors import WorkbenchError
 from workbench.graph.gpu_facts import gpu_facts
 from workbench.profiling.estimate.calibration import Calibration, calibrated, calibrated_table
 from workbench.profiling.estimate.coefficients import error_note
-from workbench.profiling.estimate.graph import (
+from workbench.profiling.estimate.graph_estimate import (
     FROM_NODES,
     engine_kernels,
     graph_estimate,

@@ -8,10 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import run_cli
 
 import sample_models
-from workbench.checks.export import (
+from workbench.checks.export_formats import (
     TFTRT_IMPORT,
     WORKBENCH_IMPORT,
     export,
@@ -28,7 +27,6 @@ from workbench.conversion.params import ConversionParams
 from workbench.conversion.session import ConversionSession
 from workbench.conversion.summary import summary_lines
 from workbench.engines.profiles import Profile
-from workbench.errors import WorkbenchError
 from workbench.tuning.record import TrialRecord
 
 pytestmark = pytest.mark.slow
@@ -113,17 +111,6 @@ def test_onnx_matches_native_tensorflow(name) -> None:
     assert results and all(r.passed for r in results)
 
 
-def test_onnx_export_writes_only_a_checked_model(tmp_path) -> None:
-    target = tmp_path / "digits.onnx"
-    run = run_cli("export", str(sample_models.build("digits_cnn")), "--format", "onnx",
-                  "-o", str(target))
-    assert run.returncode == 0, run.stderr
-    import onnx
-
-    onnx.checker.check_model(onnx.load(str(target)))
-    assert [p.name for p in tmp_path.iterdir()] == ["digits.onnx"]
-
-
 def test_weights_past_the_limit_go_beside_the_model_in_a_data_file(tmp_path, monkeypatch) -> None:
     """The path of a model past protobuf's 2 GB (tests/test_big_model.py runs one), on a small
     model: the model file holds no large weight, ONNX Runtime runs it from its data file."""
@@ -148,26 +135,6 @@ def test_weights_past_the_limit_go_beside_the_model_in_a_data_file(tmp_path, mon
     run = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(run.run(None, {"images": x})[0],
                                session.loaded(images=x)["logits"], atol=1e-5)
-
-
-def test_a_model_tf2onnx_cannot_export_is_one_line_and_nothing_is_written(tmp_path) -> None:
-    run = run_cli("export", str(sample_models.build("lstm")), "--format", "onnx",
-                  "-o", str(tmp_path / "lstm.onnx"))
-    assert run.returncode == 2
-    assert run.stderr.strip().count("\n") == 0
-    assert "tf2onnx cannot express" in run.stderr and "TensorListReserve" in run.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_missing_output_directory_is_one_line(tmp_path) -> None:
-    for fmt in ("tftrt", "onnx", "trtexec"):
-        run = run_cli("export", str(sample_models.build("quickstart_mlp")), "--format", fmt,
-                      "-o", str(tmp_path / "missing" / "out"))
-        assert run.returncode == 2
-        assert run.stderr.strip() == (f"workbench: error: the output directory "
-                                      f"{tmp_path / 'missing'} does not exist: create it first")
-    with pytest.raises(WorkbenchError, match="unknown export format"):
-        export(sample_models.build("quickstart_mlp"), "savedmodel", tmp_path / "x")
 
 
 def test_unsupported_ops_are_named_before_onnx_runtime_sees_them() -> None:

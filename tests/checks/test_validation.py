@@ -9,7 +9,7 @@ import pytest
 
 import sample_models
 from workbench import trt_convert as trt
-from workbench.checks.validate import (
+from workbench.checks.validation import (
     ValidationError,
     compare_outputs,
     generated_inputs,
@@ -234,7 +234,7 @@ def test_digits_cnn_fp32_matches_native_at_1e_4(fp32_report: Any) -> None:
     assert 0 < logits.max_abs <= 1e-4  # engines really ran: not bit-identical to TF
     assert (report.backend, report.precision, report.native_runs) == ("onnxruntime", "FP32", {})
     assert report.device.startswith("CPU")
-    assert str(report).startswith("PASSED: FP32 converted vs native TensorFlow on 3 batch(es), "
+    assert str(report).startswith("PASSED: FP32 converted vs native TensorFlow on 3 batches, "
                                   "engines on onnxruntime (CPU")
     table = report.table()
     assert list(table[["backend", "precision", "name", "passed", "top1_agreement"]].iloc[0]) == [
@@ -268,7 +268,7 @@ def test_without_tolerances_each_precision_gets_its_own_stated_in_the_report(
 
 
 def test_given_tolerances_win_over_the_precision_defaults() -> None:
-    from workbench.checks.validate import with_default_tolerances
+    from workbench.checks.validation import with_default_tolerances
 
     assert with_default_tolerances("INT8", {"atol": 1e-3, "rtol": None}) == (
         {"atol": 1e-3, "rtol": 0.1, "check_error_stat": "mean"},
@@ -312,44 +312,3 @@ def test_batches_of_different_sizes_pool_their_errors_and_no_inputs_is_an_error(
     assert report.outputs[0].elements == 3600
     with pytest.raises(ValidationError, match="no inputs"):
         validate(func, converter.session.loaded, [])
-
-
-# --- the `workbench validate` command -------------------------------------------------------
-
-
-def test_cli_validate_passes_on_generated_inputs(capsys: pytest.CaptureFixture) -> None:
-    from workbench import cli
-
-    code = cli.main(["validate", str(sample_models.build("quickstart_mlp")), "--batches", "2",
-                     "--batch-size", "8"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert out.startswith("PASSED: FP32 converted vs native TensorFlow on 2 batch(es)")
-    assert "PASSED logits [8x10]" in out
-
-
-def test_cli_validate_int8_mismatch_exits_3_with_its_json(capsys: pytest.CaptureFixture) -> None:
-    import json
-
-    from workbench import cli
-
-    model = sample_models.build("digits_cnn")
-    code = cli.main(["validate", str(model), "--precision", "INT8", "--inputs",
-                     str(model / "data.npz"), "--input-key", "x_test", "--calibration-key",
-                     "x_calib", "--batch-size", "100", "--atol", "1e-4", "--rtol", "1e-4",
-                     "--json"])
-    document = json.loads(capsys.readouterr().out)
-    assert code == cli.EXIT_MISMATCH == 3
-    assert (document["passed"], document["precision"], document["batches"]) == (False, "INT8", 4)
-    (logits,) = document["outputs"]
-    assert logits["top1_agreement"] >= 0.98 and logits["max_abs"] > 1e-2
-    assert logits["shape"] == [-1, 10]
-
-
-def test_cli_validate_names_a_missing_input_array(capsys: pytest.CaptureFixture) -> None:
-    from workbench import cli
-
-    model = sample_models.build("digits_cnn")
-    code = cli.main(["validate", str(model), "--inputs", str(model / "data.npz")])
-    assert code == cli.EXIT_USAGE
-    assert "--inputs has no array for input(s)" in capsys.readouterr().err

@@ -137,7 +137,7 @@ class ValidationReport:
     def __str__(self) -> str:
         status = "PASSED" if self.passed else "FAILED"
         head = (f"{status}: {self.precision} converted vs native TensorFlow on {self.batches} "
-                f"batch(es), engines on {self.backend} ({self.device})")
+                f"batch{'es' * (self.batches != 1)}, engines on {self.backend} ({self.device})")
         if self.tolerances:
             head += f"; tolerances: {self.tolerances}"
         if self.native_runs:
