@@ -2,20 +2,26 @@
 rewrites (workbench rewrite), in implicit batch and dynamic shape mode, with the rewritten
 model's outputs checked against the original's.
 
-Models (random weights, small configurations: the machine is shared): Keras 3 transformers
-written the way Keras writes them (a BERT-like encoder with exact GELU, the same with tanh
-GELU, a GPT-2-like decoder), keras.applications ConvNeXtTiny (exact GELU) and MobileNetV3Small,
-and an LSTM; the last two have nothing to rewrite (controls). Outputs are compared on two
+Models (random weights, small configurations by default: the machine is shared): Keras 3
+transformers written the way Keras writes them (a BERT-like encoder with exact GELU, the same
+with tanh GELU, a GPT-2-like decoder), keras.applications ConvNeXtTiny (exact GELU) and
+MobileNetV3Small, and an LSTM; the last two have nothing to rewrite (controls). On request
+(`--models`): `bert_base`, the BERT-like encoder at BERT-Base's size (12 layers, hidden 768,
+sequence 128), and, where keras-hub is importable (it is not a dependency), keras-hub's own
+`BertBackbone` at BERT-Base's size and a small `GPT2Backbone`, built from their constructors
+(nothing downloaded). Outputs are compared on two
 generated input batches of 4 (`checks.rewritten.compare_rewritten`: uniform floats, valid ids,
 0/1 masks; data the rewrites were never tuned on). Relative error: the largest absolute
 difference over the output's largest magnitude.
 
     .venv/bin/python benchmarks/rewrites.py [--models bert_like,lstm]
+    .venv/bin/python benchmarks/rewrites.py --models bert_base,keras_hub_bert_base
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Callable
@@ -44,6 +50,24 @@ def _application(name: str, side: int) -> Callable[[], Any]:
     return make
 
 
+def _keras_hub(name: str, sequence: int, **config: Any) -> Callable[[], Any]:
+    """A keras-hub backbone from its constructor, called on inputs of a fixed `sequence`."""
+    def make() -> Any:
+        try:
+            import keras_hub
+        except ImportError:
+            raise SystemExit(f"{name} needs keras-hub: pip install keras-hub") from None
+        import keras
+
+        keras.utils.set_random_seed(1234)
+        backbone = getattr(keras_hub.models, name)(**config)
+        inputs = {spec: keras.Input((sequence,), dtype="int32", name=spec)
+                  for spec in backbone.input}
+        return keras.Model(inputs, backbone(inputs))
+    return make
+
+
+BERT_BASE = {"layers": 12, "hidden": 768, "heads": 12, "intermediate": 3072, "vocab": 30522}
 MODELS: dict[str, Callable[[], Any]] = {
     "bert_like": lambda: transformers.bert_like(layers=BERT_LAYERS),
     "bert_like_tanh_gelu": lambda: transformers.bert_like(layers=BERT_LAYERS, exact_gelu=False),
@@ -52,6 +76,15 @@ MODELS: dict[str, Callable[[], Any]] = {
     "MobileNetV3Small": _application("MobileNetV3Small", 96),
     "lstm": control_flow.lstm,
 }
+ON_REQUEST: dict[str, Callable[[], Any]] = {
+    "bert_base": lambda: transformers.bert_like(**BERT_BASE),
+    "keras_hub_bert_base": _keras_hub(
+        "BertBackbone", 128, vocabulary_size=30522, num_layers=12, num_heads=12,
+        hidden_dim=768, intermediate_dim=3072),
+    "keras_hub_gpt2": _keras_hub(
+        "GPT2Backbone", 64, vocabulary_size=1000, num_layers=2, num_heads=2, hidden_dim=128,
+        intermediate_dim=512, max_sequence_length=64),
+}
 MODES = {"implicit batch": ConversionParams(),
          "dynamic shape": ConversionParams(use_dynamic_shape=True,
                                            dynamic_shape_profile_strategy="Range")}
@@ -59,7 +92,7 @@ MODES = {"implicit batch": ConversionParams(),
 
 def measure(name: str) -> dict[str, Any]:
     start = time.perf_counter()
-    session = ConversionSession.open(MODELS[name](), cache=False)
+    session = ConversionSession.open({**MODELS, **ON_REQUEST}[name](), cache=False)
     rewritten = session.rewritten()
     row: dict[str, Any] = {"model": name, "rewrites": dict(rewritten.rewrite_counts)}
     for mode, params in MODES.items():
@@ -98,7 +131,8 @@ def _change(values: tuple[int, float, int, float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated; also: {', '.join(ON_REQUEST)}")
     names = parser.parse_args().models.split(",")
     rows = []
     for name in names:
@@ -115,9 +149,18 @@ def main() -> None:
             f"{row['model']}: engines before -> after the rewrites (dynamic shape); outputs' "
             "max relative error", f"{engines} -> {engines_after}; {row['max_rel_error']:.1e}",
             f"error <= {TARGET_RELATIVE_ERROR:g}", met))
-    record.write("rewrites", figures, details={
+    record.write("rewrites", figures, keep_other_models=True, details={
         "title": "Engines and % converted before -> after the rewrites",
-        "columns": COLUMNS, "rows": [cells(row) for row in rows]})
+        "columns": COLUMNS, "rows": _previous_rows(names) + [cells(row) for row in rows]})
+
+
+def _previous_rows(names: list[str]) -> list[list[str]]:
+    """The table rows of the models this run did not measure, from the last results file."""
+    path = record.RESULTS / "rewrites.json"
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text()).get("details", {}).get("rows", [])
+    return [row for row in rows if row[0] not in names]
 
 
 if __name__ == "__main__":
