@@ -58,16 +58,27 @@ report: install
 	$(PY) -m sample_models build resnet50
 	$(VENV)/bin/workbench report sample_models/build/resnet50 -o report.html
 
+# The suite runs on every core, up to 4 (each worker holds a TensorFlow), a test file per worker
+# at a time: a file's fixtures are built once. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile)
+
+# With SKIP_STACK_INDEPENDENT=1 (CI's second environment, .ci/run) the checks that no TensorFlow
+# or numpy version changes (types, lint, the docs site) are left to the first run, as the tests are.
+ifeq ($(SKIP_STACK_INDEPENDENT),1)
+test: install
+else
 test: install typecheck
 	$(PY) -m ruff check workbench sample_models tests benchmarks tools
 	$(PY) -m mkdocs build --strict --quiet
-	$(PY) -m pytest $(PYTEST_ARGS)
+endif
+	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # The suite without the tests marked slow (those that build sample models or run TensorFlow end
 # to end): 1068 of 1466 tests, for a quick check while working. No docs build, no type check.
 test-fast: install
 	$(PY) -m ruff check workbench sample_models tests benchmarks tools
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # The documentation site (MkDocs, offline): open site/index.html. (`make test` builds it with
 # --strict: a broken link, a missing page or a page left out of the nav fails.)

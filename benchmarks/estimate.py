@@ -23,9 +23,12 @@ its label quotes; pairs of configurations of one held-out set give the range aft
 on one measurement.
 
 The fit: least squares on log(kernel time) over every timed kernel, each set weighted by one
-over the square root of its size (the corpus would drown the fixtures). trtexec's per-layer
-profile synchronises around each layer, so its per-layer times exceed the real ones by a few
-microseconds; that overhead is measured on the fixtures with a model-level time and taken off.
+over the square root of its size (the corpus would drown the fixtures). Compute shares are per
+generation and class (a matrix product, a convolution, cuDNN's NCHW convolutions of the H100's
+FP32 data, a direct convolution) and precision, fitted only on kernels with FLOPs.
+trtexec's per-layer profile synchronises around each layer, so its per-layer times exceed the
+real ones by a few microseconds; that overhead is measured on the fixtures with a model-level
+time and taken off.
 PyTorch's INT8 GEMMs (`torch._int_mm`, 126 TOPS on the H200: a PyTorch limit, not the card's)
 stay in the corpus but out of the fit.
 """
@@ -36,7 +39,7 @@ import itertools
 import json
 import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -135,7 +138,16 @@ def fixture_sets() -> tuple[list[TimedSet], float, float]:
 
 
 def _torch_records(layers: list[dict]) -> list[KernelWork]:
-    return [kernel_work(kernel) for kernel in as_kernels(layers)]
+    """Work of PyTorch's layers; a convolution on NCHW tensors (`Row major linear`) ran
+    cuDNN's NCHW path, apart from its NHWC kernels."""
+    works = []
+    for kernel in as_kernels(layers):
+        work = kernel_work(kernel)
+        inputs = kernel.inputs
+        nchw = work.kind == "conv" and bool(inputs) and len(inputs[0].shape) == 4 \
+            and "row major linear" in inputs[0].format.lower()
+        works.append(replace(work, cudnn_nchw=nchw))
+    return works
 
 
 def h100_sets() -> list[TimedSet]:
@@ -174,7 +186,7 @@ def corpus_sets(path: Path = RESULTS / "gpu_corpus_h200.json") -> list[TimedSet]
     where: dict[tuple[str, int], int] = {}
     for number, (row, work) in enumerate(zip(rows, works, strict=True)):
         if row["math"] == "fp32":  # TF32 off: the CUDA cores' FP32 rate
-            work = KernelWork(work.kind, work.flops, work.bytes, "fp32_strict", work.outputs)
+            work = replace(work, precision="fp32_strict")
         family = family_of(row["families"][0])
         timed = sets.setdefault(family, TimedSet(f"{family} (H200, PyTorch)", gpu, family))
         where[(family, number)] = timed.add(work, row["ms"], fit=row["math"] != "int8")
@@ -186,9 +198,8 @@ def corpus_sets(path: Path = RESULTS / "gpu_corpus_h200.json") -> list[TimedSet]
         for number in config["layers"]:
             if (family, number) not in where:  # a kernel first timed for another family
                 where[(family, number)] = timed.add(
-                    works[number] if rows[number]["math"] != "fp32" else KernelWork(
-                        works[number].kind, works[number].flops, works[number].bytes,
-                        "fp32_strict", works[number].outputs), rows[number]["ms"])
+                    works[number] if rows[number]["math"] != "fp32" else replace(
+                        works[number], precision="fp32_strict"), rows[number]["ms"])
             indices.append(where[(family, number)])
         timed.references[f"{batch} {math}"] = config["sum_ms"]
         timed.groups[f"{batch} {math}"] = indices
@@ -197,8 +208,8 @@ def corpus_sets(path: Path = RESULTS / "gpu_corpus_h200.json") -> list[TimedSet]
 
 # --- The model over arrays -------------------------------------------------------------------
 
-CONV = KINDS.index("conv")
-MIN_KERNELS = 20  # kernels a (generation, precision) needs to have its own efficiency
+MIN_KERNELS = 20  # kernels a (generation, class) needs to have its own efficiency
+NO_RATE = ("", "")  # a kernel without FLOPs (memory, norm): no compute efficiency
 
 
 @dataclass
@@ -213,7 +224,7 @@ class Columns:
     bandwidth: np.ndarray
     l2: np.ndarray
     kind: np.ndarray  # index into KINDS
-    rate: list[tuple[str, str]]  # (generation, compute key) of each kernel
+    rate: list[tuple[str, str]]  # (generation, compute key) of each kernel; NO_RATE: no FLOPs
     measured: np.ndarray
     weight: np.ndarray
 
@@ -233,19 +244,20 @@ def columns(sets: list[TimedSet], fitted_only: bool = False) -> Columns:
         bandwidth=np.array([s.gpu.memory_gb_s * 1e9 for s, *_ in rows]),
         l2=np.array([s.gpu.l2_mb * 2 ** 20 for s, *_ in rows]),
         kind=np.array([KINDS.index(w.kind) for _, w, *_ in rows]),
-        rate=[(s.gpu.generation, k) for (s, *_), k in zip(rows, keys, strict=True)],
+        rate=[(s.gpu.generation, k) if w.flops > 0 else NO_RATE
+              for (s, w, *_), k in zip(rows, keys, strict=True)],
         measured=np.array([ms for _, _, ms, _ in rows]),
         weight=np.array([weight for *_, weight in rows]))
 
 
 def predict(data: Columns, coefficients: dict) -> np.ndarray:
-    compute = np.array([compute_efficiency(coefficients, g, k) for g, k in data.rate])
-    compute *= np.where(data.kind == CONV, coefficients["conv_share"], 1.0)
+    compute = np.array([compute_efficiency(coefficients, g, k) if (g, k) != NO_RATE else 1.0
+                        for g, k in data.rate])
     memory = np.array([coefficients["memory_eff"][KINDS[i]] for i in data.kind])
     launch = np.array([coefficients["launch_ms"][KINDS[i]] for i in data.kind])
     return roofline_ms(data.flops, data.moved, data.outputs, data.peak, data.sms,
                        data.bandwidth, data.l2, compute, memory, coefficients["l2_speedup"],
-                       launch)
+                       launch, coefficients["wave_ms"])
 
 
 def fit(sets: list[TimedSet], engine_launch_ms: float) -> dict:
@@ -254,12 +266,12 @@ def fit(sets: list[TimedSet], engine_launch_ms: float) -> dict:
     # A precision of a generation with few kernels (a ControlNet's handful of FP32 layers)
     # would be fitted to noise: those kernels stay out, and it borrows (compute_efficiency).
     counts = {rate: data.rate.count(rate) for rate in set(data.rate)}
-    keep = np.array([counts[rate] >= MIN_KERNELS for rate in data.rate])
+    keep = np.array([rate == NO_RATE or counts[rate] >= MIN_KERNELS for rate in data.rate])
     data = Columns(*(value[keep] if isinstance(value, np.ndarray)
                      else [v for v, k in zip(value, keep, strict=True) if k]
                      for value in vars(data).values()))
-    rates = sorted(set(data.rate))
-    rate_index = np.array([rates.index(r) for r in data.rate])
+    rates = sorted(set(data.rate) - {NO_RATE})
+    rate_index = np.array([rates.index(r) if r != NO_RATE else 0 for r in data.rate])
     kinds = len(KINDS)
 
     def unpack(theta: np.ndarray) -> dict:
@@ -272,23 +284,23 @@ def fit(sets: list[TimedSet], engine_launch_ms: float) -> dict:
                 "l2_speedup": float(rest[kinds]),
                 "launch_ms": {"free": 0.0, **{k: float(v) for k, v in zip(
                     KINDS, rest[kinds + 1:2 * kinds + 1], strict=True)}},
-                "conv_share": float(rest[-1]),
+                "wave_ms": float(rest[-1]),
                 "engine_launch_ms": engine_launch_ms}
 
     target = np.log(data.measured)
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         rest = np.exp(theta[len(rates):])
-        compute = np.exp(theta[:len(rates)])[rate_index] * np.where(data.kind == CONV,
-                                                                    rest[-1], 1.0)
+        compute = np.exp(theta[:len(rates)])[rate_index]
         predicted = roofline_ms(data.flops, data.moved, data.outputs, data.peak, data.sms,
                                 data.bandwidth, data.l2, compute, rest[data.kind],
-                                rest[kinds], rest[kinds + 1:2 * kinds + 1][data.kind])
+                                rest[kinds], rest[kinds + 1:2 * kinds + 1][data.kind],
+                                rest[-1])
         return (np.log(predicted) - target) * data.weight
 
-    start = np.log([0.5] * len(rates) + [0.7] * kinds + [1.5] + [0.003] * kinds + [0.7])
-    low = np.log([0.01] * len(rates) + [0.05] * kinds + [1.0] + [3e-4] * kinds + [0.05])
-    high = np.log([1.0] * len(rates) + [1.0] * kinds + [4.0] + [0.03] * kinds + [1.0])
+    start = np.log([0.5] * len(rates) + [0.7] * kinds + [1.5] + [0.003] * kinds + [5e-4])
+    low = np.log([0.01] * len(rates) + [0.05] * kinds + [1.0] + [3e-4] * kinds + [1e-6])
+    high = np.log([1.0] * len(rates) + [1.0] * kinds + [4.0] + [0.03] * kinds + [0.01])
     theta = least_squares(residuals, start, bounds=(low, high), x_scale="jac").x
     coefficients = unpack(theta)
     present = {KINDS[i] for i in set(data.kind.tolist())}
@@ -308,7 +320,8 @@ def judge(timed: TimedSet, coefficients: dict, known: set[str] | None = None) ->
     found = []
     for key, reference in timed.references.items():
         group = timed.groups[key]
-        if known is not None and any(data.rate[i][1] not in known for i in group):
+        if known is not None and any(data.rate[i] != NO_RATE and data.rate[i][1] not in known
+                                     for i in group):
             continue
         total = float(predicted[group].sum()) + timed.launches * coefficients["engine_launch_ms"]
         rho = spearmanr(predicted[group], measured[group]).statistic if len(group) > 2 else None

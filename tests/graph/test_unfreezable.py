@@ -83,7 +83,7 @@ def test_the_app_shows_it_as_the_loading_error(tmp_path: Path) -> None:
     save_training_mode_signature(tmp_path / "model")
     app = Workbench(tmp_path / "model", store=tmp_path / "runs", background=False)
     assert app.result is None and "updates variables" in app.error
-    assert "Could not load the model" in app.summary_tab.html.value
+    assert "Could not open the model" in app.summary_tab.html.value
 
 
 def test_tensorflows_freezing_of_a_gather_in_a_loop_cannot_run(tmp_path: Path) -> None:

@@ -115,7 +115,7 @@ def test_the_error_note_quotes_the_error_measured_out_of_sample_and_the_range():
 def test_every_efficiency_is_at_most_the_datasheet_peak():
     coefficients = load_coefficients()
     shares = [v for table in coefficients["compute_eff"].values() for v in table.values()]
-    shares += [*coefficients["memory_eff"].values(), coefficients["conv_share"]]
+    shares += [*coefficients["memory_eff"].values()]
     assert shares and all(0 < share <= 1 for share in shares)
     assert coefficients["l2_speedup"] >= 1  # L2 is no slower than DRAM
 
@@ -313,3 +313,20 @@ def test_tune_on_a_t4_ranks_resnet50_fp16_above_fp32_although_the_cpu_timed_it_s
     assert estimated.recommended["trial_id"] == "FP16-3"
     assert estimated.table.set_index("trial_id")["latency_ms"].to_dict() == {
         "FP32-3": 60.0, "FP16-3": 110.0}
+
+
+def test_convolutions_and_gemms_have_their_own_shares_and_borrow_across_generations():
+    from workbench.profiling.estimate.roofline import compute_efficiency
+
+    coefficients = load_coefficients()
+    hopper = coefficients["compute_eff"]["hopper"]
+    assert compute_efficiency(coefficients, "hopper", "conv_tf32") == hopper["conv_tf32"]
+    assert compute_efficiency(coefficients, "hopper", "tf32") == hopper["tf32"]
+    # A class Ada never measured takes Ampere's share of its own peak, not a GEMM's.
+    assert compute_efficiency(coefficients, "ada", "conv_fp16") == \
+        coefficients["compute_eff"]["ampere"]["conv_fp16"]
+    # cuDNN's NCHW path (measured corpora only) likewise; where no generation measured it at
+    # that precision, a convolution's share.
+    assert compute_efficiency(coefficients, "ampere", "conv_nchw_tf32") == hopper["conv_nchw_tf32"]
+    assert compute_efficiency(coefficients, "ampere", "conv_nchw_int8") == \
+        coefficients["compute_eff"]["ampere"]["conv_int8"]

@@ -64,6 +64,11 @@ class KernelWork:
     bytes: float
     precision: str  # one of PRECISIONS, of its first input
     outputs: float  # GEMM output elements (gemm kernels; 0 for others)
+    # A convolution cuDNN ran on row-major (NCHW) tensors, in measured corpora only: its
+    # tensor-core kernels want channels adjacent, so cuDNN transforms the layout or picks
+    # slower kernels. TensorRT chooses its formats and lists its reformats as layers, and
+    # its NCHW kernels are as fast as the others (RTX 3090 fixture): never set for them.
+    cudnn_nchw: bool = False
 
 
 def as_kernels(layers: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]]) -> list[Kernel]:

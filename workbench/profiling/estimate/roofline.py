@@ -4,10 +4,16 @@ Each kernel's work (`kernels.kernel_work`: FLOPs, bytes, the output elements its
 becomes time on a GPU from that GPU's datasheet (`graph.gpu_facts`: SMs, peak rates, memory
 bandwidth, L2, tensor-core generation) and a few fitted shares of those peaks:
 
-    compute = waves x (one tile's FLOPs) / (peak / SMs x compute_eff[generation][precision]
-                                            [x conv_share for convolutions])
+    compute = waves x (one tile's FLOPs / (peak / SMs x compute_eff[generation][class])
+                       + wave_ms)
     memory  = (bytes beyond L2 + bytes within L2 / l2_speedup) / (bandwidth x memory_eff[kind])
     time    = launch[kind] + max(compute, memory)
+
+The class is a matrix product's precision (`tf32`), a convolution's (`conv_tf32`: an implicit
+GEMM that gathers its operands through the filter window), or `direct`. `wave_ms` is what a
+wave of tiles pays apart from its math: filling the pipeline with the first operands and
+writing the tiles out, which short products (attention's K of 64, small convolutions) pay
+as often as long ones.
 
 A GEMM's output is cut into square tiles (128, else 64, else 32 on a side: the largest that
 gives every SM one), and the tiles run in waves of one per SM: a GEMM of 133 tiles on 132 SMs
@@ -54,30 +60,43 @@ def rate_key(precision: str, gpu: GpuFacts) -> str:
 
 
 def compute_efficiency(coefficients: dict, generation: str, key: str) -> float:
-    """The share of the peak a generation's kernels reach (`key`: fp32, tf32, fp16, int8, or
-    direct: convolutions on the CUDA cores at the FP32 rate). A generation not measured
-    borrows Ampere's; a precision not measured borrows FP16's (INT8: the datasheets double
-    the rate) or TF32's (FP32)."""
+    """The share of the peak a generation's kernels of one class reach (`key`: a GEMM's
+    precision, fp32, tf32, fp16 or int8; `conv_` and the precision for a convolution's implicit
+    GEMM; or direct: convolutions on the CUDA cores at the FP32 rate). A precision a
+    generation did not measure borrows FP16's (INT8: the datasheets double the rate) or
+    TF32's (FP32); a class no kernel of that generation measured borrows another
+    generation's share of its own peak (Ampere's first), as cross-GPU predictors transfer."""
     table = coefficients["compute_eff"]
-    for shares in (table.get(generation) or {}, table["ampere"]):
-        for candidate in (key, _BORROWS.get(key), "fp16"):
-            if candidate in shares:
-                return shares[candidate]
+    kind, _, precision = key.rpartition("_")
+    precisions = [precision] + [p for p in (_BORROWS.get(precision), "fp16") if p]
+    generations = [generation, "ampere", *sorted(set(table) - {generation, "ampere"})]
+    for cls in (kind, "conv") if kind == "conv_nchw" else (kind,):
+        for shares in (table.get(name) or {} for name in generations):
+            for candidate in (f"{cls}_{p}" if cls else p for p in precisions):
+                if candidate in shares:
+                    return shares[candidate]
     raise WorkbenchError(f"the estimate's coefficients hold no compute efficiency for {key}")
 
 
 def compute_key(work: KernelWork, gpu: GpuFacts) -> str:
-    """Which compute efficiency and peak a kernel uses."""
-    return "direct" if work.kind == "direct" else rate_key(work.precision, gpu)
+    """Which compute efficiency a kernel uses: its class (GEMM, convolution or direct) and
+    the datasheet peak it runs at."""
+    if work.kind == "direct":
+        return "direct"
+    rate = rate_key(work.precision, gpu)
+    if work.kind == "conv":
+        return f"conv_nchw_{rate}" if work.cudnn_nchw else f"conv_{rate}"
+    return rate
 
 
 def peak_flops(key: str, gpu: GpuFacts) -> float:
-    return gpu.peak_tflops("fp32" if key == "direct" else key) * 1e12
+    rate = key.rpartition("_")[2]
+    return gpu.peak_tflops("fp32" if rate == "direct" else rate) * 1e12
 
 
 def roofline_ms(flops: Any, moved: Any, outputs: Any, peak_flops: Any, sms: Any,
                 bandwidth: Any, l2_bytes: Any, compute_eff: Any, memory_eff: Any,
-                l2_speedup: Any, launch_ms: Any) -> np.ndarray:
+                l2_speedup: Any, launch_ms: Any, wave_ms: Any = 0.0) -> np.ndarray:
     """The model's time, elementwise over arrays (one kernel each) or scalars: waves of
     output tiles at a share of the peak against bytes at a share of the bandwidth."""
     outputs = np.asarray(outputs, dtype=float)
@@ -87,7 +106,8 @@ def roofline_ms(flops: Any, moved: Any, outputs: Any, peak_flops: Any, sms: Any,
     waves = np.ceil(np.ceil(outputs / tile) / sms)
     tiled = waves * sms * tile * np.asarray(flops) / np.maximum(outputs, 1.0)
     work = np.where(outputs > 0, tiled, flops)
-    compute_s = work / (peak_flops * compute_eff)
+    compute_s = work / (peak_flops * compute_eff) + np.where(outputs > 0, waves, 0.0) \
+        * wave_ms * 1e-3
     within = np.minimum(moved, l2_bytes)
     memory_s = (np.asarray(moved) - within + within / l2_speedup) / (bandwidth * memory_eff)
     return launch_ms + 1e3 * np.maximum(compute_s, memory_s)
@@ -98,13 +118,12 @@ def kernel_time_ms(work: KernelWork, gpu: GpuFacts, coefficients: dict) -> float
     if work.kind == "free":
         return 0.0
     key = compute_key(work, gpu)
-    share = coefficients["conv_share"] if work.kind == "conv" else 1.0
     return float(roofline_ms(
         work.flops, work.bytes, work.outputs if work.kind in TENSOR_CORE_KINDS else 0.0,
         peak_flops(key, gpu), gpu.sms, gpu.memory_gb_s * 1e9, gpu.l2_mb * 2 ** 20,
-        compute_efficiency(coefficients, gpu.generation, key) * share,
+        compute_efficiency(coefficients, gpu.generation, key),
         coefficients["memory_eff"][work.kind], coefficients["l2_speedup"],
-        coefficients["launch_ms"][work.kind]))
+        coefficients["launch_ms"][work.kind], coefficients.get("wave_ms", 0.0)))
 
 
 def estimate_layers(layers: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
