@@ -84,6 +84,34 @@ def bool_fill(x):
     return {"y": tf.where(tf.logical_or(nowhere, positive), x, 7.0) * 2.0}
 
 
+def causal_mask(x):
+    """Keras' TensorFlow attention: band_part(ones((T, S), bool), -1, 0)[None, None]."""
+    scores = tf.reshape(x, (-1, 2, 4, 4))
+    shape = tf.shape(scores)
+    band = tf.linalg.band_part(tf.ones(tf.stack([shape[2], shape[3]]), tf.bool), -1, 0)
+    keep = tf.logical_and(tf.ones_like(scores, tf.bool), band[None, None, :, :])
+    return {"y": tf.where(keep, scores, -1e9) * 2.0}
+
+
+def bands(x):
+    """Bands of data: bool (causal), float (one above, two below the diagonal, 4 x 3), int32
+    (upper triangle)."""
+    scores = tf.reshape(x, (-1, 4, 4))
+    square = scores[..., :3]
+    ints = tf.cast(scores, tf.int32)
+    return {"w": tf.where(tf.linalg.band_part(scores > 0.0, -1, 0), scores, 7.0) * 2.0,
+            "y": tf.linalg.band_part(square * 3.0, 2, 1) + 1.0,
+            "z": tf.linalg.band_part(ints * 2, 0, -1) + 1}
+
+
+def leading_axes(x):
+    """x[None, None] of a bool (Keras' causal mask) and of a float, into broadcasting ops."""
+    first = tf.reshape(x, (-1, 2, 4))[0]
+    scores = tf.reshape(x, (-1, 1, 2, 4))
+    keep = tf.logical_and(scores > -1.0, (first > 0.0)[None, None, :, :])
+    return {"y": tf.where(keep, scores, 7.0), "z": scores * (first * 2.0)[None, None, ...]}
+
+
 # name -> (pattern model, pattern op, params under which the replacement converts)
 CASES = {
     "erfc_as_erf": (gelu, "Erfc", IMPLICIT),
@@ -92,6 +120,8 @@ CASES = {
     "bool_expand_dims_before_cast": (bool_expand_dims, "ExpandDims", DYNAMIC),
     "cast_to_bool_as_comparison": (bool_cast, "Cast", DYNAMIC),
     "bool_fill_as_comparison": (bool_fill, "Fill", DYNAMIC),
+    "band_part_as_select": (bands, "MatrixBandPart", DYNAMIC),
+    "leading_axes_dropped": (leading_axes, "StridedSlice", DYNAMIC),
 }
 
 
@@ -171,6 +201,39 @@ def test_lossy_cast_chain_kept():
     assert rewrite_model(model(lossy), ["cast_chain_fused"]).counts == {}
 
 
+def test_band_kept_for_a_dynamic_size():
+    """TF-TRT cannot compute the band from a shape (its Range refuses scalar limits), and
+    with the last dimensions unknown the band is no constant: the MatrixBandPart stays."""
+    def dynamic(x):
+        return {"y": tf.linalg.band_part(x[:, :, None] * x[:, None, :], -1, 0)}
+
+    assert rewrite_model(model(dynamic, shape=(None, None)),
+                         ["band_part_as_select"]).counts == {}
+
+
+@pytest.mark.parametrize("body", [
+    lambda x: {"y": x[None, :, :] + 1.0},  # widens the result: [1, B, 8], not [B, 8]
+    lambda x: {"y": tf.reshape(x, (-1, 2, 4))[0][:, None, :] + tf.ones((2, 2, 4))},  # not leading
+], ids=["widening", "not leading"])
+def test_leading_axes_kept_where_they_matter(body):
+    body.__name__ = "near_miss"
+    assert rewrite_model(model(body), ["leading_axes_dropped"]).counts == {}
+
+
+def test_keras_causal_mask_converts_into_one_engine():
+    """Keras' causal mask, with the bool Fill rewrites it needs first: one engine, and the
+    same outputs as the original."""
+    original = model(causal_mask)
+    rewritten = rewrite_model(original)
+    assert set(rewritten.counts) >= {"bool_fill_as_comparison", "band_part_as_select",
+                                     "leading_axes_dropped"}
+    after = ConversionSession(rewritten.model, cache=False).convert(DYNAMIC)
+    assert len(after.engines) == 1
+    assert not {"MatrixBandPart", "StridedSlice"} & {n.op for n in after.unconverted}
+    x = special_values(32)
+    np.testing.assert_array_equal(outputs(rewritten.model, x)["y"], outputs(original, x)["y"])
+
+
 def test_fill_of_a_computed_bool_kept():
     def computed(x):
         return {"y": tf.where(tf.fill(tf.shape(x), x[0, 0] > 0.0), x, 1.0)}
@@ -191,6 +254,16 @@ def test_a_broken_equivalence_fails_the_check(monkeypatch):
     monkeypatch.setattr(rewrite_module.GraphEdit, "retype", wrong)
     with pytest.raises(AssertionError):
         test_rewrite_equals_native("erfc_as_erf")
+
+
+def test_a_broken_band_fails_the_check(monkeypatch):
+    """A band with its limits swapped (lower for upper) is caught too."""
+    from workbench.conversion.rewrites import band
+
+    right = band.band_matrix
+    monkeypatch.setattr(band, "band_matrix", lambda m, n, lower, upper: right(m, n, upper, lower))
+    with pytest.raises(AssertionError):
+        test_rewrite_equals_native("band_part_as_select")
 
 
 def test_saved_rewritten_model_loads_in_plain_tensorflow(tmp_path):
@@ -310,3 +383,39 @@ def test_whatif_names_the_rewrites_per_rejected_op():
     dynamic = blocking_op_types(ConversionSession(model(bool_cast), cache=False), DYNAMIC)
     rewrites = dict(zip(dynamic.op, dynamic.rewrites, strict=True))
     assert rewrites["Cast"] == "cast_to_bool_as_comparison"  # a Cast not after a Cast
+
+
+@pytest.mark.slow
+def test_tftrt_script_of_a_rewritten_model_converts_the_rewritten_model(gelu_saved_model,
+                                                                       tmp_path):
+    """The TF-TRT script exported from a rewritten session converts the rewritten model,
+    written beside it: run with the workbench's trt_convert (engines on ONNX Runtime), it
+    makes the rewritten model's one engine, where the original has three, and the saved
+    conversion gives the rewritten model's outputs."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    import workbench
+    from workbench.checks.export_formats import TFTRT_IMPORT, WORKBENCH_IMPORT, export
+    from workbench.conversion.summary import summary_lines
+
+    session = ConversionSession.open(gelu_saved_model, cache=False).rewritten()
+    script = export(session, "tftrt", tmp_path / "convert.py", IMPLICIT)
+    text = script.read_text()
+    assert "verified rewrites applied (erfc_as_erf (2)" in text
+    assert f"INPUT_SAVED_MODEL_DIR = {str(tmp_path / 'convert_model')!r}" in text
+    script.write_text(text.replace(TFTRT_IMPORT, WORKBENCH_IMPORT))
+    run = subprocess.run([sys.executable, str(script), str(tmp_path / "converted")],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    engines = [line.strip() for line in run.stdout.splitlines() if line.startswith("TRTEngineOp")]
+    expected = summary_lines(session.convert(IMPLICIT))
+    assert len(engines) == 1
+    assert engines == [line.strip() for line in expected if line.startswith("TRTEngineOp")]
+    x = np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32)
+    np.testing.assert_allclose(workbench.load(tmp_path / "converted")(x)["y"],
+                               outputs(session.loaded, x)["y"], rtol=1e-5, atol=1e-5)

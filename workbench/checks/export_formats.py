@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from string import Template
@@ -75,9 +77,12 @@ def engine_profiles(params: ConversionParams, shape_sets: Sequence[ShapeSet]) ->
 
 
 def tftrt_script(session: ConversionSession, params: ConversionParams,
-                 batch_sizes: Sequence[int] = (1,), script_name: str = "convert_tftrt.py") -> str:
-    """The TF-TRT conversion script's text (`python script.py [OUTPUT_DIR]`)."""
-    if session.loaded.kind != "saved_model":
+                 batch_sizes: Sequence[int] = (1,), script_name: str = "convert_tftrt.py",
+                 saved_model: Path | None = None) -> str:
+    """The TF-TRT conversion script's text (`python script.py [OUTPUT_DIR]`). `saved_model`:
+    the SavedModel the script converts when it is not the session's own (the rewritten model
+    that `export` writes beside the script)."""
+    if saved_model is None and session.loaded.kind != "saved_model":
         raise WorkbenchError("the TF-TRT script converts SavedModels: save the model with "
                              "tf.saved_model.save first")
     shape_sets = build_shape_sets(session, batch_sizes)
@@ -85,10 +90,11 @@ def tftrt_script(session: ConversionSession, params: ConversionParams,
     if any(spec.dtype.name == "string" for spec in specs):
         raise WorkbenchError("the TF-TRT script builds from zero-filled inputs, which a "
                              "string input cannot take; export ONNX or trtexec instead")
-    model = Path(session.loaded.source).resolve()
+    model = Path(saved_model or session.loaded.source).resolve()
     strategy = params.dynamic_shape_profile_strategy
     values = {
         "model_name": model.name, "script_name": script_name, "summary": describe(params),
+        "rewrites_note": _rewrites_note(session.rewrite_counts),
         "denylist": repr(",".join(params.denylist)), "max_engines": repr(str(params.max_engines)),
         "model": repr(str(model)), "output_dir": repr(f"{model.name}_tftrt_{params.precision_mode}"
                                                       .lower()),
@@ -114,6 +120,36 @@ def tftrt_script(session: ConversionSession, params: ConversionParams,
                             if params.needs_calibration else "",
     }
     return Template(_TEMPLATE.read_text()).substitute(values)
+
+
+def _rewrites_note(counts: Mapping[str, int]) -> str:
+    if not counts:
+        return ""
+    applied = ", ".join(f"{name} ({count})" for name, count in counts.items())
+    return ("\n\nThe model is the original with the workbench's verified rewrites applied "
+            f"({applied};\ndocs/rewrites.md), written beside this script by the export: plain "
+            "TensorFlow, its outputs\nequal to the original's within each rewrite's stated "
+            "bound.")
+
+
+def write_rewritten(session: ConversionSession, script: Path) -> Path:
+    """Saves a rewritten session's model beside `script` as `<script stem>_model/`, replacing
+    the one an earlier export wrote there; through a temporary directory renamed into place."""
+    from workbench.conversion.rewrites.model import save_rewritten
+
+    directory = script.with_name(f"{script.stem}_model")
+    if directory.exists() and not (directory / "saved_model.pb").is_file():
+        raise WorkbenchError(f"{directory} exists and is not a SavedModel: move it away, the "
+                             "export writes the rewritten model there")
+    temporary = Path(tempfile.mkdtemp(dir=script.parent, prefix=f".{directory.name}."))
+    try:
+        save_rewritten(session.loaded, temporary / "model")
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(temporary / "model", directory)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return directory
 
 
 def describe(params: ConversionParams) -> str:
@@ -163,7 +199,8 @@ def export(model: Any, format: str, output: str | os.PathLike, params: Any = Non
            tags: Sequence[str] | None = None, output_node_names: Sequence[str] | None = None,
            onnx_path: str | None = None) -> Path:
     """Writes the conversion as `format` ("tftrt", "onnx" or "trtexec") to `output` and
-    returns its path. `model`: a model path or an open ConversionSession; `params`: what
+    returns its path. `model`: a model path or an open ConversionSession (a rewritten one,
+    `session.rewritten()`, gets its model written beside a TF-TRT script); `params`: what
     `params_of` reads (default: TF-TRT's defaults and environment variables). `trtexec`
     commands name `onnx_path` (default: `output` with the suffix .onnx)."""
     from workbench.conversion.session import ConversionSession
@@ -177,7 +214,9 @@ def export(model: Any, format: str, output: str | os.PathLike, params: Any = Non
     if format == "onnx":
         return write_onnx(session, target)
     if format == "tftrt":
-        text = tftrt_script(session, params, batch_sizes, target.name)
+        # A rewritten model is no SavedModel yet: the script converts it saved beside itself.
+        saved = write_rewritten(session, target) if session.rewrite_counts else None
+        text = tftrt_script(session, params, batch_sizes, target.name, saved)
     else:
         shapes = build_shape_sets(session, batch_sizes)
         onnx_file = onnx_path or str(target.with_suffix(".onnx").name)

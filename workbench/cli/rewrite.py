@@ -21,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the rewrites to apply, comma-separated (default: all of them: "
                              "erfc_as_erf, broadcast_to_dropped, cast_chain_fused, "
                              "bool_expand_dims_before_cast, cast_to_bool_as_comparison, "
-                             "bool_fill_as_comparison)")
+                             "bool_fill_as_comparison, band_part_as_select, "
+                             "leading_axes_dropped)")
     parser.add_argument("--use-dynamic-shape", action="store_true",
                         help="count engines before/after in explicit batch mode")
     options.add_prepare_for_argument(parser)

@@ -1,7 +1,8 @@
 """Verified graph rewrites: forms of a model that TF-TRT 2.17 converts, computing the same.
 
 The registry lists each rewrite once, in the order they run (a later one may finish what an
-earlier one started: a bool ExpandDims moved after its Cast, then the Cast made a comparison).
+earlier one started: a bool ExpandDims moved after its Cast, then the Cast made a comparison; a
+causal mask made a comparison, then the slice that gave it leading axes dropped).
 Rewrites are a separate step a person asks for (`workbench rewrite`, `rewrite_model`); the
 conversion never applies them on its own.
 """
@@ -12,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.conversion.rewrites.broadcast import BROADCAST_TO
+from workbench.conversion.rewrites.band import MATRIX_BAND_PART
+from workbench.conversion.rewrites.broadcast import BROADCAST_TO, LEADING_AXES
 from workbench.conversion.rewrites.casts import (
     BOOL_EXPAND_DIMS,
     BOOL_FILL,
@@ -32,7 +34,8 @@ from workbench.graph.nodes import Graph
 from workbench.graph.prepare import infer_shapes
 
 REWRITES: dict[str, Rewrite] = {r.name: r for r in (
-    ERFC, BROADCAST_TO, CAST_CHAIN, BOOL_EXPAND_DIMS, CAST_TO_BOOL, BOOL_FILL)}
+    ERFC, BROADCAST_TO, CAST_CHAIN, BOOL_EXPAND_DIMS, CAST_TO_BOOL, BOOL_FILL, MATRIX_BAND_PART,
+    LEADING_AXES)}
 
 
 @dataclass

@@ -34,6 +34,7 @@ class GraphEdit:
         self.protected = protected  # the signature's input and output nodes: never removed
         self.node_defs = {node.name: node for node in graph_def.node}
         self.has_loops = any(node.op in NEXT_ITERATION_OPS for node in graph_def.node)
+        self._imported: Any = None  # a tf.Graph of graph_def, for static_shape()
 
     def nodes(self, op: str) -> Iterator[Node]:
         """The view's nodes of type `op`."""
@@ -44,6 +45,20 @@ class GraphEdit:
 
     def spec(self, ref: TensorRef) -> TensorSpec | None:
         return self.graph.output_spec(ref)
+
+    def static_shape(self, ref: TensorRef) -> tuple[int, ...] | None:
+        """The tensor's shape as TensorFlow's importer infers it, -1 where unknown (None: rank
+        unknown). The importer evaluates shape arithmetic that Grappler leaves symbolic, as
+        `tf.ones((tf.shape(x)[2], tf.shape(x)[3]))` of an x with static dims. The GraphDef is
+        imported on first use."""
+        if self._imported is None:
+            self._imported = tf.Graph()
+            with self._imported.as_default():
+                tf.graph_util.import_graph_def(self.graph_def, name="")
+        shape = self._imported.get_tensor_by_name(f"{ref.node}:{ref.port}").shape
+        if shape.rank is None:
+            return None
+        return tuple(-1 if dim is None else dim for dim in shape.as_list())
 
     def consumers(self, node: Node) -> list[tuple[Node, int]]:
         """(consumer, input index) of every data edge leaving `node`."""
