@@ -289,7 +289,7 @@ def _engines_trace(points: list[ConversionResult], x: list[int]) -> go.Scatter:
         name="TensorRT engines", x=x, y=[len(r.engines) for r in points],
         mode="lines+markers", line={"color": ENGINES_COLOR, "width": 2, "shape": "hv"},
         marker={"size": 5, "symbol": "square"},
-        hovertemplate="%{y} engine(s)<extra></extra>",
+        hovertemplate="engines: %{y}<extra></extra>",
     )
 
 

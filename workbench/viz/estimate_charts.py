@@ -49,7 +49,7 @@ def sweep_estimate_chart(table: pd.DataFrame, current: int | None = None) -> go.
     fig.add_trace(go.Bar(
         name="TensorRT engines (count)", x=x, y=list(table["engines"]),
         marker={"color": ENGINES_COLOR}, opacity=0.25,
-        hovertemplate="mss=%{x}: %{y} engine(s)<extra></extra>",
+        hovertemplate="minimum segment size %{x}<br>engines: %{y}<extra></extra>",
     ), secondary_y=True)
     precision = attrs.get("precision")
     title = (f"Estimated latency on {gpu}<br><sup>against minimum segment size, batch {batch}"

@@ -136,8 +136,8 @@ def estimated_latency_chart(table: pd.DataFrame) -> go.Figure:
                 "line": {"color": [RECOMMENDED_COLOR if r.get("recommended") is True
                                    else "rgba(0,0,0,0)" for r in rows], "width": 3}},
         texttemplate="%{y:.3~g} ms", textposition="inside", insidetextanchor="start",
-        customdata=[f"{_hover(r)}<br>{r.get('engines')} engine(s); estimated "
-                    f"{_number(r.get('estimated_speedup')) or float('nan'):.2f}x native TF"
+        customdata=[f"{_hover(r)}<br>engines: {r.get('engines')}; estimated "
+                    f"{_number(r.get('estimated_speedup')) or float('nan'):.2f}× native TF"
                     for r in rows],
         hovertemplate="%{customdata}<extra></extra>",
     ))

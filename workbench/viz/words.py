@@ -16,6 +16,7 @@ LABELS = {
     "engines_device": "engines' device", "validation_passed": "validation passed",
 }
 _UNITS = {"ms": "ms", "s": "s", "bytes": "bytes", "mib": "MiB", "pct": "%"}  # unit words
+_RATIOS = {"speedup"}  # words whose column is a ratio: "speed-up (×)"
 _LOWER = re.compile(r"[a-z0-9_]+")
 _BATCH = re.compile(r"b\d+")  # a batch size: converted_ms_b4
 _SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
@@ -25,7 +26,7 @@ def column_label(name: str) -> str:
     """A column's name in words: `tensorrt_plan_bytes` -> "TensorRT plan size (bytes)",
     `converted_ms_b1` -> "converted (ms, batch 1)". Names that are not snake_case (an
     engine's, an op's) stay as they are."""
-    if name in LABELS:
+    if name in LABELS and name not in _RATIOS:
         return LABELS[name]
     if not _LOWER.fullmatch(name):
         return name
@@ -34,6 +35,8 @@ def column_label(name: str) -> str:
         prefix, name = "TensorRT ", name.removeprefix("tensorrt_")
     words = name.split("_")
     units = [_UNITS[w] for w in words if w in _UNITS][:1]
+    if not units and _RATIOS & set(words):
+        units = ["×"]
     if _BATCH.fullmatch(words[-1]):
         units.append(f"batch {words[-1][1:]}")
         words = words[:-1]
