@@ -229,6 +229,10 @@ class ValidationTab:
     """'Validate and time' (the CLI's `check`): its options, verdict, outputs and latency."""
 
     title = "Validation"
+    # What the tab shows before anything is measured on the open model.
+    NOTHING_MEASURED = ("Nothing measured on this model yet: 'Validate and time' runs the "
+                        "converted model and native TensorFlow on the same inputs, compares "
+                        "their outputs and times both.")
 
     def __init__(self, on_check: Callable[[], None],
                  on_per_engine: Callable[[], None] | None = None) -> None:
@@ -250,6 +254,7 @@ class ValidationTab:
         self.button.on_click(lambda _b: on_check())
         self.stale, self.note, self.outputs = widgets.HTML(), widgets.HTML(), widgets.HTML()
         self.note.add_class("wb-check")
+        self.note.value = note_html(self.NOTHING_MEASURED)
         self.out = widgets.Output()
         self._check: Any = None
         self.per_engine_button = widgets.Button(description="Per-engine accuracy",
@@ -282,7 +287,7 @@ class ValidationTab:
             return
         check = self._check = view.check
         if check is None:  # another model: nothing measured on it yet
-            self.note.value = self.outputs.value = ""
+            self.note.value, self.outputs.value = note_html(self.NOTHING_MEASURED), ""
             self.figures.pop("latency", None)
             self.out.outputs = ()
             return
