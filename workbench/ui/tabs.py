@@ -253,8 +253,8 @@ class ValidationTab:
                                      layout=widgets.Layout(width="200px"))
         self.button.on_click(lambda _b: on_check())
         self.stale, self.note, self.outputs = widgets.HTML(), widgets.HTML(), widgets.HTML()
-        self.note.add_class("wb-check")
-        self.note.value = note_html(self.NOTHING_MEASURED)
+        self.note.add_class("wb-check")  # the check's verdict, once there is one
+        self.outputs.value = note_html(self.NOTHING_MEASURED)
         self.out = widgets.Output()
         self._check: Any = None
         self.per_engine_button = widgets.Button(description="Per-engine accuracy",
@@ -287,7 +287,7 @@ class ValidationTab:
             return
         check = self._check = view.check
         if check is None:  # another model: nothing measured on it yet
-            self.note.value, self.outputs.value = note_html(self.NOTHING_MEASURED), ""
+            self.note.value, self.outputs.value = "", note_html(self.NOTHING_MEASURED)
             self.figures.pop("latency", None)
             self.out.outputs = ()
             return
