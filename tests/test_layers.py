@@ -19,7 +19,7 @@ PACKAGE_DIR = ROOT / "workbench"
 # Low to high. A module may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
     ("durable_files", "environment", "errors", "hardware", "lazy", "quiet", "tf_compat",
-     "tf_private"),
+     "tf_private", "words"),
     ("graph",),
     ("conversion",),
     ("engines",),

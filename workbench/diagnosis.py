@@ -30,6 +30,7 @@ from workbench.hardware import cpu_device_name
 from workbench.lazy import tf
 from workbench.tf_compat import tensorflow_version
 from workbench.viz.graphs import dot_version, to_svg
+from workbench.words import counted
 
 OK, ABSENT, WARNING, FAILED = "ok", "absent", "warning", "FAILED"
 REQUIRED_BACKEND = "onnxruntime"
@@ -61,8 +62,9 @@ class Diagnosis:
     def verdict(self) -> str:
         failed = [f for f in self.findings if f.state == FAILED]
         if failed:
-            return (f"the workbench cannot run here: fix the FAILED "
-                    f"{', '.join(f.name for f in failed)} line(s) above")
+            return (f"the workbench cannot run here: fix the "
+                    f"{counted(len(failed), 'FAILED line')} above "
+                    f"({', '.join(f.name for f in failed)})")
         backend = self.get("engine backend")
         return f"the workbench can run here (engines: {backend.detail if backend else '?'})"
 

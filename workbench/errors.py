@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
+from workbench.words import counted
+
 V = TypeVar("V")
 
 
@@ -38,6 +40,7 @@ def merge_registry(what: str, parts: Iterable[Mapping[str, V]]) -> dict[str, V]:
         twice = sorted(merged.keys() & part.keys())
         if twice:
             raise DuplicateRegistrationError(
-                f"{what}: op type(s) {', '.join(twice)} registered twice; keep one entry")
+                f"{what}: {counted(len(twice), 'op type')} registered twice "
+                f"({', '.join(twice)}); keep one entry")
         merged.update(part)
     return merged

@@ -38,6 +38,7 @@ from workbench.engines.runtime.converted_model import converted_model
 from workbench.graph.gpu import preparation_target
 from workbench.graph.nodes import Graph
 from workbench.lazy import tf
+from workbench.words import counted
 
 logger = logging.getLogger("workbench.trt_convert")
 
@@ -383,9 +384,10 @@ def _log_function_conversions(result: ConversionResult) -> None:
                 detailed_report_setting(environment.SHOW_DETAILED_REPORT.read() or None)[0]))
         if conversion.engines:
             logger.warning(
-                "%d engine(s) inside function %s (_tftrt_convert_function): %s; summary() "
+                "%s inside function %s (_tftrt_convert_function): %s; summary() "
                 "lists top-level engines only, as TF-TRT's did: see "
-                "converter.report.function_engines", len(conversion.engines), conversion.function,
+                "converter.report.function_engines", counted(len(conversion.engines), "engine"),
+                conversion.function,
                 ", ".join(e.name for e in conversion.engines))
 
 

@@ -62,8 +62,8 @@ def test_broken_tensorflow_and_onnxruntime_fail(tmp_path: Path) -> None:
     assert found["TensorFlow"] == found["backend onnxruntime"] == found["engine backend"] == FAILED
     assert "libtensorflow.so: cannot open" in done.stdout and "pip install" in done.stdout
     assert done.stdout.splitlines()[-1] == (
-        "the workbench cannot run here: fix the FAILED TensorFlow, backend onnxruntime, "
-        "engine backend line(s) above")
+        "the workbench cannot run here: fix the 3 FAILED lines above (TensorFlow, backend "
+        "onnxruntime, engine backend)")
 
 
 def test_doctor_in_a_notebook() -> None:

@@ -42,4 +42,4 @@ def test_cli_validate_names_a_missing_input_array(capsys: pytest.CaptureFixture)
     model = sample_models.build("digits_cnn")
     code = cli.main(["validate", str(model), "--inputs", str(model / "data.npz")])
     assert code == cli.EXIT_USAGE
-    assert "--inputs has no array for input(s)" in capsys.readouterr().err
+    assert "--inputs has no array for 1 input (images)" in capsys.readouterr().err

@@ -223,5 +223,5 @@ def test_an_op_registered_twice_is_a_clear_error_in_both_registries():
 
     assert merge_registry("op rules", [{"Relu": 1}, {"Tanh": 2}]) == {"Relu": 1, "Tanh": 2}
     with pytest.raises(DuplicateRegistrationError,
-                       match=r"ONNX converters: op type\(s\) Relu registered twice"):
+                       match=r"ONNX converters: 1 op type registered twice \(Relu\)"):
         merge_registry("ONNX converters", [{"Relu": 1, "Tanh": 2}, {"Relu": 3}])

@@ -471,7 +471,7 @@ def test_build_errors_come_before_any_work() -> None:
     with pytest.raises(WorkbenchError, match="input_fn yielded nothing"):
         converter.build(lambda: iter([]))
     x = np.zeros([2, 8, 8], np.float32)
-    with pytest.raises(WorkbenchError, match="yielded 2 tensor\\(s\\) in set 0; the model takes 1"):
+    with pytest.raises(WorkbenchError, match="yielded 2 tensors in set 0; the model takes 1"):
         converter.build(lambda: iter([[x, x]]))
     assert builds_of(func) == 0
     converter.build(lambda: iter([[x]]))

@@ -14,7 +14,7 @@ from workbench.ui import Workbench
 from workbench.ui.store import ExperimentStore
 from workbench.viz.hierarchy import ROOT
 from workbench.viz.scope_graphs import FRAME, GROUP_BOX, HIGHLIGHT
-from workbench.viz.words import has_snake_case
+from workbench.words import has_snake_case
 
 pytestmark = pytest.mark.slow
 
@@ -193,7 +193,12 @@ def test_background_loading_then_ready(tmp_path: Path) -> None:
 
 
 def test_profiling_tab(app: Workbench) -> None:
+    during: list[bool] = []  # the tabs' actions and Open, off while the profile runs
+    app.status.observe(lambda change: "Profiling" in change["new"] and during.extend(
+        b.disabled for b in [*app.action_buttons, app.open_button]), names="value")
     app.profile(runs=1)
+    assert during and all(during), during
+    assert not any(b.disabled for b in [*app.action_buttons, app.open_button])
     table = app.profile_table
     assert set(table["source"]) == {"tensorflow", "onnxruntime"}
     assert "native TF on CPU" in app.profile_tab.note.value

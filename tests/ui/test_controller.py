@@ -52,3 +52,28 @@ def test_a_headless_controller_opens_converts_measures_and_switches(tmp_path: Pa
     app.open(sample_models.build("digits_cnn"))
     assert app.model_name == "digits_cnn" and app.measured.blocking is None
     assert app.view.blocking is None and app.error is None
+
+
+class Impatient(Recorder):
+    """Presses 'Profile' while a check is still running, as an impatient user would."""
+
+    pressed = False
+
+    def on_progress(self, fraction: float) -> None:
+        if self.check_running and not self.pressed:
+            self.pressed = True
+            self.profile(runs=1)
+
+
+def test_a_step_started_while_another_runs_waits_its_turn(tmp_path: Path) -> None:
+    app = Impatient(sample_models.build("quickstart_mlp"), store=tmp_path / "runs")
+    app.check_running = False
+    app.start()
+    app.wait(300)
+    app.check_running = True
+    app.run_check()
+    app.wait(300)
+    assert app.pressed
+    assert ("busy: profiling waits until the running step ends (or cancel it)", True) in app.lines
+    assert app.measured.check is not None and app.measured.profile is None  # the check's own
+    assert app.lines[-1] == ("ready", False), app.lines

@@ -38,7 +38,7 @@ def test_trial_bar_shows_the_search_and_follows_each_trial(monkeypatch):
     bar = Progress(2, trial_bar())
     (box,) = shown
     progress, label = box.children
-    assert (progress.value, progress.max, label.value) == (0, 2, "2 trial(s) to run")
+    assert (progress.value, progress.max, label.value) == (0, 2, "2 trials to run")
     bar.update(_record("a"))
     assert progress.value == 1
     assert label.value == "[1/2] FP16 min 3: failed (no engine)"

@@ -41,9 +41,15 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     tables: list[str] = []
     tab.table.observe(lambda change: tables.append(change["new"]), names="value")
     statuses: list[str] = []
-    tab.status.observe(lambda change: statuses.append(change["new"]), names="value")
+    applicable: list[bool] = []  # whether Apply could be pressed at each status line
+    tab.status.observe(lambda change: (statuses.append(change["new"]),
+                                       applicable.append(not tab.apply_button.disabled)),
+                       names="value")
     tab.start()  # the app's background=False: the search runs in this thread
     assert [r.status for r in tab.records] == ["ok", "ok"], tab.status.value
+    # While trials were still arriving, none could be applied; once done, one can.
+    trial_lines = [i for i, s in enumerate(statuses) if "/2 trials: " in s]
+    assert len(trial_lines) == 2 and not any(applicable[i] for i in trial_lines), statuses
     # Each trial redrew the table as it finished: one row, then two.
     assert [body_rows(t) for t in tables[:2]] == [1, 2]
     assert "done: 2 trials, 0 not ok" in tab.status.value
@@ -91,6 +97,10 @@ def test_cancel_keeps_the_finished_trials(tmp_path: Path) -> None:
     while not tab.records and time.monotonic() < deadline:
         time.sleep(0.05)
     assert tab.records, tab.status.value
+    # Half-finished: the trials so far can be seen, not applied or chosen from.
+    assert tab.apply_button.disabled and tab.choice.disabled
+    with pytest.raises(WorkbenchError, match="a search is running"):
+        tab.apply(tab.records[0].trial_id)
     tab.cancel()
     tab.wait(60)
     assert not tab._runner.busy
@@ -98,6 +108,7 @@ def test_cancel_keeps_the_finished_trials(tmp_path: Path) -> None:
     assert 1 <= len(tab.records) < 10
     assert tab.start_button.disabled is False and tab.cancel_button.disabled is True
     assert body_rows(tab.table.value) == len(tab.records)
+    assert not tab.apply_button.disabled and not tab.choice.disabled
     tab.apply(tab.records[0].trial_id)
     assert applied == [tab.records[0].params]
 

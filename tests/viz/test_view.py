@@ -91,7 +91,7 @@ def test_view_holds_what_both_renderers_show(tiny_session: ConversionSession) ->
     assert "Total number of TensorRT engines: 1" in view.summary_text
     assert "TensorRT unsupported/non-converted OP Report" in view.nonconversion_text
     assert not view.check_is_current and view.engine_names == (result.engines[0].name,)
-    assert "<b>1</b> TensorRT engine ·" in headline_html(view.headline)
+    assert "<b>1 TensorRT engine</b> ·" in headline_html(view.headline)
 
 
 @pytest.fixture(scope="module")

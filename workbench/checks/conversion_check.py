@@ -34,6 +34,7 @@ from workbench.profiling.estimate.conversion import (
 )
 from workbench.profiling.latency import measure_latency
 from workbench.profiling.tensorflow import native_callable
+from workbench.words import counted
 
 Step = tuple[float, str]  # (fraction done, what is happening): the workbench's progress
 NATIVE = "native TF"
@@ -196,7 +197,7 @@ def conversion_check_steps(
         yield 0.05, f"Calibrating INT8 on generated data ({_batches(calibration_batches)})"
         model.calibrate(lambda: iter(calibration))
     engines = len(result.engines)
-    yield 0.1, f"Building {engines} engine{'s' * (engines != 1)} on {model.backend.name}"
+    yield 0.1, f"Building {counted(engines, 'engine')} on {model.backend.name}"
     feeds = {b: random_inputs(session, b, seed=LATENCY_SEED + b) for b in sizes}
     # Largest first: in implicit batch mode its engine then serves every smaller batch.
     model.build(lambda: iter([feeds[b] for b in reversed(sizes)]))

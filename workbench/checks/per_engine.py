@@ -42,6 +42,7 @@ from workbench.engines.runtime.converted_model import ConvertedModel, converted_
 from workbench.errors import WorkbenchError
 from workbench.graph.channels_last import cpu_runnable
 from workbench.lazy import tf
+from workbench.words import counted
 
 if TYPE_CHECKING:
     from workbench.conversion.result import ConversionResult, EngineInfo
@@ -137,7 +138,7 @@ def describe_remedy(remedy: Remedy) -> str:
             if not remedy.tftrt_setting else f"{remedy.setting}={remedy.value}")
     verdict = "passes" if remedy.passed else "still fails"
     return (f"{what}: max abs error {remedy.output_max_abs_error:.3g}, {verdict}, "
-            f"{remedy.engines} engine(s), {remedy.percent_converted:.1f}% converted "
+            f"{counted(remedy.engines, 'engine')}, {remedy.percent_converted:.1f}% converted "
             f"({remedy.why})")
 
 
@@ -162,7 +163,7 @@ def per_engine_accuracy(session: ConversionSession, params: ConversionParams, *,
         count = calibration_batch_count(batch_size, calibration_batches)
         calibration = list(generated_inputs(session, count, batch_size, seed=CALIBRATION_SEED))
         model.calibrate(lambda: iter(calibration))
-    tell(0.1, f"Building {len(result.engines)} engine(s) on {model.backend.name}")
+    tell(0.1, f"Building {counted(len(result.engines), 'engine')} on {model.backend.name}")
     model.build(lambda: iter(inputs[:1]))
     run = _Run(session, params, result, model, inputs,
                [as_numpy(session.loaded(**feeds)) for feeds in inputs], batch_size,
@@ -272,7 +273,8 @@ class _Run:
                         "the threshold"))
         larger = sum(e.effective_size > size for e in engines)
         if larger:
-            changes.append(("max_engines", larger, f"keeps the {larger} larger engine(s) only"))
+            changes.append(("max_engines", larger,
+                            f"keeps the {counted(larger, 'larger engine')} only"))
         return changes
 
     def measured(self, setting: str, value: Any, why: str) -> Remedy:

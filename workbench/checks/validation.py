@@ -33,6 +33,7 @@ import pandas as pd
 
 from workbench.checks.inputs import random_inputs
 from workbench.errors import WorkbenchError
+from workbench.words import counted
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
@@ -345,8 +346,9 @@ class Comparer:
             value = getattr(self, what)
             unknown = sorted(set(value) - {*names, ""}) if isinstance(value, Mapping) else []
             if unknown:
-                raise ValidationError(f"{what} names output(s) {', '.join(unknown)} the model "
-                                      f"does not have; its outputs: {', '.join(names)}")
+                raise ValidationError(
+                    f"{what} names {counted(len(unknown), 'output')} the model does not have "
+                    f"({', '.join(unknown)}); its outputs: {', '.join(names)}")
         for name in names:
             stat = _per_output(self.check_error_stat, name, "elemwise")
             if stat not in ERROR_STATS:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.cli import options
 from workbench.cli.options import EXIT_MISMATCH
 from workbench.errors import WorkbenchError
+from workbench.words import counted
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
@@ -100,7 +101,8 @@ def _batches(session: ConversionSession, arrays: dict[str, Any], key: str | None
     else:
         missing = [n for n in names if n not in arrays]
         if missing:
-            raise WorkbenchError(f"--inputs has no array for input(s) {', '.join(missing)} "
+            raise WorkbenchError(f"--inputs has no array for {counted(len(missing), 'input')} "
+                                 f"({', '.join(missing)}) "
                                  f"(arrays: {', '.join(arrays)}); name them or use --input-key")
         feeds = {n: arrays[n] for n in names}
     rows = min(len(a) for a in feeds.values())

@@ -39,6 +39,7 @@ from workbench.conversion.rewrites import REWRITES, rewrites_for
 from workbench.conversion.segmenter import NOOP_OPS, Segmentation
 from workbench.conversion.session import ConversionSession
 from workbench.graph.nodes import SINK, SOURCE, Graph
+from workbench.words import counted
 
 RANGE = "Range"  # TF-TRT's default strategy; ImplicitBatchModeCompatible is deprecated
 MAX_DENYLIST_TRIALS = 8  # op types tried on the denylist: those emptying the most engines
@@ -254,7 +255,7 @@ def _why(session: ConversionSession, params: ConversionParams, changed: Conversi
     if trial.setting == "max_engines":
         dropped = sum(1 for n in now.unconverted if "dropped by the engine limit" in n.reason)
         return (f"the engine limit TF_TRT_MAX_ALLOWED_ENGINES={params.max_engines} leaves "
-                f"{_plural(trial.value - params.max_engines, 'more segment')} ({dropped} nodes) "
+                f"{counted(trial.value - params.max_engines, 'more segment')} ({dropped} nodes) "
                 f"to TensorFlow; {effect}")
     if trial.setting == "denylist" and len(changed.denylist) > len(params.denylist):
         op = trial.cause
@@ -264,11 +265,11 @@ def _why(session: ConversionSession, params: ConversionParams, changed: Conversi
     if not unblocked:
         return f"{trial.cause} keeps segments apart: {effect}"
     return (f"{trial.cause} rejects {_things(unblocked)}: "
-            f"{_plural(sum(unblocked.values()), 'node')}; {effect}")
+            f"{counted(sum(unblocked.values()), 'node')}; {effect}")
 
 
 def _effect(now: ConversionResult, then: ConversionResult) -> str:
-    parts = [f"{_plural(len(now.engines), 'engine')} -> {len(then.engines)}"]
+    parts = [f"{counted(len(now.engines), 'engine')} -> {len(then.engines)}"]
     moved = now.not_converted_top_level - then.not_converted_top_level
     if moved:
         parts.append(f"{abs(moved)} {'fewer' if moved > 0 else 'more'} nodes left to TensorFlow")
@@ -301,14 +302,10 @@ def _things(unblocked: Counter[tuple[str, str]]) -> str:
     ops = [op for op, _ in sorted(by_op.items(), key=lambda item: (-item[1], item[0]))]
     names = ops[:NAMED_OPS]
     if len(ops) > NAMED_OPS:
-        names.append(f"{len(ops) - NAMED_OPS} more op types")
+        names.append(f"{counted(len(ops) - NAMED_OPS, 'more op type')}")
     if low_rank:
-        names.append(f"{_plural(low_rank, 'node')} with inputs of rank < 2")
+        names.append(f"{counted(low_rank, 'node')} with inputs of rank < 2")
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def advice_lines(advice: list[Advice]) -> list[str]:
@@ -317,6 +314,6 @@ def advice_lines(advice: list[Advice]) -> list[str]:
         return ["Advice: no other setting converts more nodes or makes fewer engines."]
     lines = ["Advice (largest gain first):"]
     for a in advice:
-        lines.append(f"  {a.setting}={a.value_text}: {_plural(a.engines, 'engine')}, "
+        lines.append(f"  {a.setting}={a.value_text}: {counted(a.engines, 'engine')}, "
                      f"{a.percent_converted:.2f}% converted. {a.why}")
     return lines

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workbench.conversion.result import ConversionResult
+from workbench.words import counted
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,11 @@ class _Outcome:
     total: int | None  # None when predicted: copied Consts make the exact total unknown
 
     def describe(self) -> str:
-        plural = "" if self.engines == 1 else "s"
         if self.total is None:
-            return f"{self.engines} engine{plural} holding {self.converted} nodes"
+            return f"{counted(self.engines, 'engine')} holding {self.converted} nodes"
         percent = 100.0 * self.converted / self.total if self.total else 0.0
         return (
-            f"{self.engines} engine{plural}, {percent:.2f}% of nodes converted "
+            f"{counted(self.engines, 'engine')}, {percent:.2f}% of nodes converted "
             f"[{self.converted}/{self.total}]"
         )
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import Graph, Node
+from workbench.words import counted
 
 ENTER_OPS = frozenset({"Enter", "RefEnter"})
 EXIT_OPS = frozenset({"Exit", "RefExit"})
@@ -128,7 +129,7 @@ def check_frames(graph: Graph) -> None:
         shown = ", ".join(f"{name} in {frame or 'no loop'!r}" for name, frame in sources.items())
         raise MixedFramesError(
             f"the prepared graph cannot run: node {node} takes inputs from different loop "
-            f"frames ({shown}; {len(mixed)} such node(s)), so TensorFlow would refuse it. "
+            f"frames ({shown}; {counted(len(mixed), 'such node')}), so TensorFlow would refuse it. "
             "Freezing left a node outside its while loop, a case the workbench does not "
             "repair yet: report it with this message.")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from workbench.errors import ModelLoadError, first_line
 from workbench.lazy import tf
+from workbench.words import counted
 
 DEFAULT_TAGS = ("serve",)
 DEFAULT_SIGNATURE_KEY = "serving_default"
@@ -45,12 +46,13 @@ class LoadedModel:
         """Runs the model natively, like TF-TRT's converted function: inputs by position (in
         `input_names` order) or by name, numpy or tensors; returns the named output tensors."""
         if len(args) > len(self.input_names):
-            raise ModelLoadError(f"the model takes {len(self.input_names)} input(s) "
+            raise ModelLoadError(f"the model takes {counted(len(self.input_names), 'input')} "
                                  f"({', '.join(self.input_names)}), got {len(args)}")
         inputs.update(zip(self.input_names, args, strict=False))
         missing = [name for name in self.input_names if name not in inputs]
         if missing:
-            raise ModelLoadError(f"missing input(s) {', '.join(missing)}; the model takes "
+            raise ModelLoadError(f"missing {counted(len(missing), 'input')} "
+                                 f"({', '.join(missing)}); the model takes "
                                  f"{', '.join(self.input_names)}")
         tensors = [tf.convert_to_tensor(inputs[name]) for name in self.input_names]
         if self.kind == "saved_model":

@@ -25,6 +25,7 @@ from workbench.graph.nodes import Graph, Node, TensorRef, numpy_dtype_name
 from workbench.hardware import cpu_device_name
 from workbench.lazy import tf
 from workbench.profiling.layers import layer_table
+from workbench.words import counted
 
 SOURCE = "tensorflow"
 
@@ -249,6 +250,6 @@ def _check_input_names(session: ConversionSession, inputs: Mapping[str, Any]) ->
     extra = sorted(set(inputs) - set(names))
     if missing or extra:
         raise WorkbenchError(
-            f"the model takes input(s) {', '.join(names)}; "
+            f"the model takes {counted(len(names), 'input')} ({', '.join(names)}); "
             + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}")
         )

@@ -12,6 +12,7 @@ from typing import Any
 from workbench.errors import first_line
 from workbench.tuning.grid import TuneError
 from workbench.tuning.trial import thread_budget
+from workbench.words import counted
 
 CONNECT_TIMEOUT_S = 10
 
@@ -104,7 +105,8 @@ def _local(workers: int) -> Iterator[Cluster]:
     except RuntimeError as exc:
         # Worker processes start by importing the caller's script: unguarded, it starts
         # another search there, which multiprocessing refuses.
-        raise TuneError(f"could not start {workers} local Dask worker(s) ({first_line(exc)}): "
+        raise TuneError(f"could not start {counted(workers, 'local Dask worker')} "
+                        f"({first_line(exc)}): "
                         "in a script, call tune() under `if __name__ == '__main__':`") from None
     try:
         with Client(cluster, set_as_default=False) as client:

@@ -16,6 +16,7 @@ from typing import Any
 
 from workbench.conversion.params import ConversionParams
 from workbench.errors import WorkbenchError
+from workbench.words import counted
 
 GRID_KEYS = ("precision_mode", "minimum_segment_size", "use_dynamic_shape",
              "dynamic_shape_profile_strategy", "denylist", "max_engines")
@@ -41,7 +42,8 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[GridPoint]:
     values = {key: _values(key, raw) for key, raw in dict(grid or {}).items()}
     unknown = sorted(set(values) - set(GRID_KEYS))
     if unknown:
-        raise TuneError(f"unknown grid key(s) {', '.join(map(repr, unknown))}: use "
+        raise TuneError(f"unknown {counted(len(unknown), 'grid key')} "
+                        f"({', '.join(map(repr, unknown))}): use "
                         f"{', '.join(GRID_KEYS)}")
     keys = [k for k in GRID_KEYS if k in values]
     points: dict[str, GridPoint] = {}

@@ -9,7 +9,7 @@ from typing import Any
 
 from workbench.conversion.params import DEFAULT_MAX_ENGINES
 from workbench.tuning.record import TrialRecord
-from workbench.viz.style import counted
+from workbench.words import counted
 
 
 def describe(record: TrialRecord) -> str:
@@ -64,7 +64,7 @@ class Progress:
         self.total, self.done = total, 0
         self._display = print_line if display is True else display or None
         if self._display is not None:
-            self._display(0, total, f"{total} trial(s) to run")
+            self._display(0, total, f"{counted(total, 'trial')} to run")
 
     def update(self, record: TrialRecord) -> None:
         self.done += 1

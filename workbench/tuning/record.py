@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from workbench.durable_files import check_format
+from workbench.words import counted
 
 FORMAT = "tftrt-workbench-trial/1"
 STATUSES = ("ok", "failed", "timeout", "skipped")
@@ -57,7 +58,8 @@ class TrialRecord:
         names = {f.name for f in fields(cls)}
         missing = {"trial_id", "params", "status"} - set(data)
         if missing:
-            raise ValueError(f"missing field(s) {', '.join(sorted(missing))}")
+            raise ValueError(f"missing {counted(len(missing), 'field')}: "
+                             f"{', '.join(sorted(missing))}")
         if data["status"] not in STATUSES or not isinstance(data["params"], dict):
             raise ValueError(f"status {data['status']!r} or params are not a trial's")
         values = {k: v for k, v in data.items() if k in names}

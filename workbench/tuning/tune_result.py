@@ -22,7 +22,7 @@ import pandas as pd
 
 from workbench.tuning.progress import settings_label
 from workbench.tuning.record import TrialRecord
-from workbench.viz.style import counted
+from workbench.words import counted
 
 ACCURACY_ATOL = 1e-2
 # Latencies closer than this (relative) are a tie: timings of one setting vary about as much.

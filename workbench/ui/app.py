@@ -167,10 +167,20 @@ class Workbench(WorkbenchController):
         self.layout.set_status(text, error)
 
     def on_busy(self, busy: bool) -> None:
-        """While a step runs: progress and Cancel shown, the controls off. After it: the
-        controls back once a model is open."""
+        """While a step runs: progress and Cancel shown, the controls and the tabs' actions
+        off (each would start on half-done results). After it: back once a model is open."""
         self.layout.show_progress(busy)
         self.controls.set_disabled(busy or self.session is None)
+        for button in self.action_buttons:
+            button.disabled = busy or self.session is None
+        self.open_button.disabled = busy
+
+    @property
+    def action_buttons(self) -> list[Any]:
+        """The tabs' buttons that start a step on the open model or store its results."""
+        return [self.validation_tab.button, self.validation_tab.per_engine_button,
+                self.profile_tab.button, self.charts_tab.blocking_button,
+                self.runs_tab.button, self.export_tab.button]
 
     def on_progress(self, fraction: float) -> None:
         self.progress.value = fraction

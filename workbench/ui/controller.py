@@ -334,6 +334,10 @@ class WorkbenchController(Screen):
         self.on_model_opened(self.session, previous)
 
     def _start(self, body: TaskBody, done: Callable[[Any], None], label: str) -> None:
+        if self._runner.busy:  # its result would land on another step's half-done state
+            self.on_status(f"busy: {label.lower()} waits until the running step ends "
+                           "(or cancel it)", True)
+            return
         self._done_handler = done
         self.on_busy(True)
         self.on_status(f"{label}...", False)

@@ -32,8 +32,8 @@ from workbench.viz.hierarchy import (
 from workbench.viz.kernel_graph import NO_VERDICT, verdict_kernel_graph
 from workbench.viz.overlays import engine_overlays
 from workbench.viz.scope_graphs import FRAME, GROUP_BOX, scope_drawing
-from workbench.viz.style import counted
 from workbench.viz.view import ConversionView
+from workbench.words import counted
 
 if TYPE_CHECKING:
     from workbench.ui.target_gpu import TargetGpu

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.viz.words import column_label
+from workbench.words import column_label
 
 STYLE = """
 <style>

@@ -26,6 +26,7 @@ from workbench.ui.target_gpu import EngineEstimate, SweepEstimate, TargetGpu
 from workbench.viz import charts
 from workbench.viz.profile_charts import native_vs_engine_chart, profile_figures
 from workbench.viz.view import ConversionView, Headline
+from workbench.words import counted
 
 CHECK_COLUMNS = ["name", "passed", "shape", "max_abs", "mean_abs", "max_rel", "mean_rel",
                  "mismatches", "elements", "top1_agreement", "reason"]
@@ -56,11 +57,10 @@ def headline_html(headline: Headline, model: str = "") -> str:
     return (
         '<div class="wb-headline">'
         + (f'<span class="wb-model">{escape(model)}</span>: ' if model else "")
-        + f"<b>{engines}</b> TensorRT engine{'s' * (engines != 1)} · "
+        + f"<b>{counted(engines, 'TensorRT engine')}</b> · "
         f"<b>{headline.percent_converted:.2f}%</b> of nodes converted "
         f"[{headline.converted_nodes}/{headline.total_nodes}] · "
-        f"<b>{headline.rejected_op_types}</b> op type{'s' * (headline.rejected_op_types != 1)}"
-        " rejected · "
+        f"<b>{counted(headline.rejected_op_types, 'op type')}</b> rejected · "
         f'<span title="{escape(graph_origin(version))}">'
         f"TensorFlow {escape(version or '?')}</span>"
         + (f" · prepared for {escape(headline.prepared_for)}" if headline.prepared_for else "")
@@ -353,7 +353,7 @@ class RunsTab:
             runs = runs[runs["model"] == model].reset_index(drop=True)
             if others:
                 self.problems.value += note_html(
-                    f"{others} run{'s' * (others != 1)} of other models kept in "
+                    f"{counted(others, 'run')} of other models kept in "
                     f"{self.store.root} (shown when their model is open).")
         runs["created"] = [str(c)[:16].replace("T", " ") for c in runs["created"]]
         self.table.value = table_html(runs, "No runs of this model kept yet: press 'Keep "

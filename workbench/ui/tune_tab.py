@@ -26,13 +26,13 @@ from workbench.ui.tabs import show_figure
 from workbench.ui.target_gpu import TargetGpu
 from workbench.ui.tasks import Progress, TaskRunner
 from workbench.ui.verdicts import error_line
-from workbench.viz.style import counted
 from workbench.viz.tune_charts import (
     pareto_chart,
     readable_table,
     trial_label,
     tune_figures,
 )
+from workbench.words import counted
 
 SHAPES = {"off": False, "on": True}
 # The trial table's columns in view (estimates, when a GPU is picked, too); the rest is in each
@@ -63,6 +63,7 @@ class TuneTab:
         self.result: TuneResult | None = None
         self.figures: dict[str, Any] = {}
         self._total = 0
+        self._running = False  # a search is under way: its trials are not all in yet
         self._cancel = threading.Event()
         self._background = background
         self._runner = TaskRunner(lambda _f, message: self._say(message), self._done,
@@ -161,6 +162,9 @@ class TuneTab:
 
     def apply(self, trial_id: str | None = None) -> dict[str, Any]:
         """Hands the trial's parameters (default: the one chosen in the list) to `on_apply`."""
+        if self._running:
+            raise WorkbenchError("a search is running: wait for it to end (or cancel it), "
+                                 "then apply one of its trials")
         trial_id = trial_id or self.choice.value
         ours = self.records if self._records_model == self.model else []
         record = next((r for r in ours if r.trial_id == trial_id), None)
@@ -281,7 +285,7 @@ class TuneTab:
                                for r in ok]
         if chosen:
             self.choice.value = chosen["trial_id"]
-        self.apply_button.disabled = not ok
+        self.apply_button.disabled = self._running or not ok
 
     @staticmethod
     def _essentials(result: TuneResult) -> list[str]:
@@ -319,8 +323,12 @@ class TuneTab:
             self._say(str(exc), error=True)
 
     def _set_running(self, running: bool) -> None:
+        """While a search runs, its half-finished results cannot be applied or chosen from."""
+        self._running = running
         self.start_button.disabled = running
         self.cancel_button.disabled = not running
+        self.choice.disabled = running
+        self.apply_button.disabled = running or not self.choice.options
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.value = note_html(text, error=error)

@@ -28,7 +28,7 @@ from workbench.viz.style import (
     error_color,
     reason_category,
 )
-from workbench.viz.words import column_label
+from workbench.words import column_label, counted
 
 # Series colours: the strong tones of the engine palette, one meaning each.
 CONVERTED_COLOR = ENGINE_COLORS[8]  # blue: % of nodes converted
@@ -118,7 +118,7 @@ def engine_sizes_chart(result: ConversionResult) -> go.Figure:
             annotation_text=f"minimum_segment_size = {threshold}",
             annotation_position="top right", annotation_bgcolor="rgba(255,255,255,0.8)",
         )
-    title = f"Engine sizes: {len(engines)} TensorRT engine{'' if len(engines) == 1 else 's'}"
+    title = f"Engine sizes: {counted(len(engines), 'TensorRT engine')}"
     _layout(fig, _with_model(title, [result]), height=420)
     fig.update_xaxes(
         title_text="engine (TRTEngineOp_ + number)", type="category", tickvals=names,
@@ -204,8 +204,8 @@ def runs_chart(runs: pd.DataFrame) -> go.Figure:
                                    yshift=12, font={"color": "#888888", "size": 11},
                                    row=row, col=1)
         fig.update_yaxes(title_text=unit or "", rangemode="tozero", row=row, col=1)
-    count = f"{len(table)} run{'' if len(table) == 1 else 's'}"
-    _layout(fig, f"Runs compared ({count})", height=120 + ROW_HEIGHT * rows, barmode="group")
+    _layout(fig, f"Runs compared ({counted(len(table), 'run')})",
+            height=120 + ROW_HEIGHT * rows, barmode="group")
     fig.update_layout(legend={"title": {"text": "precision"}, "y": 1.0, "x": 1.0,
                               "yanchor": "bottom", "xanchor": "right"})
     # Shared axes label only the bottom row by default: every row names its bars' runs.
@@ -340,15 +340,15 @@ def _engine_hover(engine) -> str:
     top = ", ".join(f"{op} {n}x" for op, n in ops[:6]) + (", ..." if len(ops) > 6 else "")
     return (
         f"<b>{engine.name}</b><br>{engine.native_node_count} nodes, "
-        f"{engine.effective_size} effective<br>{len(engine.input_dtypes)} input(s), "
-        f"{len(engine.output_dtypes)} output(s)<br>{top}"
+        f"{engine.effective_size} effective<br>{counted(len(engine.input_dtypes), 'input')}, "
+        f"{counted(len(engine.output_dtypes), 'output')}<br>{top}"
     )
 
 
 def _blocking_hover(row: dict, reason: str) -> str:
     text = (
-        f"<b>{row.get('op')}</b><br>{row.get('rejected')} node(s) rejected"
-        f"<br>if supported: +{row.get('gained')} node(s) in engines "
+        f"<b>{row.get('op')}</b><br>{counted(row.get('rejected', 0), 'node')} rejected"
+        f"<br>if supported: +{counted(row.get('gained', 0), 'node')} in engines "
         f"({row.get('converted_now')} -> {row.get('converted_if_supported')}), "
         f"engines {row.get('engines_now')} -> {row.get('engines_if_supported')}"
     )

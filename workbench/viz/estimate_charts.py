@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 
 from workbench.engines.inspection.tensorrt_kernels import NON_COMPUTE_TYPES
 from workbench.viz.charts import CONVERTED_COLOR, ENGINES_COLOR, LATENCY_COLORS, _layout, _note
-from workbench.viz.style import counted
+from workbench.words import counted
 
 NATIVE_COLOR = LATENCY_COLORS[0]
 MEASURED_COLOR = LATENCY_COLORS[2]

@@ -32,11 +32,11 @@ from workbench.graph.nodes import Graph, Node, TensorRef
 from workbench.viz.style import (
     ENGINE_BORDER,
     category_color,
-    counted,
     engine_color,
     error_color,
     reason_category,
 )
+from workbench.words import counted
 
 # Drawn nodes above which views collapse engines, then unconverted regions: dot lays out 400
 # nodes in about a second, 2,000 take over a minute.
@@ -407,7 +407,7 @@ class _Plan:
 
     def folded_note(self, node: Node) -> str:
         count = self.folded.get(node.name, 0)
-        return f"\n+{count} weight Const(s) folded in" if count else ""
+        return f"\n+{counted(count, 'weight Const')} folded in" if count else ""
 
 
 def _plan(graph: Graph, result: ConversionResult) -> _Plan:

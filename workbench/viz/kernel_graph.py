@@ -20,7 +20,7 @@ from workbench.engines.inspection.tensorrt_kernels import EngineAnatomy, Kernel,
 from workbench.errors import WorkbenchError
 from workbench.graph.nodes import Graph
 from workbench.viz.graphs import EDGE_ATTR, GRAPH_ATTR, NODE_ATTR, _last
-from workbench.viz.style import counted
+from workbench.words import counted
 
 NO_VERDICT = ("No TensorRT verdict on this engine yet: press \"TensorRT verdicts\" in the "
               "Summary tab to build the engines with TensorRT-RTX, then come back here.")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from workbench.words import counted
+
 
 def engine_overlays(tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
                     estimate: Mapping[str, Any] | None = None) -> dict[str, str]:
@@ -29,6 +31,6 @@ def engine_overlays(tensorrt: Mapping[str, Mapping[str, Any]] | None = None,
 def _verdict_text(verdict: Mapping[str, Any]) -> str:
     if verdict.get("built"):
         kernels = len(verdict.get("kernels") or ())
-        return f"{kernels} TensorRT kernel{'s' * (kernels != 1)}" if kernels \
+        return counted(kernels, "TensorRT kernel") if kernels \
             else "TensorRT builds it"
     return "TensorRT: build failed" if verdict.get("parsed") else "TensorRT: parse failed"

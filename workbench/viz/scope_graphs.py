@@ -36,7 +36,8 @@ from workbench.viz.graphs import (
     render,
 )
 from workbench.viz.hierarchy import ROOT, TOP_BOXES, Focus, Group, ScopeTree, find
-from workbench.viz.style import category_color, counted, engine_color, reason_category
+from workbench.viz.style import category_color, engine_color, reason_category
+from workbench.words import counted
 
 HIGHLIGHT = "#ff6f00"
 BAR_WIDTH = 150  # points: the stripes under a group's text

@@ -65,9 +65,3 @@ def error_color(error: float) -> str:
     low, high = (math.log10(v) for v in ERROR_RANGE)
     where = (math.log10(max(error, 1e-30)) - low) / (high - low)
     return ERROR_COLORS[round(min(max(where, 0.0), 1.0) * (len(ERROR_COLORS) - 1))]
-
-
-def counted(count: int, noun: str, plural: str = "") -> str:
-    """`1 kernel`, `2 kernels` (`plural` where it is not the noun and an s: `boxes`): a count
-    and its noun, agreeing in number."""
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"

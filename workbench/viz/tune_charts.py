@@ -26,6 +26,7 @@ from workbench.viz.charts import (
     _number,
 )
 from workbench.viz.estimate_charts import label_estimate
+from workbench.words import counted
 
 PARETO_LINE = "#222222"
 RECOMMENDED_COLOR = "#d62728"
@@ -348,8 +349,7 @@ def _produced_by(rows: list[dict]) -> str:
 
 
 def _title(title: str, rows: list[dict], note: str) -> str:
-    count = f"{len(rows)} trial{'' if len(rows) == 1 else 's'}"
-    return f"{title}<br><sup>{count}; {note}</sup>"
+    return f"{title}<br><sup>{counted(len(rows), 'trial')}; {note}</sup>"
 
 
 def _list_left_out(fig: go.Figure, left_out: list[str], verb: str, below: float = 0.3
@@ -361,7 +361,7 @@ def _list_left_out(fig: go.Figure, left_out: list[str], verb: str, below: float 
         return
     shown = left_out[:UNLISTED] + ([f"and {len(left_out) - UNLISTED} more"]
                                    if len(left_out) > UNLISTED else [])
-    text = "<br>".join([f"{len(left_out)} trial{'' if len(left_out) == 1 else 's'} {verb}:"]
+    text = "<br>".join([f"{counted(len(left_out), 'trial')} {verb}:"]
                        + [f"- {line}" for line in shown])
     if not any(len(trace.x or ()) for trace in fig.data):
         _note(fig, text)

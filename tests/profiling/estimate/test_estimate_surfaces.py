@@ -49,7 +49,7 @@ def test_the_sweep_is_estimated_once_per_set_of_engines(map_fn_session):
     # One figure per configuration: the current setting's time is the estimate line's alone,
     # so the comparison (every threshold from the TF nodes) is a ratio and says its basis.
     assert sweep_advice(table, 1) == (
-        f"Tesla T4 (estimated): minimum_segment_size=4 makes 1 engine(s), estimated "
+        f"Tesla T4 (estimated): minimum_segment_size=4 makes 1 engine, estimated "
         f"{faster:.0f}% faster than the current 1 (4 engines), comparing every threshold from "
         "its TF nodes' shapes: more, smaller engines are estimated slower than fewer")
     assert table.attrs["basis"] == "tf_nodes"

@@ -11,6 +11,7 @@ import numpy as np
 
 from workbench.errors import WorkbenchError
 from workbench.lazy import tf
+from workbench.words import counted
 
 
 @dataclass
@@ -42,8 +43,8 @@ def collect_inputs(fn: Callable[[], Any], input_names: Sequence[str], what: str)
             items = list(batch) if isinstance(batch, (list, tuple)) else [batch]
         if len(items) != len(input_names):
             raise WorkbenchError(
-                f"{what} yielded {len(items)} tensor(s) in set {i}; the model takes "
-                f"{len(input_names)} ({', '.join(input_names)})")
+                f"{what} yielded {counted(len(items), 'tensor')} in set {i}; the model "
+                f"takes {len(input_names)} ({', '.join(input_names)})")
         sets.append(items)
     if not sets:
         raise WorkbenchError(f"{what} yielded nothing: it must yield at least one input set")
@@ -56,16 +57,18 @@ def call_arguments(names: Sequence[str], dtypes: Sequence[str], args: Sequence[A
     """One call's inputs (by position in signature order, or by name) as tensors of the
     signature's dtypes, in signature order."""
     if len(args) > len(names):
-        raise WorkbenchError(f"the model takes {len(names)} input(s) ({', '.join(names)}), "
-                             f"got {len(args)}")
+        raise WorkbenchError(f"the model takes {counted(len(names), 'input')} "
+                             f"({', '.join(names)}), got {len(args)}")
     given = dict(zip(names, args, strict=False))
     unknown = sorted(set(kwargs) - set(names))
     if unknown:
-        raise WorkbenchError(f"unknown input(s) {', '.join(unknown)}; the model takes "
+        raise WorkbenchError(f"unknown {counted(len(unknown), 'input')} ({', '.join(unknown)}); "
+                             "the model takes "
                              f"{', '.join(names)}")
     given.update(kwargs)
     missing = [n for n in names if n not in given]
     if missing:
-        raise WorkbenchError(f"missing input(s) {', '.join(missing)}; the model takes "
+        raise WorkbenchError(f"missing {counted(len(missing), 'input')} ({', '.join(missing)}); "
+                             "the model takes "
                              f"{', '.join(names)}")
     return [tf.convert_to_tensor(given[n], dtype=d) for n, d in zip(names, dtypes, strict=True)]

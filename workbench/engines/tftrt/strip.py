@@ -28,6 +28,7 @@ from typing import Any
 
 from workbench.engines.tftrt.saved_model import ASSET_PREFIX, ENGINE_OP, TftrtModelError
 from workbench.errors import WorkbenchError, first_line
+from workbench.words import counted
 
 # Ops of TF-TRT's engine resources (trt_engine_resource_ops.cc).
 RESOURCE_OPS = frozenset({"CreateTRTResourceHandle", "InitializeTRTResource",
@@ -45,9 +46,10 @@ class StrippedModel:
     assets_removed: tuple[str, ...]  # trt-serialized-engine.* files not copied
 
     def __str__(self) -> str:
-        return (f"wrote {self.path}: {len(self.engines)} TRTEngineOp(s) replaced by their native "
-                f"segments, {len(self.functions_removed)} engine-resource function(s) and "
-                f"{len(self.assets_removed)} serialized-engine asset(s) removed")
+        functions = counted(len(self.functions_removed), "engine-resource function")
+        assets = counted(len(self.assets_removed), "serialized-engine asset")
+        return (f"wrote {self.path}: {counted(len(self.engines), 'TRTEngineOp')} replaced by their "
+                f"native segments, {functions} and {assets} removed")
 
 
 def strip_engines(model_dir: str | Path, output_dir: str | Path) -> StrippedModel:

@@ -37,6 +37,7 @@ from workbench.profiling.trtexec import (
     read_trtexec_kernels,
     sibling_metadata,
 )
+from workbench.words import counted
 
 SWEEP_COLUMNS = ("minimum_segment_size", "engines", "converted_ms", "native_ms", "engines_ms",
                  "native_ops_ms")  # and, from calibrated_table, `*_low_ms`/`*_high_ms`
@@ -128,9 +129,9 @@ def sweep_advice(table: pd.DataFrame, current: int) -> str:
     # which may come from TensorRT's kernels; every threshold here is from the TF nodes.
     faster = 100 * (1 - best["converted_ms"] / now["converted_ms"])
     return (f"{table.attrs['gpu']} (estimated): minimum_segment_size={threshold} makes "
-            f"{engines} engine(s), estimated {faster:.0f}% faster than the current {current} "
-            f"({int(now['engines'])} engines), comparing every threshold from its TF nodes' "
-            "shapes: more, smaller engines are estimated slower than fewer")
+            f"{counted(engines, 'engine')}, estimated {faster:.0f}% faster than the current "
+            f"{current} ({counted(int(now['engines']), 'engine')}), comparing every threshold "
+            "from its TF nodes' shapes: more, smaller engines are estimated slower than fewer")
 
 
 def estimate_line(estimate: dict[str, Any], label: bool = True) -> str:

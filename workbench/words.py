@@ -1,5 +1,6 @@
-"""Internal names in words, for every table and chart a person reads: `tensorrt_plan_bytes`
--> "TensorRT plan size (bytes)", `converted_ms_b1` -> "converted (ms, batch 1)"."""
+"""Words for people, shared by every layer: internal names in words for every table and chart
+(`tensorrt_plan_bytes` -> "TensorRT plan size (bytes)", `converted_ms_b1` -> "converted (ms,
+batch 1)") and counts that agree in number ("1 engine", "3 engines")."""
 
 from __future__ import annotations
 
@@ -47,3 +48,9 @@ def column_label(name: str) -> str:
 def has_snake_case(text: str) -> bool:
     """Whether `text` holds a snake_case word (an internal name, not one for people)."""
     return bool(_SNAKE.search(text))
+
+
+def counted(count: int, noun: str, plural: str = "") -> str:
+    """`1 kernel`, `2 kernels` (`plural` where it is not the noun and an s: `boxes`): a count
+    and its noun, agreeing in number."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
