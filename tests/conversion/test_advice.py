@@ -233,6 +233,8 @@ def test_advice_table_lists_several_values_with_a_space() -> None:
     assert several.value_text == "erfc_as_erf, bool_fill_as_comparison"
     assert "erfc_as_erf, bool_fill_as_comparison" in advice_html((several,)).replace("<wbr>", "")
     assert replace(several, value=()).value_text == "(none)"
+    switch = advice_html((Advice("use_dynamic_shape", True, 7, 92.4, 51, 20, "implicit batch"),))
+    assert "<td>on</td>" in switch and "True" not in switch  # as the checkbox says it
 
 
 def test_converter_report_has_the_advice() -> None:

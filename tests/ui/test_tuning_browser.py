@@ -65,10 +65,14 @@ def test_tune_tab_streams_trials_and_applies_one(tmp_path: Path) -> None:
             lambda: (s := tune_state(page))["rows"] >= 1 and "trials:" in s["status"] and s,
             SEARCH_TIMEOUT_S, lambda: page_text(page))
         assert streamed["rows"] < 4 or not streamed["status"].startswith("done"), streamed
+        apply = page.locator(".wb-tune button", has_text="Apply to the controls").first
+        offered = not apply.is_disabled()  # read first: a search only goes from running to done
+        running = not tune_state(page)["status"].startswith("done")
+        assert not (offered and running), "Apply offered while the search was still running"
         done = wait_until("the search finishing",
                           lambda: (s := tune_state(page))["status"].startswith("done") and s,
                           SEARCH_TIMEOUT_S, lambda: page_text(page))
-        assert done["rows"] == 4 and "0 not ok" in done["status"], done
+        assert done["rows"] == 4 and "4 trials, all ok" in done["status"], done
         page.locator(".wb-tune .js-plotly-plot").first.wait_for(state="visible", timeout=20_000)
         screenshot(page, "tune_01_search_done.png")
         # Apply the first trial in the list (FP32, minimum_segment_size 2).

@@ -43,12 +43,12 @@ def test_tuning_section_shows_recommendation_pareto_charts_and_failures(
         result: TuneResult) -> None:
     html = tuning_html(result)
     assert "4 trials (3 ok, 1 failed)" in html and "<code>models/mlp</code>" in html
-    assert "<b>Recommended: FP16 mss=3</b>, the fastest trial whose outputs stay within" in html
+    assert "<b>Recommended: FP16 min 3</b>, the fastest trial whose outputs stay within" in html
     for name in ("pareto", "latency", "conversion"):
         assert f'id="chart-tune-{name}"' in html
     pareto = html[html.index("<h3>Pareto set</h3>"):html.index("<details>")]
-    assert pareto.count("<tr>") == 3  # header, FP32 mss=3 and FP16 mss=3
-    assert "FP16 mss=5" not in pareto
+    assert pareto.count("<tr>") == 3  # header, FP32 min 3 and FP16 min 3
+    assert "FP16 min 5" not in pareto
     assert "INT8 needs calibration &lt;data&gt;" in html  # escaped, in the all-trials table
     assert "onnxruntime on CPU" in html
 

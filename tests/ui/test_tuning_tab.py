@@ -52,7 +52,7 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     assert len(trial_lines) == 2 and not any(applicable[i] for i in trial_lines), statuses
     # Each trial redrew the table as it finished: one row, then two.
     assert [body_rows(t) for t in tables[:2]] == [1, 2]
-    assert "done: 2 trials, 0 not ok" in tab.status.value
+    assert "done: 2 trials, all ok" in tab.status.value
     assert any("2 trials on 2 local workers" in s for s in statuses), statuses  # no "(s)"
     assert set(tab.figures) == {"pareto", "latency", "conversion"}
     plotted = {t for trace in tab.figures["pareto"].data

@@ -75,7 +75,7 @@ def test_pareto_chart_plots_finished_trials_by_precision(table: pd.DataFrame) ->
     assert traces["FP32"].marker.size[0] > traces["FP32"].marker.size[1]
     assert "INT8" not in traces  # both INT8 trials did not finish
     hover = traces["FP16"].customdata[0]
-    assert "FP16 mss=2" in hover and "onnxruntime on CPU" in hover and "Pareto" in hover
+    assert "FP16 min 2" in hover and "onnxruntime on CPU" in hover and "Pareto" in hover
     assert fig.layout.yaxis.type == "log"  # errors span decades
     assert "<br><sup>onnxruntime on CPU" in fig.layout.xaxis.title.text  # a line of its own
     assert_renders_offline(fig)
@@ -108,8 +108,8 @@ def test_pareto_trials_beaten_in_the_plane_are_ringed_but_not_joined() -> None:
 def test_failed_trials_are_listed_not_plotted(table: pd.DataFrame) -> None:
     fig = pareto_chart(table)
     left_out = fig.layout.meta["left_out"]
-    assert left_out == ["INT8 mss=2: failed (INT8 needs calibration data)",
-                        "INT8 mss=5: timeout (took longer than 60 s)"]
+    assert left_out == ["INT8 min 2: failed (INT8 needs calibration data)",
+                        "INT8 min 5: timeout (took longer than 60 s)"]
     assert "2 trials not plotted" in fig.layout.annotations[-1].text
     plotted = {t for trace in fig.data for t in (trace.meta or {}).get("trials", ())}
     assert not plotted & {"t5", "t6"}
@@ -128,14 +128,14 @@ def test_latency_chart_names_what_measured_each_bar(table: pd.DataFrame) -> None
     traces = by_name(fig)
     assert set(traces) == {"measured with onnxruntime on CPU", "measured with tftrt on GPU:0"}
     cpu = traces["measured with onnxruntime on CPU"]
-    assert list(cpu.x) == ["FP16 mss=2", "FP32 mss=2", "FP32 mss=5"]  # fastest first
+    assert list(cpu.x) == ["FP16 min 2", "FP32 min 2", "FP32 min 5"]  # fastest first
     assert list(cpu.y) == [2.5, 4.0, 4.5]
     # Whiskers: down to p50 and up to p99.
     assert list(cpu.error_y.arrayminus) == pytest.approx([0.25, 0.4, 0.45])
     assert list(cpu.error_y.array) == pytest.approx([1.25, 2.0, 2.25])
     assert "tftrt on GPU:0" in traces["measured with tftrt on GPU:0"].customdata[0]
     assert list(fig.layout.xaxis.categoryarray) == [
-        "FP16 mss=2", "FP16 mss=5", "FP32 mss=2", "FP32 mss=5"]
+        "FP16 min 2", "FP16 min 5", "FP32 min 2", "FP32 min 5"]
     assert len(fig.layout.meta["left_out"]) == 2
     assert_renders_offline(fig)
 
@@ -147,7 +147,7 @@ def test_conversion_chart_draws_one_line_per_precision(table: pd.DataFrame) -> N
     assert list(traces["FP32"].x) == [2, 5] and list(traces["FP32"].y) == [90.0, 70.0]
     # A failed trial that converted still shows its conversion; the timed-out one did not.
     assert list(traces["INT8"].x) == [2]
-    assert fig.layout.meta["left_out"] == ["INT8 mss=5: no percent_converted (timeout)"]
+    assert fig.layout.meta["left_out"] == ["INT8 min 5: no percent_converted (timeout)"]
     assert traces["FP32"].line.width > traces["FP16"].line.width  # coinciding lines show
 
 
@@ -173,10 +173,10 @@ def test_charts_of_a_search_with_nothing_finished_say_so() -> None:
 def test_trial_label_names_the_settings_that_matter() -> None:
     assert trial_label({"precision_mode": "FP16", "minimum_segment_size": 3,
                         "use_dynamic_shape": True,
-                        "dynamic_shape_profile_strategy": "Range"}) == "FP16 mss=3 dynamic/Range"
+                        "dynamic_shape_profile_strategy": "Range"}) == "FP16 min 3 dynamic/Range"
     assert trial_label({"precision_mode": "FP32", "minimum_segment_size": 5.0,
                         "use_dynamic_shape": False, "denylist": "Conv2D,Relu",
-                        "max_engines": 2}) == "FP32 mss=5 deny=Conv2D,Relu max_engines=2"
+                        "max_engines": 2}) == "FP32 min 5 deny Conv2D,Relu max engines 2"
     # TF-TRT's default engine limit goes without saying.
     assert trial_label({"precision_mode": "INT8", "minimum_segment_size": 3,
-                        "max_engines": DEFAULT_MAX_ENGINES}) == "INT8 mss=3"
+                        "max_engines": DEFAULT_MAX_ENGINES}) == "INT8 min 3"

@@ -259,6 +259,7 @@ class Workbench(WorkbenchController):
         except (WorkbenchError, OSError) as exc:
             self.on_status(f"could not keep the run: {exc}", True)
             return
+        self.runs_tab.name.value = ""  # the next run gets a name of its own
         self.on_status(f"kept run {run.name}", False)
 
 

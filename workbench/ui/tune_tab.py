@@ -220,7 +220,7 @@ class TuneTab:
                 layout=widgets.Layout(flex_flow="row wrap")),
             row([self.thresholds, self.batch_sizes, self.timeout],
                 layout=widgets.Layout(flex_flow="row wrap")),
-            row([self.workers, self.scheduler, self.start_button, self.cancel_button],
+            row([self.workers, self.scheduler, row([self.start_button, self.cancel_button])],
                 layout=widgets.Layout(flex_flow="row wrap")),
             widgets.HTML(note_html("A timeout of 0 s lets each trial run to its end. A "
                                    "scheduler address runs the trials on that Dask cluster "
@@ -252,7 +252,8 @@ class TuneTab:
         self._show(result, final=True)
         self._set_running(False)
         failed = sum(r.status != "ok" for r in result.trials)
-        self._say(f"done: {counted(len(result.trials), 'trial')}, {failed} not ok"
+        self._say(f"done: {counted(len(result.trials), 'trial')}, "
+                  + (f"{failed} not ok" if failed else "all ok")
                   + (f"; {counted(len(result.problems), 'stored trial')} ignored" if result.problems
                      else ""))
 

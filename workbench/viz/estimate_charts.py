@@ -38,8 +38,9 @@ def sweep_estimate_chart(table: pd.DataFrame, current: int | None = None) -> go.
         name=f"converted, estimated for {gpu}", x=x, y=list(table["converted_ms"]),
         mode="lines+markers", line={"color": CONVERTED_COLOR, "width": 2.5}, error_y=band,
         customdata=list(zip(table["engines_ms"], table["native_ops_ms"], strict=True)),
-        hovertemplate=("mss=%{x}: %{y:.3f} ms estimated (engines %{customdata[0]:.3f}, "
-                       "TF ops between them %{customdata[1]:.3f})<extra></extra>"),
+        hovertemplate=("minimum segment size %{x}: %{y:.3f} ms estimated (engines "
+                       "%{customdata[0]:.3f}, TF ops between them %{customdata[1]:.3f})"
+                       "<extra></extra>"),
     ), secondary_y=False)
     fig.add_trace(go.Scatter(
         name=f"native TF, estimated for {gpu}", x=x, y=list(table["native_ms"]),

@@ -11,6 +11,7 @@ lacks a figure a chart needs is listed under that chart, never plotted at a made
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -39,16 +40,17 @@ READABLE_COLUMNS = ("trial", "status", "percent_converted", "engines", "latency_
 
 
 def trial_label(row: dict[str, Any]) -> str:
-    """A configuration's short name: "FP16 mss=3 dynamic/Optimal", plus denylist and limit."""
+    """A configuration's short name, in the words of the runs' names: "FP16 min 3
+    dynamic/Optimal", plus denylist and limit."""
     parts = [str(row.get("precision_mode", "?")),
-             f"mss={_int_text(row.get('minimum_segment_size'))}"]
+             f"min {_int_text(row.get('minimum_segment_size'))}"]
     if row.get("use_dynamic_shape") is True:
         strategy = row.get("dynamic_shape_profile_strategy")
         parts.append(f"dynamic/{strategy}" if _present(strategy) else "dynamic")
     if _present(row.get("denylist")) and str(row["denylist"]) not in ("", "[]"):
-        parts.append(f"deny={_text(row['denylist'])}")
+        parts.append(f"deny {_text(row['denylist'])}")
     if _number(row.get("max_engines")) not in (None, DEFAULT_MAX_ENGINES):
-        parts.append(f"max_engines={_int_text(row['max_engines'])}")
+        parts.append(f"max engines {_int_text(row['max_engines'])}")
     return " ".join(parts)
 
 
@@ -292,7 +294,7 @@ def _lines(rows: list[dict]) -> dict[str, list[dict]]:
     per precision when nothing else varies), named by its label without the threshold."""
     lines: dict[str, list[dict]] = {}
     for row in rows:
-        name = " ".join(p for p in trial_label(row).split(" ") if not p.startswith("mss="))
+        name = re.sub(r" min \S+", "", trial_label(row), count=1)
         lines.setdefault(name, []).append(row)
     return lines
 

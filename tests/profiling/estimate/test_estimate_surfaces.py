@@ -72,7 +72,7 @@ def test_tune_ranks_by_the_estimate_and_keeps_the_cpu_measurements(map_fn_sessio
     reason = estimated.recommended["reason"]
     assert reason.startswith("the fastest trial estimated for Tesla T4 whose outputs stay")
     assert "measured here: 1.50 ms at batch 1" in reason  # the CPU figure, as it was
-    assert "FP32 mss=1's 4 engines are estimated slower" in reason
+    assert "FP32 min 1's 4 engines are estimated slower" in reason
     assert "out of sample" in reason
     table = estimated.table
     assert list(table["latency_ms"]) == [1.0, 1.5]
