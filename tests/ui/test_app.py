@@ -195,6 +195,7 @@ def test_background_loading_then_ready(tmp_path: Path) -> None:
 
 
 def test_profiling_tab(app: Workbench) -> None:
+    assert "Nothing profiled on this model yet" in app.profile_tab.note.value
     during: list[bool] = []  # the tabs' actions and Open, off while the profile runs
     app.status.observe(lambda change: "Profiling" in change["new"] and during.extend(
         b.disabled for b in [*app.action_buttons, app.open_button]), names="value")
@@ -223,6 +224,10 @@ def test_validation_tab_measures_and_kept_runs_store_the_figures(app: Workbench)
     assert all(f"<td>{o.name}</td>" in outputs for o in check.validation.outputs)
     assert "<th>reason</th>" not in outputs  # every output passed: no empty column
     assert "latency" in app.figures and app.validation_tab.stale.value == ""
+    # The per-engine answer sits under the outputs, above the latency chart (in sight of its
+    # button), not past it.
+    shown = list(app.validation_tab.widget.children)
+    assert shown.index(app.validation_tab.per_engine_note) < shown.index(app.validation_tab.out)
     names = {trace.name for trace in app.figures["latency"].data}
     assert any(n.startswith("native TF: tensorflow on CPU") for n in names)
     assert any(n.startswith("converted: onnxruntime engines + tensorflow on CPU") for n in names)

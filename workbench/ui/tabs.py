@@ -270,9 +270,11 @@ class ValidationTab:
         options = widgets.HBox([self.batch_sizes, self.batches, self.atol, self.rtol,
                                 self.whole, self.button, self.per_engine_button],
                                layout=widgets.Layout(flex_flow="row wrap"))
-        self.widget = widgets.VBox([options, self.stale, self.note, self.outputs, self.out,
+        # Accuracy first (the outputs, then each engine's share), latency last: the per-engine
+        # answer shows under the buttons, not past the latency chart.
+        self.widget = widgets.VBox([options, self.stale, self.note, self.outputs,
                                     self.per_engine_stale, self.per_engine_note,
-                                    self.per_engine_out])
+                                    self.per_engine_out, self.out])
 
     def options(self) -> dict[str, Any]:
         """The check's arguments from the widgets; bad batch sizes are a WorkbenchError."""
@@ -372,13 +374,17 @@ class ProfileTab:
     """Per-layer timings of native TF and of the engines, side by side by TF node."""
 
     title = "Profiling"
+    # What the tab shows before the open model is profiled.
+    NOTHING_MEASURED = ("Nothing profiled on this model yet: 'Profile native TF and engines' "
+                        "times every layer of native TensorFlow and of the engines on one "
+                        "random batch, side by side by TF node.")
 
     def __init__(self, on_profile: Callable[[], None], target: TargetGpu | None = None) -> None:
         self.figures: dict[str, Any] = {}
         self.button = widgets.Button(description="Profile native TF and engines",
                                      icon="clock-o", layout=widgets.Layout(width="260px"))
         self.button.on_click(lambda _b: on_profile())
-        self.note, self.out = widgets.HTML(), widgets.Output()
+        self.note, self.out = widgets.HTML(note_html(self.NOTHING_MEASURED)), widgets.Output()
         self.table: pd.DataFrame | None = None
         # The engines estimated for the app's target GPU; trtexec's layers beside estimates.
         self.estimate = EngineEstimate(target, show_figure) if target is not None else None
@@ -393,7 +399,7 @@ class ProfileTab:
             return
         table = self.table = view.profile
         if table is None:  # another model: not profiled yet
-            self.note.value = ""
+            self.note.value = note_html(self.NOTHING_MEASURED)
             self.figures = {k: v for k, v in self.figures.items() if "estimate" in k}
             self.out.outputs = ()
             return
