@@ -64,6 +64,9 @@ class KernelWork:
     bytes: float
     precision: str  # one of PRECISIONS, of its first input
     outputs: float  # GEMM output elements (gemm kernels; 0 for others)
+    # The GEMM's N (a convolution's output channels, a matrix's columns): with M = outputs / N
+    # it shapes the tiles; 0 where unknown (a Myelin region), and the tiles are square.
+    columns: float = 0.0
     # A convolution cuDNN ran on row-major (NCHW) tensors, in measured corpora only: its
     # tensor-core kernels want channels adjacent, so cuDNN transforms the layout or picks
     # slower kernels. TensorRT chooses its formats and lists its reformats as layers, and
@@ -98,7 +101,8 @@ def kernel_work(kernel: Kernel) -> KernelWork:
         if groups > 1 and out_channels / groups <= DIRECT_MAX_CHANNELS:
             return KernelWork("direct", flops, moved, precision, 0.0)
         kind = "conv" if _CONV_TYPES.search(kernel.type) else "gemm"
-        return KernelWork(kind, flops, moved, precision, positions * out_channels)
+        return KernelWork(kind, flops, moved, precision, positions * out_channels,
+                          columns=out_channels)
     kind = "norm" if _NORM_TYPES.search(kernel.type) or _is_norm_plugin(kernel) else "memory"
     return KernelWork(kind, 0.0, moved, precision, 0.0)
 
@@ -137,7 +141,8 @@ def engine_work(kernels: Sequence[Kernel], node_work: Mapping[str, KernelWork],
             works.append(replace(own, kind=kind,
                                  bytes=own.bytes + weights,
                                  flops=sum(node_work[n].flops for n in gemm_nodes),
-                                 outputs=sum(node_work[n].outputs for n in gemm_nodes)))
+                                 outputs=sum(node_work[n].outputs for n in gemm_nodes),
+                                 columns=max(node_work[n].columns for n in gemm_nodes)))
         elif own.kind in ("free", "gemm", "conv", "direct") or not kernel.nodes:
             works.append(own)
         else:

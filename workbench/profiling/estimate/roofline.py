@@ -48,6 +48,8 @@ from workbench.profiling.estimate.kernels import (
 )
 
 TILE_EDGES = (128, 64, 32)
+CUDA_CORE_RATES = ("fp32", "direct")  # compute keys' rates the CUDA cores run
+CORES = {True: "cuda_cores", False: "tensor_cores"}
 _BORROWS = {"int8": "fp16", "fp32": "tf32", "direct": "fp32"}
 
 
@@ -89,24 +91,56 @@ def compute_key(work: KernelWork, gpu: GpuFacts) -> str:
     return rate
 
 
+def k_fill(coefficients: dict, key: str) -> float:
+    """The K steps a tile pays besides its own: the CUDA cores' (FP32 with TF32 off, direct
+    convolutions) or the tensor cores'."""
+    fill = coefficients.get("k_fill") or {}
+    return fill.get(CORES[key.rpartition("_")[2] in CUDA_CORE_RATES], 0.0)
+
+
 def peak_flops(key: str, gpu: GpuFacts) -> float:
     rate = key.rpartition("_")[2]
     return gpu.peak_tflops("fp32" if rate == "direct" else rate) * 1e12
 
 
-def roofline_ms(flops: Any, moved: Any, outputs: Any, peak_flops: Any, sms: Any,
-                bandwidth: Any, l2_bytes: Any, compute_eff: Any, memory_eff: Any,
-                l2_speedup: Any, launch_ms: Any, wave_ms: Any = 0.0) -> np.ndarray:
-    """The model's time, elementwise over arrays (one kernel each) or scalars: waves of
-    output tiles at a share of the peak against bytes at a share of the bandwidth."""
-    outputs = np.asarray(outputs, dtype=float)
-    tile = np.full_like(outputs, float(TILE_EDGES[-1] ** 2))
+def tiles(outputs: Any, columns: Any, sms: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """How a GEMM's M x N output is cut: (waves, tile rows, tile columns), elementwise.
+
+    A tile's columns are the smallest edge that holds N (N = 24 pays for 32 columns, 819 for
+    7 x 128), its rows the largest edge that still gives every SM a tile; the tiles run in
+    waves of one per SM. N unknown (0): square tiles over sqrt(M x N)."""
+    outputs = np.maximum(np.asarray(outputs, dtype=float), 1.0)
+    columns = np.asarray(columns, dtype=float)
+    n = np.where(columns > 0, columns, np.sqrt(outputs))
+    m = outputs / np.maximum(n, 1.0)
+    tile_columns = np.full_like(n, float(TILE_EDGES[0]))
+    for edge in TILE_EDGES[1:]:
+        tile_columns = np.where(n <= edge, float(edge), tile_columns)
+    tile_rows = np.full_like(m, float(TILE_EDGES[-1]))
     for edge in reversed(TILE_EDGES[:-1]):
-        tile = np.where(outputs >= sms * edge ** 2, float(edge ** 2), tile)
-    waves = np.ceil(np.ceil(outputs / tile) / sms)
-    tiled = waves * sms * tile * np.asarray(flops) / np.maximum(outputs, 1.0)
-    work = np.where(outputs > 0, tiled, flops)
-    compute_s = work / (peak_flops * compute_eff) + np.where(outputs > 0, waves, 0.0) \
+        enough = np.ceil(m / edge) * np.ceil(n / tile_columns) >= sms
+        tile_rows = np.where(enough, float(edge), tile_rows)
+    count = np.ceil(m / tile_rows) * np.ceil(n / tile_columns)
+    return np.ceil(count / sms), tile_rows, tile_columns
+
+
+def roofline_ms(flops: Any, moved: Any, outputs: Any, columns: Any, peak_flops: Any, sms: Any,
+                bandwidth: Any, l2_bytes: Any, compute_eff: Any, memory_eff: Any,
+                l2_speedup: Any, launch_ms: Any, wave_ms: Any = 0.0,
+                k_fill: Any = 0.0) -> np.ndarray:
+    """The model's time, elementwise over arrays (one kernel each) or scalars: waves of
+    output tiles at a share of the peak against bytes at a share of the bandwidth.
+
+    Each tile runs the GEMM's K (FLOPs / 2 M N) plus `k_fill` steps: its pipeline's fill
+    and its write-out, which a short K (a 1x1 convolution of few channels) pays as often
+    as a long one, in steps of its own main loop."""
+    outputs, flops = np.asarray(outputs, dtype=float), np.asarray(flops, dtype=float)
+    waves, rows, cols = tiles(outputs, columns, sms)
+    depth = flops / (2.0 * np.maximum(outputs, 1.0)) + k_fill
+    tiled = waves * sms * 2.0 * rows * cols * depth
+    tensor = outputs > 0
+    work = np.where(tensor, tiled, flops)
+    compute_s = work / (peak_flops * compute_eff) + np.where(tensor, waves, 0.0) \
         * wave_ms * 1e-3
     within = np.minimum(moved, l2_bytes)
     memory_s = (np.asarray(moved) - within + within / l2_speedup) / (bandwidth * memory_eff)
@@ -120,10 +154,11 @@ def kernel_time_ms(work: KernelWork, gpu: GpuFacts, coefficients: dict) -> float
     key = compute_key(work, gpu)
     return float(roofline_ms(
         work.flops, work.bytes, work.outputs if work.kind in TENSOR_CORE_KINDS else 0.0,
-        peak_flops(key, gpu), gpu.sms, gpu.memory_gb_s * 1e9, gpu.l2_mb * 2 ** 20,
+        work.columns, peak_flops(key, gpu), gpu.sms, gpu.memory_gb_s * 1e9, gpu.l2_mb * 2 ** 20,
         compute_efficiency(coefficients, gpu.generation, key),
         coefficients["memory_eff"][work.kind], coefficients["l2_speedup"],
-        coefficients["launch_ms"][work.kind], coefficients.get("wave_ms", 0.0)))
+        coefficients["launch_ms"][work.kind], coefficients.get("wave_ms", 0.0),
+        k_fill(coefficients, key)))
 
 
 def estimate_layers(layers: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
