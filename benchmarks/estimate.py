@@ -55,6 +55,7 @@ from workbench.profiling.estimate.kernels import (
     KernelWork,
     as_kernels,
     kernel_work,
+    narrow_channels,
 )
 from workbench.profiling.estimate.roofline import (
     CORES,
@@ -141,14 +142,16 @@ def fixture_sets() -> tuple[list[TimedSet], float, float]:
 
 def _torch_records(layers: list[dict]) -> list[KernelWork]:
     """Work of PyTorch's layers; a convolution on NCHW tensors (`Row major linear`) ran
-    cuDNN's NCHW path, apart from its NHWC kernels."""
+    cuDNN's NCHW path, apart from its NHWC kernels; one of few input channels (an image's 3)
+    ran on the CUDA cores in every precision."""
     works = []
     for kernel in as_kernels(layers):
         work = kernel_work(kernel)
         inputs = kernel.inputs
         nchw = work.kind == "conv" and bool(inputs) and len(inputs[0].shape) == 4 \
             and "row major linear" in inputs[0].format.lower()
-        works.append(replace(work, cudnn_nchw=nchw))
+        narrow = work.kind == "conv" and narrow_channels(kernel, work.columns)
+        works.append(replace(work, cudnn_nchw=nchw, narrow_channels=narrow))
     return works
 
 

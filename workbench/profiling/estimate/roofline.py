@@ -48,7 +48,7 @@ from workbench.profiling.estimate.kernels import (
 )
 
 TILE_EDGES = (128, 64, 32)
-CUDA_CORE_RATES = ("fp32", "direct")  # compute keys' rates the CUDA cores run
+CUDA_CORE_RATES = ("fp32", "direct", "simt")  # compute keys' rates the CUDA cores run
 CORES = {True: "cuda_cores", False: "tensor_cores"}
 _BORROWS = {"int8": "fp16", "fp32": "tf32", "direct": "fp32"}
 
@@ -83,8 +83,8 @@ def compute_efficiency(coefficients: dict, generation: str, key: str) -> float:
 def compute_key(work: KernelWork, gpu: GpuFacts) -> str:
     """Which compute efficiency a kernel uses: its class (GEMM, convolution or direct) and
     the datasheet peak it runs at."""
-    if work.kind == "direct":
-        return "direct"
+    if work.kind == "direct" or work.narrow_channels:
+        return "direct" if work.kind == "direct" else "simt"
     rate = rate_key(work.precision, gpu)
     if work.kind == "conv":
         return f"conv_nchw_{rate}" if work.cudnn_nchw else f"conv_{rate}"
@@ -100,7 +100,7 @@ def k_fill(coefficients: dict, key: str) -> float:
 
 def peak_flops(key: str, gpu: GpuFacts) -> float:
     rate = key.rpartition("_")[2]
-    return gpu.peak_tflops("fp32" if rate == "direct" else rate) * 1e12
+    return gpu.peak_tflops("fp32" if rate in CUDA_CORE_RATES else rate) * 1e12
 
 
 def tiles(outputs: Any, columns: Any, sms: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
