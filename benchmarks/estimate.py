@@ -267,7 +267,7 @@ def predict(data: Columns, coefficients: dict) -> np.ndarray:
     fill = np.array([coefficients["k_fill"][CORES[bool(c)]] for c in data.cuda_cores])
     return roofline_ms(data.flops, data.moved, data.outputs, data.n, data.peak, data.sms,
                        data.bandwidth, data.l2, compute, memory, coefficients["l2_speedup"],
-                       launch, coefficients["wave_ms"], fill)
+                       launch, coefficients["wave_ms"], fill, data.kind == KINDS.index("gemm"))
 
 
 def fit(sets: list[TimedSet], engine_launch_ms: float) -> dict:
@@ -299,6 +299,7 @@ def fit(sets: list[TimedSet], engine_launch_ms: float) -> dict:
                 "engine_launch_ms": engine_launch_ms}
 
     target = np.log(data.measured)
+    split = data.kind == KINDS.index("gemm")
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         rest = np.exp(theta[len(rates):])
@@ -306,7 +307,7 @@ def fit(sets: list[TimedSet], engine_launch_ms: float) -> dict:
         predicted = roofline_ms(data.flops, data.moved, data.outputs, data.n, data.peak,
                                 data.sms, data.bandwidth, data.l2, compute, rest[data.kind],
                                 rest[kinds], rest[kinds + 1:2 * kinds + 1][data.kind],
-                                rest[2 * kinds + 1], rest[-2:][data.cuda_cores])
+                                rest[2 * kinds + 1], rest[-2:][data.cuda_cores], split)
         return (np.log(predicted) - target) * data.weight
 
     start = np.log([0.5] * len(rates) + [0.7] * kinds + [1.5] + [0.003] * kinds + [5e-4]

@@ -48,6 +48,7 @@ from workbench.profiling.estimate.kernels import (
 )
 
 TILE_EDGES = (128, 64, 32)
+SPLIT_K_MIN = 256  # the shortest K slice a split GEMM gives an SM
 CUDA_CORE_RATES = ("fp32", "direct", "simt")  # compute keys' rates the CUDA cores run
 CORES = {True: "cuda_cores", False: "tensor_cores"}
 _BORROWS = {"int8": "fp16", "fp32": "tf32", "direct": "fp32"}
@@ -103,12 +104,16 @@ def peak_flops(key: str, gpu: GpuFacts) -> float:
     return gpu.peak_tflops("fp32" if rate in CUDA_CORE_RATES else rate) * 1e12
 
 
-def tiles(outputs: Any, columns: Any, sms: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """How a GEMM's M x N output is cut: (waves, tile rows, tile columns), elementwise.
+def tiles(outputs: Any, columns: Any, sms: Any, depth: Any, split: Any = False
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """How a GEMM's M x N output (K deep) is cut: (waves, tile rows, tile columns, K a tile
+    runs), elementwise.
 
     A tile's columns are the smallest edge that holds N (N = 24 pays for 32 columns, 819 for
     7 x 128), its rows the largest edge that still gives every SM a tile; the tiles run in
-    waves of one per SM. N unknown (0): square tiles over sqrt(M x N)."""
+    waves of one per SM. N unknown (0): square tiles over sqrt(M x N). Where `split` (a
+    matrix product: cuBLAS's split-K) and the tiles leave SMs idle, K is split over them, in
+    slices of at least SPLIT_K_MIN."""
     outputs = np.maximum(np.asarray(outputs, dtype=float), 1.0)
     columns = np.asarray(columns, dtype=float)
     n = np.where(columns > 0, columns, np.sqrt(outputs))
@@ -121,13 +126,16 @@ def tiles(outputs: Any, columns: Any, sms: Any) -> tuple[np.ndarray, np.ndarray,
         enough = np.ceil(m / edge) * np.ceil(n / tile_columns) >= sms
         tile_rows = np.where(enough, float(edge), tile_rows)
     count = np.ceil(m / tile_rows) * np.ceil(n / tile_columns)
-    return np.ceil(count / sms), tile_rows, tile_columns
+    depth = np.asarray(depth, dtype=float)
+    slices = np.clip(np.minimum(np.floor(sms / count), np.ceil(depth / SPLIT_K_MIN)), 1, None)
+    slices = np.where(split, slices, 1.0)
+    return np.ceil(count * slices / sms), tile_rows, tile_columns, depth / slices
 
 
 def roofline_ms(flops: Any, moved: Any, outputs: Any, columns: Any, peak_flops: Any, sms: Any,
                 bandwidth: Any, l2_bytes: Any, compute_eff: Any, memory_eff: Any,
                 l2_speedup: Any, launch_ms: Any, wave_ms: Any = 0.0,
-                k_fill: Any = 0.0) -> np.ndarray:
+                k_fill: Any = 0.0, split: Any = False) -> np.ndarray:
     """The model's time, elementwise over arrays (one kernel each) or scalars: waves of
     output tiles at a share of the peak against bytes at a share of the bandwidth.
 
@@ -135,9 +143,9 @@ def roofline_ms(flops: Any, moved: Any, outputs: Any, columns: Any, peak_flops: 
     and its write-out, which a short K (a 1x1 convolution of few channels) pays as often
     as a long one, in steps of its own main loop."""
     outputs, flops = np.asarray(outputs, dtype=float), np.asarray(flops, dtype=float)
-    waves, rows, cols = tiles(outputs, columns, sms)
-    depth = flops / (2.0 * np.maximum(outputs, 1.0)) + k_fill
-    tiled = waves * sms * 2.0 * rows * cols * depth
+    waves, rows, cols, depth = tiles(outputs, columns, sms,
+                                     flops / (2.0 * np.maximum(outputs, 1.0)), split)
+    tiled = waves * sms * 2.0 * rows * cols * (depth + k_fill)
     tensor = outputs > 0
     work = np.where(tensor, tiled, flops)
     compute_s = work / (peak_flops * compute_eff) + np.where(tensor, waves, 0.0) \
@@ -158,7 +166,7 @@ def kernel_time_ms(work: KernelWork, gpu: GpuFacts, coefficients: dict) -> float
         compute_efficiency(coefficients, gpu.generation, key),
         coefficients["memory_eff"][work.kind], coefficients["l2_speedup"],
         coefficients["launch_ms"][work.kind], coefficients.get("wave_ms", 0.0),
-        k_fill(coefficients, key)))
+        k_fill(coefficients, key), work.kind == "gemm"))
 
 
 def estimate_layers(layers: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
