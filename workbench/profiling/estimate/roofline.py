@@ -1,28 +1,32 @@
 """GPU latency of a TensorRT engine's kernels on a named GPU, estimated without that GPU.
 
-Each kernel's work (`kernels.kernel_work`: FLOPs, bytes, the output elements its tiles cover)
+Each kernel's work (`kernels.kernel_work`: FLOPs, bytes, the GEMM's M x N outputs and its N)
 becomes time on a GPU from that GPU's datasheet (`graph.gpu_facts`: SMs, peak rates, memory
 bandwidth, L2, tensor-core generation) and a few fitted shares of those peaks:
 
-    compute = waves x (one tile's FLOPs / (peak / SMs x compute_eff[generation][class])
-                       + wave_ms)
+    compute = waves x (2 x tile rows x tile columns x (K + k_fill[cores])
+                       / (peak / SMs x compute_eff[generation][class]) + wave_ms)
     memory  = (bytes beyond L2 + bytes within L2 / l2_speedup) / (bandwidth x memory_eff[kind])
     time    = launch[kind] + max(compute, memory)
 
 The class is a matrix product's precision (`tf32`), a convolution's (`conv_tf32`: an implicit
-GEMM that gathers its operands through the filter window), or `direct`. `wave_ms` is what a
-wave of tiles pays apart from its math: filling the pipeline with the first operands and
-writing the tiles out, which short products (attention's K of 64, small convolutions) pay
-as often as long ones.
+GEMM that gathers its operands through the filter window), or one of the CUDA cores' at the
+FP32 rate: `direct` (depthwise-like convolutions) and `simt` (convolutions of few input
+channels, an image's 3: they do not fill the tensor cores' vectors). Each tile runs the GEMM's
+K (FLOPs / 2 M N) plus `k_fill` steps of its main loop, its pipeline's fill and drain, which a
+short K (a 1x1 convolution of few channels) pays as often as a long one; each wave pays
+`wave_ms` besides, the tiles' write-out and the next wave's start.
 
-A GEMM's output is cut into square tiles (128, else 64, else 32 on a side: the largest that
-gives every SM one), and the tiles run in waves of one per SM: a GEMM of 133 tiles on 132 SMs
-takes two waves (the wave scaling of cross-GPU predictors such as Habitat). Direct
-(depthwise-like) convolutions run on the CUDA cores at the FP32 rate. Every efficiency is at
-most 1 of the datasheet peak; `l2_speedup` (L2 over DRAM bandwidth) is at least 1. The
-coefficients, fitted by `benchmarks/estimate.py --fit`, and what each stands for are in
-`coefficients.json` and docs/estimate.md; the label every estimate carries quotes the error
-measured on data the fit never saw.
+A GEMM's output is cut into tiles whose columns are the smallest edge of 32, 64 or 128 that
+holds N (N = 24 pays for 32 columns) and whose rows are the largest that still gives every
+SM a tile; the tiles run in waves of one per SM: a GEMM of 133 tiles on 132 SMs takes two
+waves (the wave scaling of cross-GPU predictors such as Habitat). A matrix product whose tiles
+leave SMs idle splits its K over them (cuBLAS's split-K); convolutions do not
+(cuDNN's leave them idle: RetinaNet's batch-1 heads). Every efficiency is at most 1 of the
+datasheet peak; `l2_speedup` (L2 over DRAM bandwidth) is at least 1. The coefficients, fitted
+by `benchmarks/estimate.py --fit`, and what each stands for are in `coefficients.json` and
+docs/estimate.md; the label every estimate carries quotes the error measured on data the fit
+never saw.
 """
 
 from __future__ import annotations
@@ -49,7 +53,10 @@ from workbench.profiling.estimate.kernels import (
 
 TILE_EDGES = (128, 64, 32)
 SPLIT_K_MIN = 256  # the shortest K slice a split GEMM gives an SM
-CUDA_CORE_RATES = ("fp32", "direct", "simt")  # compute keys' rates the CUDA cores run
+# Convolutions on the CUDA cores at the FP32 rate: depthwise-like (direct) and of few input
+# channels (simt); with FP32 (TF32 off), the compute keys the CUDA cores run.
+CUDA_CORE_CLASSES = ("direct", "simt")
+CUDA_CORE_RATES = ("fp32", *CUDA_CORE_CLASSES)
 CORES = {True: "cuda_cores", False: "tensor_cores"}
 _BORROWS = {"int8": "fp16", "fp32": "tf32", "direct": "fp32"}
 
@@ -65,13 +72,15 @@ def rate_key(precision: str, gpu: GpuFacts) -> str:
 def compute_efficiency(coefficients: dict, generation: str, key: str) -> float:
     """The share of the peak a generation's kernels of one class reach (`key`: a GEMM's
     precision, fp32, tf32, fp16 or int8; `conv_` and the precision for a convolution's implicit
-    GEMM; or direct: convolutions on the CUDA cores at the FP32 rate). A precision a
+    GEMM; direct or simt: convolutions on the CUDA cores at the FP32 rate). A precision a
     generation did not measure borrows FP16's (INT8: the datasheets double the rate) or
     TF32's (FP32); a class no kernel of that generation measured borrows another
-    generation's share of its own peak (Ampere's first), as cross-GPU predictors transfer."""
+    generation's share of its own peak (Ampere's first), as cross-GPU predictors transfer;
+    the CUDA cores' classes never borrow a tensor core's share."""
     table = coefficients["compute_eff"]
     kind, _, precision = key.rpartition("_")
-    precisions = [precision] + [p for p in (_BORROWS.get(precision), "fp16") if p]
+    fallback = None if precision in CUDA_CORE_CLASSES else "fp16"
+    precisions = [precision] + [p for p in (_BORROWS.get(precision), fallback) if p]
     generations = [generation, "ampere", *sorted(set(table) - {generation, "ampere"})]
     for cls in (kind, "conv") if kind == "conv_nchw" else (kind,):
         for shares in (table.get(name) or {} for name in generations):
