@@ -25,7 +25,9 @@ on one measurement.
 The fit: least squares on log(kernel time) over every timed kernel, each set weighted by one
 over the square root of its size (the corpus would drown the fixtures). Compute shares are per
 generation and class (a matrix product, a convolution, cuDNN's NCHW convolutions of the H100's
-FP32 data, a direct convolution) and precision, fitted only on kernels with FLOPs.
+FP32 data, a direct convolution, one of few input channels on the CUDA cores) and precision,
+fitted only on kernels with FLOPs; with them the K steps a tile pays besides its own
+(`k_fill`, tensor cores and CUDA cores) and a wave's cost (`wave_ms`).
 trtexec's per-layer profile synchronises around each layer, so its per-layer times exceed the
 real ones by a few microseconds; that overhead is measured on the fixtures with a model-level
 time and taken off.
