@@ -150,7 +150,9 @@ def engine_work(kernels: Sequence[Kernel], node_work: Mapping[str, KernelWork],
                                  bytes=own.bytes + weights,
                                  flops=sum(node_work[n].flops for n in gemm_nodes),
                                  outputs=sum(node_work[n].outputs for n in gemm_nodes),
-                                 columns=max(node_work[n].columns for n in gemm_nodes)))
+                                 columns=max(node_work[n].columns for n in gemm_nodes),
+                                 narrow_channels=any(node_work[n].narrow_channels
+                                                     for n in gemm_nodes)))
         elif own.kind in ("free", "gemm", "conv", "direct") or not kernel.nodes:
             works.append(own)
         else:
