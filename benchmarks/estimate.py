@@ -25,7 +25,9 @@ on one measurement.
 The fit: least squares on log(kernel time) over every timed kernel, each set weighted by one
 over the square root of its size (the corpus would drown the fixtures). Compute shares are per
 generation and class (a matrix product, a convolution, cuDNN's NCHW convolutions of the H100's
-FP32 data, a direct convolution) and precision, fitted only on kernels with FLOPs.
+FP32 data, a direct convolution, one of few input channels on the CUDA cores) and precision,
+fitted only on kernels with FLOPs; with them the K steps a tile pays besides its own
+(`k_fill`, tensor cores and CUDA cores) and a wave's cost (`wave_ms`).
 trtexec's per-layer profile synchronises around each layer, so its per-layer times exceed the
 real ones by a few microseconds; that overhead is measured on the fixtures with a model-level
 time and taken off.
@@ -55,8 +57,11 @@ from workbench.profiling.estimate.kernels import (
     KernelWork,
     as_kernels,
     kernel_work,
+    narrow_channels,
 )
 from workbench.profiling.estimate.roofline import (
+    CORES,
+    CUDA_CORE_RATES,
     compute_efficiency,
     compute_key,
     peak_flops,
@@ -139,14 +144,16 @@ def fixture_sets() -> tuple[list[TimedSet], float, float]:
 
 def _torch_records(layers: list[dict]) -> list[KernelWork]:
     """Work of PyTorch's layers; a convolution on NCHW tensors (`Row major linear`) ran
-    cuDNN's NCHW path, apart from its NHWC kernels."""
+    cuDNN's NCHW path, apart from its NHWC kernels; one of few input channels (an image's 3)
+    ran on the CUDA cores in every precision."""
     works = []
     for kernel in as_kernels(layers):
         work = kernel_work(kernel)
         inputs = kernel.inputs
         nchw = work.kind == "conv" and bool(inputs) and len(inputs[0].shape) == 4 \
             and "row major linear" in inputs[0].format.lower()
-        works.append(replace(work, cudnn_nchw=nchw))
+        narrow = work.kind == "conv" and narrow_channels(kernel, work.columns)
+        works.append(replace(work, cudnn_nchw=nchw, narrow_channels=narrow))
     return works
 
 
@@ -219,6 +226,8 @@ class Columns:
     flops: np.ndarray
     moved: np.ndarray
     outputs: np.ndarray
+    n: np.ndarray  # the GEMM's N (0: unknown)
+    cuda_cores: np.ndarray  # 1 where the kernel runs on the CUDA cores, else 0
     peak: np.ndarray
     sms: np.ndarray
     bandwidth: np.ndarray
@@ -239,6 +248,8 @@ def columns(sets: list[TimedSet], fitted_only: bool = False) -> Columns:
         moved=np.array([w.bytes for _, w, *_ in rows]),
         outputs=np.array([w.outputs if w.kind in TENSOR_CORE_KINDS else 0.0
                           for _, w, *_ in rows]),
+        n=np.array([w.columns for _, w, *_ in rows]),
+        cuda_cores=np.array([k.rpartition("_")[2] in CUDA_CORE_RATES for k in keys], dtype=int),
         peak=np.array([peak_flops(k, s.gpu) for (s, *_), k in zip(rows, keys, strict=True)]),
         sms=np.array([float(s.gpu.sms) for s, *_ in rows]),
         bandwidth=np.array([s.gpu.memory_gb_s * 1e9 for s, *_ in rows]),
@@ -255,9 +266,10 @@ def predict(data: Columns, coefficients: dict) -> np.ndarray:
                         for g, k in data.rate])
     memory = np.array([coefficients["memory_eff"][KINDS[i]] for i in data.kind])
     launch = np.array([coefficients["launch_ms"][KINDS[i]] for i in data.kind])
-    return roofline_ms(data.flops, data.moved, data.outputs, data.peak, data.sms,
+    fill = np.array([coefficients["k_fill"][CORES[bool(c)]] for c in data.cuda_cores])
+    return roofline_ms(data.flops, data.moved, data.outputs, data.n, data.peak, data.sms,
                        data.bandwidth, data.l2, compute, memory, coefficients["l2_speedup"],
-                       launch, coefficients["wave_ms"])
+                       launch, coefficients["wave_ms"], fill, data.kind == KINDS.index("gemm"))
 
 
 def fit(sets: list[TimedSet], engine_launch_ms: float) -> dict:
@@ -284,23 +296,28 @@ def fit(sets: list[TimedSet], engine_launch_ms: float) -> dict:
                 "l2_speedup": float(rest[kinds]),
                 "launch_ms": {"free": 0.0, **{k: float(v) for k, v in zip(
                     KINDS, rest[kinds + 1:2 * kinds + 1], strict=True)}},
-                "wave_ms": float(rest[-1]),
+                "wave_ms": float(rest[2 * kinds + 1]),
+                "k_fill": {CORES[False]: float(rest[-2]), CORES[True]: float(rest[-1])},
                 "engine_launch_ms": engine_launch_ms}
 
     target = np.log(data.measured)
+    split = data.kind == KINDS.index("gemm")
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         rest = np.exp(theta[len(rates):])
         compute = np.exp(theta[:len(rates)])[rate_index]
-        predicted = roofline_ms(data.flops, data.moved, data.outputs, data.peak, data.sms,
-                                data.bandwidth, data.l2, compute, rest[data.kind],
+        predicted = roofline_ms(data.flops, data.moved, data.outputs, data.n, data.peak,
+                                data.sms, data.bandwidth, data.l2, compute, rest[data.kind],
                                 rest[kinds], rest[kinds + 1:2 * kinds + 1][data.kind],
-                                rest[-1])
+                                rest[2 * kinds + 1], rest[-2:][data.cuda_cores], split)
         return (np.log(predicted) - target) * data.weight
 
-    start = np.log([0.5] * len(rates) + [0.7] * kinds + [1.5] + [0.003] * kinds + [5e-4])
-    low = np.log([0.01] * len(rates) + [0.05] * kinds + [1.0] + [3e-4] * kinds + [1e-6])
-    high = np.log([1.0] * len(rates) + [1.0] * kinds + [4.0] + [0.03] * kinds + [0.01])
+    start = np.log([0.5] * len(rates) + [0.7] * kinds + [1.5] + [0.003] * kinds + [5e-4]
+                   + [16.0, 16.0])
+    low = np.log([0.01] * len(rates) + [0.05] * kinds + [1.0] + [3e-4] * kinds + [1e-6]
+                 + [0.1, 0.1])
+    high = np.log([1.0] * len(rates) + [1.0] * kinds + [4.0] + [0.03] * kinds + [0.01]
+                  + [4096.0, 4096.0])
     theta = least_squares(residuals, start, bounds=(low, high), x_scale="jac").x
     coefficients = unpack(theta)
     present = {KINDS[i] for i in set(data.kind.tolist())}

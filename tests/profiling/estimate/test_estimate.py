@@ -63,6 +63,33 @@ def test_a_convolutions_work_comes_from_its_shapes_and_weights():
                                             + 64))
 
 
+def test_a_first_layer_of_three_channels_runs_on_the_cuda_cores_but_in_fp16():
+    """TensorRT's FP32 stem is a CUDA-core kernel (`scudnn`), its FP16 one pads the channels
+    for the tensor cores (`first_layer_hmma`); a layer of 64 channels is a tensor-core one."""
+    from workbench.profiling.estimate.roofline import compute_key
+
+    rtx3090 = gpu_facts("RTX 3090")
+    keys = {}
+    for precision in ("fp16", "fp32"):
+        convolutions = [kernel for kernel in _layers(f"keras-resnet50-rtx3090-{precision}")
+                        if kernel.type == "CaskConvolution"]
+        keys[precision] = [compute_key(kernel_work(k), rtx3090) for k in convolutions[:2]]
+    assert keys == {"fp16": ["conv_fp16", "conv_fp16"], "fp32": ["simt", "conv_tf32"]}
+
+
+def test_tiles_fit_the_gemms_columns_and_an_idle_gpu_splits_a_long_k():
+    from workbench.profiling.estimate.roofline import tiles
+
+    # N = 24 pays for 32 columns; RetinaNet's 819 classes for 7 x 128.
+    assert tiles(1024 * 24, 24, 132, 64)[2] == 32
+    waves, rows, columns, depth = tiles(4096 * 819, 819, 132, 2304)
+    assert (columns, rows, waves) == (128, 128, 2) and depth == 2304  # 7 x 32 tiles
+    # BERT's FFN output at batch 1 (M 128, N 768, K 3072): 24 tiles on 132 SMs. A matrix
+    # product splits K five ways; a convolution leaves the SMs idle.
+    assert tiles(128 * 768, 768, 132, 3072, split=True)[3] == pytest.approx(3072 / 5)
+    assert tiles(128 * 768, 768, 132, 3072)[3] == 3072
+
+
 @pytest.mark.parametrize("name", ["keras-resnet50-rtx3090-fp16", "keras-resnet50-rtx3090-fp32",
                                   "keras-resnet50-rtx3090-qat", "torch-resnet18-a100-fp16",
                                   "torch-resnet18-a100-fp32"])
@@ -128,10 +155,10 @@ def test_a_gemm_one_tile_past_a_full_wave_takes_a_second_wave():
     tile = 128 * 128  # 132 such tiles fill the H200's 132 SMs once
     flops_per_output = 2 * 4096  # K = 4096: compute-bound
 
-    def ms(tiles: int) -> float:
+    def ms(tiles: int) -> float:  # N = 128: one column of 128 x 128 tiles
         outputs = tiles * tile
         return kernel_time_ms(KernelWork("gemm", outputs * flops_per_output, 1e3, "fp16",
-                                         outputs), h200, coefficients)
+                                         outputs, columns=128), h200, coefficients)
 
     one_wave, launch = ms(132), coefficients["launch_ms"]["gemm"]
     assert ms(133) - launch == pytest.approx(2 * (one_wave - launch))

@@ -32,6 +32,7 @@ TENSOR_CORE_KINDS = ("gemm", "conv")
 # fp32_strict (TF32 off) only in measured corpora.
 PRECISIONS = ("fp32", "fp32_strict", "fp16", "int8")
 DIRECT_MAX_CHANNELS = 8  # output channels a group at most for a convolution to run direct
+VECTOR_CHANNELS = 8  # FP16 channels in the tensor cores' 16-byte vectors
 
 
 # Layer types of the inspector (CaskConvolution, CaskGemmConvolution...) and of TensorRT-RTX's
@@ -64,6 +65,15 @@ class KernelWork:
     bytes: float
     precision: str  # one of PRECISIONS, of its first input
     outputs: float  # GEMM output elements (gemm kernels; 0 for others)
+    # The GEMM's N (a convolution's output channels, a matrix's columns): with M = outputs / N
+    # it shapes the tiles; 0 where unknown (a Myelin region), and the tiles are square.
+    columns: float = 0.0
+    # A convolution whose input channels (a group's) do not fill the tensor cores' 16-byte
+    # vectors (not a multiple of 8: an image's 3 channels) runs on the CUDA cores: TensorRT's
+    # FP32 and INT8 first layers (`scudnn`, `int8x4 icudnn` kernels), and cuDNN's in every
+    # precision (set by the corpus's reader). TensorRT's FP16 first layer pads the channels
+    # to 4 for the tensor cores (`first_layer_hmma`): not set for it.
+    narrow_channels: bool = False
     # A convolution cuDNN ran on row-major (NCHW) tensors, in measured corpora only: its
     # tensor-core kernels want channels adjacent, so cuDNN transforms the layout or picks
     # slower kernels. TensorRT chooses its formats and lists its reformats as layers, and
@@ -98,7 +108,9 @@ def kernel_work(kernel: Kernel) -> KernelWork:
         if groups > 1 and out_channels / groups <= DIRECT_MAX_CHANNELS:
             return KernelWork("direct", flops, moved, precision, 0.0)
         kind = "conv" if _CONV_TYPES.search(kernel.type) else "gemm"
-        return KernelWork(kind, flops, moved, precision, positions * out_channels)
+        return KernelWork(kind, flops, moved, precision, positions * out_channels,
+                          columns=out_channels, narrow_channels=precision != "fp16"
+                          and kind == "conv" and narrow_channels(kernel, out_channels))
     kind = "norm" if _NORM_TYPES.search(kernel.type) or _is_norm_plugin(kernel) else "memory"
     return KernelWork(kind, 0.0, moved, precision, 0.0)
 
@@ -137,7 +149,10 @@ def engine_work(kernels: Sequence[Kernel], node_work: Mapping[str, KernelWork],
             works.append(replace(own, kind=kind,
                                  bytes=own.bytes + weights,
                                  flops=sum(node_work[n].flops for n in gemm_nodes),
-                                 outputs=sum(node_work[n].outputs for n in gemm_nodes)))
+                                 outputs=sum(node_work[n].outputs for n in gemm_nodes),
+                                 columns=max(node_work[n].columns for n in gemm_nodes),
+                                 narrow_channels=any(node_work[n].narrow_channels
+                                                     for n in gemm_nodes)))
         elif own.kind in ("free", "gemm", "conv", "direct") or not kernel.nodes:
             works.append(own)
         else:
@@ -195,6 +210,17 @@ def _gemm_flops(kernel: Kernel) -> tuple[float, int, int]:
     inner = int(kernel.inputs[0].shape[-1]) if kernel.inputs and kernel.inputs[0].shape else 1
     columns = int(out[-1]) if out else 1
     return 2.0 * out_elements * inner, out_elements // max(columns, 1), columns
+
+
+def narrow_channels(kernel: Kernel, out_channels: float) -> bool:
+    """Whether a convolution's input channels a group (from its 4-D weights: (out, in, kh,
+    kw) as TensorRT lists them, (kh, kw, in, out) as TensorFlow holds them) are not a
+    multiple of 8; False where unknown."""
+    weights = _weights(kernel)
+    shape = weights.shape if weights is not None else ()
+    if len(shape) != 4 or out_channels not in (shape[0], shape[3]):
+        return False
+    return int(shape[1] if shape[0] == out_channels else shape[2]) % VECTOR_CHANNELS > 0
 
 
 def _myelin_flops(kernel: Kernel) -> float:

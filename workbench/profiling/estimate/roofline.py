@@ -1,28 +1,32 @@
 """GPU latency of a TensorRT engine's kernels on a named GPU, estimated without that GPU.
 
-Each kernel's work (`kernels.kernel_work`: FLOPs, bytes, the output elements its tiles cover)
+Each kernel's work (`kernels.kernel_work`: FLOPs, bytes, the GEMM's M x N outputs and its N)
 becomes time on a GPU from that GPU's datasheet (`graph.gpu_facts`: SMs, peak rates, memory
 bandwidth, L2, tensor-core generation) and a few fitted shares of those peaks:
 
-    compute = waves x (one tile's FLOPs / (peak / SMs x compute_eff[generation][class])
-                       + wave_ms)
+    compute = waves x (2 x tile rows x tile columns x (K + k_fill[cores])
+                       / (peak / SMs x compute_eff[generation][class]) + wave_ms)
     memory  = (bytes beyond L2 + bytes within L2 / l2_speedup) / (bandwidth x memory_eff[kind])
     time    = launch[kind] + max(compute, memory)
 
 The class is a matrix product's precision (`tf32`), a convolution's (`conv_tf32`: an implicit
-GEMM that gathers its operands through the filter window), or `direct`. `wave_ms` is what a
-wave of tiles pays apart from its math: filling the pipeline with the first operands and
-writing the tiles out, which short products (attention's K of 64, small convolutions) pay
-as often as long ones.
+GEMM that gathers its operands through the filter window), or one of the CUDA cores' at the
+FP32 rate: `direct` (depthwise-like convolutions) and `simt` (convolutions of few input
+channels, an image's 3: they do not fill the tensor cores' vectors). Each tile runs the GEMM's
+K (FLOPs / 2 M N) plus `k_fill` steps of its main loop, its pipeline's fill and drain, which a
+short K (a 1x1 convolution of few channels) pays as often as a long one; each wave pays
+`wave_ms` besides, the tiles' write-out and the next wave's start.
 
-A GEMM's output is cut into square tiles (128, else 64, else 32 on a side: the largest that
-gives every SM one), and the tiles run in waves of one per SM: a GEMM of 133 tiles on 132 SMs
-takes two waves (the wave scaling of cross-GPU predictors such as Habitat). Direct
-(depthwise-like) convolutions run on the CUDA cores at the FP32 rate. Every efficiency is at
-most 1 of the datasheet peak; `l2_speedup` (L2 over DRAM bandwidth) is at least 1. The
-coefficients, fitted by `benchmarks/estimate.py --fit`, and what each stands for are in
-`coefficients.json` and docs/estimate.md; the label every estimate carries quotes the error
-measured on data the fit never saw.
+A GEMM's output is cut into tiles whose columns are the smallest edge of 32, 64 or 128 that
+holds N (N = 24 pays for 32 columns) and whose rows are the largest that still gives every
+SM a tile; the tiles run in waves of one per SM: a GEMM of 133 tiles on 132 SMs takes two
+waves (the wave scaling of cross-GPU predictors such as Habitat). A matrix product whose tiles
+leave SMs idle splits its K over them (cuBLAS's split-K); convolutions do not
+(cuDNN's leave them idle: RetinaNet's batch-1 heads). Every efficiency is at most 1 of the
+datasheet peak; `l2_speedup` (L2 over DRAM bandwidth) is at least 1. The coefficients, fitted
+by `benchmarks/estimate.py --fit`, and what each stands for are in `coefficients.json` and
+docs/estimate.md; the label every estimate carries quotes the error measured on data the fit
+never saw.
 """
 
 from __future__ import annotations
@@ -48,6 +52,12 @@ from workbench.profiling.estimate.kernels import (
 )
 
 TILE_EDGES = (128, 64, 32)
+SPLIT_K_MIN = 256  # the shortest K slice a split GEMM gives an SM
+# Convolutions on the CUDA cores at the FP32 rate: depthwise-like (direct) and of few input
+# channels (simt); with FP32 (TF32 off), the compute keys the CUDA cores run.
+CUDA_CORE_CLASSES = ("direct", "simt")
+CUDA_CORE_RATES = ("fp32", *CUDA_CORE_CLASSES)
+CORES = {True: "cuda_cores", False: "tensor_cores"}
 _BORROWS = {"int8": "fp16", "fp32": "tf32", "direct": "fp32"}
 
 
@@ -62,13 +72,15 @@ def rate_key(precision: str, gpu: GpuFacts) -> str:
 def compute_efficiency(coefficients: dict, generation: str, key: str) -> float:
     """The share of the peak a generation's kernels of one class reach (`key`: a GEMM's
     precision, fp32, tf32, fp16 or int8; `conv_` and the precision for a convolution's implicit
-    GEMM; or direct: convolutions on the CUDA cores at the FP32 rate). A precision a
+    GEMM; direct or simt: convolutions on the CUDA cores at the FP32 rate). A precision a
     generation did not measure borrows FP16's (INT8: the datasheets double the rate) or
     TF32's (FP32); a class no kernel of that generation measured borrows another
-    generation's share of its own peak (Ampere's first), as cross-GPU predictors transfer."""
+    generation's share of its own peak (Ampere's first), as cross-GPU predictors transfer;
+    the CUDA cores' classes never borrow a tensor core's share."""
     table = coefficients["compute_eff"]
     kind, _, precision = key.rpartition("_")
-    precisions = [precision] + [p for p in (_BORROWS.get(precision), "fp16") if p]
+    fallback = None if precision in CUDA_CORE_CLASSES else "fp16"
+    precisions = [precision] + [p for p in (_BORROWS.get(precision), fallback) if p]
     generations = [generation, "ampere", *sorted(set(table) - {generation, "ampere"})]
     for cls in (kind, "conv") if kind == "conv_nchw" else (kind,):
         for shares in (table.get(name) or {} for name in generations):
@@ -81,32 +93,71 @@ def compute_efficiency(coefficients: dict, generation: str, key: str) -> float:
 def compute_key(work: KernelWork, gpu: GpuFacts) -> str:
     """Which compute efficiency a kernel uses: its class (GEMM, convolution or direct) and
     the datasheet peak it runs at."""
-    if work.kind == "direct":
-        return "direct"
+    if work.kind == "direct" or work.narrow_channels:
+        return "direct" if work.kind == "direct" else "simt"
     rate = rate_key(work.precision, gpu)
     if work.kind == "conv":
         return f"conv_nchw_{rate}" if work.cudnn_nchw else f"conv_{rate}"
     return rate
 
 
+def k_fill(coefficients: dict, key: str) -> float:
+    """The K steps a tile pays besides its own: the CUDA cores' (FP32 with TF32 off, direct
+    convolutions) or the tensor cores'."""
+    fill = coefficients.get("k_fill") or {}
+    return fill.get(CORES[key.rpartition("_")[2] in CUDA_CORE_RATES], 0.0)
+
+
 def peak_flops(key: str, gpu: GpuFacts) -> float:
     rate = key.rpartition("_")[2]
-    return gpu.peak_tflops("fp32" if rate == "direct" else rate) * 1e12
+    return gpu.peak_tflops("fp32" if rate in CUDA_CORE_RATES else rate) * 1e12
 
 
-def roofline_ms(flops: Any, moved: Any, outputs: Any, peak_flops: Any, sms: Any,
-                bandwidth: Any, l2_bytes: Any, compute_eff: Any, memory_eff: Any,
-                l2_speedup: Any, launch_ms: Any, wave_ms: Any = 0.0) -> np.ndarray:
-    """The model's time, elementwise over arrays (one kernel each) or scalars: waves of
-    output tiles at a share of the peak against bytes at a share of the bandwidth."""
-    outputs = np.asarray(outputs, dtype=float)
-    tile = np.full_like(outputs, float(TILE_EDGES[-1] ** 2))
+def tiles(outputs: Any, columns: Any, sms: Any, depth: Any, split: Any = False
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """How a GEMM's M x N output (K deep) is cut: (waves, tile rows, tile columns, K a tile
+    runs), elementwise.
+
+    A tile's columns are the smallest edge that holds N (N = 24 pays for 32 columns, 819 for
+    7 x 128), its rows the largest edge that still gives every SM a tile; the tiles run in
+    waves of one per SM. N unknown (0): square tiles over sqrt(M x N). Where `split` (a
+    matrix product: cuBLAS's split-K) and the tiles leave SMs idle, K is split over them, in
+    slices of at least SPLIT_K_MIN."""
+    outputs = np.maximum(np.asarray(outputs, dtype=float), 1.0)
+    columns = np.asarray(columns, dtype=float)
+    n = np.where(columns > 0, columns, np.sqrt(outputs))
+    m = outputs / np.maximum(n, 1.0)
+    tile_columns = np.full_like(n, float(TILE_EDGES[0]))
+    for edge in TILE_EDGES[1:]:
+        tile_columns = np.where(n <= edge, float(edge), tile_columns)
+    tile_rows = np.full_like(m, float(TILE_EDGES[-1]))
     for edge in reversed(TILE_EDGES[:-1]):
-        tile = np.where(outputs >= sms * edge ** 2, float(edge ** 2), tile)
-    waves = np.ceil(np.ceil(outputs / tile) / sms)
-    tiled = waves * sms * tile * np.asarray(flops) / np.maximum(outputs, 1.0)
-    work = np.where(outputs > 0, tiled, flops)
-    compute_s = work / (peak_flops * compute_eff) + np.where(outputs > 0, waves, 0.0) \
+        enough = np.ceil(m / edge) * np.ceil(n / tile_columns) >= sms
+        tile_rows = np.where(enough, float(edge), tile_rows)
+    count = np.ceil(m / tile_rows) * np.ceil(n / tile_columns)
+    depth = np.asarray(depth, dtype=float)
+    slices = np.clip(np.minimum(np.floor(sms / count), np.ceil(depth / SPLIT_K_MIN)), 1, None)
+    slices = np.where(split, slices, 1.0)
+    return np.ceil(count * slices / sms), tile_rows, tile_columns, depth / slices
+
+
+def roofline_ms(flops: Any, moved: Any, outputs: Any, columns: Any, peak_flops: Any, sms: Any,
+                bandwidth: Any, l2_bytes: Any, compute_eff: Any, memory_eff: Any,
+                l2_speedup: Any, launch_ms: Any, wave_ms: Any = 0.0,
+                k_fill: Any = 0.0, split: Any = False) -> np.ndarray:
+    """The model's time, elementwise over arrays (one kernel each) or scalars: waves of
+    output tiles at a share of the peak against bytes at a share of the bandwidth.
+
+    Each tile runs the GEMM's K (FLOPs / 2 M N) plus `k_fill` steps: its pipeline's fill
+    and its write-out, which a short K (a 1x1 convolution of few channels) pays as often
+    as a long one, in steps of its own main loop."""
+    outputs, flops = np.asarray(outputs, dtype=float), np.asarray(flops, dtype=float)
+    waves, rows, cols, depth = tiles(outputs, columns, sms,
+                                     flops / (2.0 * np.maximum(outputs, 1.0)), split)
+    tiled = waves * sms * 2.0 * rows * cols * (depth + k_fill)
+    tensor = outputs > 0
+    work = np.where(tensor, tiled, flops)
+    compute_s = work / (peak_flops * compute_eff) + np.where(tensor, waves, 0.0) \
         * wave_ms * 1e-3
     within = np.minimum(moved, l2_bytes)
     memory_s = (np.asarray(moved) - within + within / l2_speedup) / (bandwidth * memory_eff)
@@ -120,10 +171,11 @@ def kernel_time_ms(work: KernelWork, gpu: GpuFacts, coefficients: dict) -> float
     key = compute_key(work, gpu)
     return float(roofline_ms(
         work.flops, work.bytes, work.outputs if work.kind in TENSOR_CORE_KINDS else 0.0,
-        peak_flops(key, gpu), gpu.sms, gpu.memory_gb_s * 1e9, gpu.l2_mb * 2 ** 20,
+        work.columns, peak_flops(key, gpu), gpu.sms, gpu.memory_gb_s * 1e9, gpu.l2_mb * 2 ** 20,
         compute_efficiency(coefficients, gpu.generation, key),
         coefficients["memory_eff"][work.kind], coefficients["l2_speedup"],
-        coefficients["launch_ms"][work.kind], coefficients.get("wave_ms", 0.0)))
+        coefficients["launch_ms"][work.kind], coefficients.get("wave_ms", 0.0),
+        k_fill(coefficients, key), work.kind == "gemm"))
 
 
 def estimate_layers(layers: EngineAnatomy | Iterable[Kernel | Mapping[str, Any]],
