@@ -42,7 +42,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[GridPoint]:
     values = {key: _values(key, raw) for key, raw in dict(grid or {}).items()}
     unknown = sorted(set(values) - set(GRID_KEYS))
     if unknown:
-        raise TuneError(f"unknown {counted(len(unknown), 'grid key')} "
+        raise TuneError(f"{counted(len(unknown), 'unknown grid key')} "
                         f"({', '.join(map(repr, unknown))}): use "
                         f"{', '.join(GRID_KEYS)}")
     keys = [k for k in GRID_KEYS if k in values]

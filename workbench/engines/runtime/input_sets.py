@@ -62,7 +62,7 @@ def call_arguments(names: Sequence[str], dtypes: Sequence[str], args: Sequence[A
     given = dict(zip(names, args, strict=False))
     unknown = sorted(set(kwargs) - set(names))
     if unknown:
-        raise WorkbenchError(f"unknown {counted(len(unknown), 'input')} ({', '.join(unknown)}); "
+        raise WorkbenchError(f"{counted(len(unknown), 'unknown input')} ({', '.join(unknown)}); "
                              "the model takes "
                              f"{', '.join(names)}")
     given.update(kwargs)
