@@ -112,13 +112,36 @@ def leading_axes(x):
     return {"y": tf.where(keep, scores, 7.0), "z": scores * (first * 2.0)[None, None, ...]}
 
 
+def broadcast_cast(x):
+    """keras-hub's causal mask: a constant bool broadcast to the batch, then cast."""
+    keep = tf.constant(np.arange(8) % 3 != 0)[None, :]
+    return {"y": tf.cast(tf.broadcast_to(keep, tf.shape(x)), tf.float32) * x}
+
+
+def broadcast_select(x):
+    """BroadcastTo into ops that do not broadcast: a float row, x's first column (its awkward
+    values repeated), an int32 row."""
+    row = tf.constant(np.arange(8, dtype=np.float32)[None, :])
+    ints = tf.broadcast_to(tf.range(8)[None, :], tf.shape(x))
+    return {"y": tf.broadcast_to(row, tf.shape(x)), "w": tf.broadcast_to(x[:, :1], tf.shape(x)),
+            "z": tf.transpose(ints)}
+
+
+def bool_to_number(x):
+    return {"y": tf.cast(x > 0.0, tf.float32) * x, "z": tf.cast(x < 1.0, tf.int32) * 3,
+            "w": tf.cast(x >= 2.0, tf.float16) + tf.constant(1.0, tf.float16)}
+
+
 # name -> (pattern model, pattern op, params under which the replacement converts)
 CASES = {
     "erfc_as_erf": (gelu, "Erfc", IMPLICIT),
+    "cast_before_broadcast": (broadcast_cast, "Cast", DYNAMIC),
     "broadcast_to_dropped": (broadcast, "BroadcastTo", DYNAMIC),
+    "broadcast_to_as_select": (broadcast_select, "BroadcastTo", DYNAMIC),
     "cast_chain_fused": (cast_chain, "Cast", IMPLICIT),
     "bool_expand_dims_before_cast": (bool_expand_dims, "ExpandDims", DYNAMIC),
     "cast_to_bool_as_comparison": (bool_cast, "Cast", DYNAMIC),
+    "cast_from_bool_as_select": (bool_to_number, "Cast", DYNAMIC),
     "bool_fill_as_comparison": (bool_fill, "Fill", DYNAMIC),
     "band_part_as_select": (bands, "MatrixBandPart", DYNAMIC),
     "leading_axes_dropped": (leading_axes, "StridedSlice", DYNAMIC),
@@ -190,6 +213,31 @@ def test_broadcast_kept_for_an_unknown_dimension():
         return {"y": x * tf.transpose(wide)}
 
     assert rewrite_model(model(unknown), ["broadcast_to_dropped"]).counts == {}
+
+
+def test_broadcast_select_kept_where_tftrt_would_not_convert_it():
+    """A bool BroadcastTo (TF-TRT selects no bools), and one of a static shape (its all-true
+    condition would be folded into a constant, which TF-TRT refuses as a condition)."""
+    def unconvertible(x):
+        return {"y": tf.where(tf.broadcast_to(x[:, :1] > 0.0, tf.shape(x)), x, 1.0),
+                "z": tf.transpose(tf.broadcast_to(x[:1, :1], (3, 2)))}
+
+    assert rewrite_model(model(unconvertible), ["broadcast_to_as_select"]).counts == {}
+
+
+def test_cast_stays_after_a_broadcast_with_other_uses():
+    def shared(x):
+        wide = tf.broadcast_to(tf.constant([[True, False]]), tf.shape(x))
+        return {"y": tf.cast(wide, tf.float32) * x, "z": tf.logical_and(wide, x > 0.0)}
+
+    assert rewrite_model(model(shared, shape=(None, 2)), ["cast_before_broadcast"]).counts == {}
+
+
+def test_cast_from_bool_kept_for_types_tftrt_does_not_select():
+    def wide_types(x):
+        return {"y": tf.cast(x > 0.0, tf.int64), "z": tf.cast(x > 0.0, tf.float64)}
+
+    assert rewrite_model(model(wide_types), ["cast_from_bool_as_select"]).counts == {}
 
 
 def test_lossy_cast_chain_kept():
@@ -264,6 +312,26 @@ def test_a_broken_band_fails_the_check(monkeypatch):
     monkeypatch.setattr(band, "band_matrix", lambda m, n, lower, upper: right(m, n, upper, lower))
     with pytest.raises(AssertionError):
         test_rewrite_equals_native("band_part_as_select")
+
+
+@pytest.mark.parametrize("name, broken", [
+    ("cast_from_bool_as_select", lambda inputs: inputs[:1] + inputs[2:0:-1]),  # 0 and 1 swapped
+    ("broadcast_to_as_select", lambda inputs: inputs[1:2]),  # x itself, not broadcast
+])
+def test_a_broken_select_fails_the_check(monkeypatch, name, broken):
+    from workbench.conversion.rewrites import graph_edit as rewrite_module
+
+    retype = rewrite_module.GraphEdit.retype
+
+    def wrong(self, node_def, op, inputs, **types):
+        if op == "SelectV2":
+            op, inputs = ("SelectV2", broken(inputs)) if len(broken(inputs)) == 3 else \
+                ("Identity", broken(inputs))
+        retype(self, node_def, op, inputs, **types)
+
+    monkeypatch.setattr(rewrite_module.GraphEdit, "retype", wrong)
+    with pytest.raises(AssertionError):
+        test_rewrite_equals_native(name)
 
 
 def test_saved_rewritten_model_loads_in_plain_tensorflow(tmp_path):
