@@ -132,6 +132,12 @@ def bool_to_number(x):
             "w": tf.cast(x >= 2.0, tf.float16) + tf.constant(1.0, tf.float16)}
 
 
+def new_axes(x):
+    """x[:, None] of a float (keras-hub Llama's mask) and x[:, None, :, None]."""
+    scores = tf.reshape(x, (-1, 2, 4))
+    return {"y": scores[:, None, :, :] * 2.0, "z": x[:, None, :, None] + 1.0}
+
+
 # name -> (pattern model, pattern op, params under which the replacement converts)
 CASES = {
     "erfc_as_erf": (gelu, "Erfc", IMPLICIT),
@@ -145,6 +151,7 @@ CASES = {
     "bool_fill_as_comparison": (bool_fill, "Fill", DYNAMIC),
     "band_part_as_select": (bands, "MatrixBandPart", DYNAMIC),
     "leading_axes_dropped": (leading_axes, "StridedSlice", DYNAMIC),
+    "new_axes_as_expand_dims": (new_axes, "StridedSlice", DYNAMIC),
 }
 
 
@@ -266,6 +273,25 @@ def test_band_kept_for_a_dynamic_size():
 def test_leading_axes_kept_where_they_matter(body):
     body.__name__ = "near_miss"
     assert rewrite_model(model(body), ["leading_axes_dropped"]).counts == {}
+
+
+def test_new_axes_kept_where_the_slice_does_more():
+    """A slice that also shrinks (x[:, None, 0]), steps (x[:, None, ::2]) or has an ellipsis."""
+    def slicing(x):
+        return {"y": x[:, None, 0] + 1.0, "z": x[:, None, ::2] + 1.0, "w": x[..., None] + 1.0}
+
+    assert rewrite_model(model(slicing), ["new_axes_as_expand_dims"]).counts == {}
+
+
+def test_misplaced_new_axes_fail_the_check(monkeypatch):
+    """ExpandDims one axis early ([1, B, 2, 4] for [B, 1, 2, 4]) is caught."""
+    from workbench.conversion.rewrites import broadcast
+
+    right = broadcast.new_axis_positions
+    monkeypatch.setattr(broadcast, "new_axis_positions",
+                        lambda edit, node: [p - 1 for p in right(edit, node) or []] or None)
+    with pytest.raises(AssertionError):
+        test_rewrite_equals_native("new_axes_as_expand_dims")
 
 
 def test_keras_causal_mask_converts_into_one_engine():

@@ -2,8 +2,9 @@
 
 The registry lists each rewrite once, in the order they run (a later one may finish what an
 earlier one started: a bool ExpandDims moved after its Cast, then the Cast made a comparison; a
-causal mask made a comparison, then the slice that gave it leading axes dropped; a Cast moved
-before a BroadcastTo, then the BroadcastTo dropped or made a select).
+causal mask made a comparison, then the slice that gave it leading axes dropped, or made
+ExpandDims where that cannot be; a Cast moved before a BroadcastTo, then the BroadcastTo dropped
+or made a select).
 Rewrites are a separate step a person asks for (`workbench rewrite`, `rewrite_model`); the
 conversion never applies them on its own.
 """
@@ -20,6 +21,7 @@ from workbench.conversion.rewrites.broadcast import (
     BROADCAST_TO,
     CAST_BEFORE_BROADCAST,
     LEADING_AXES,
+    NEW_AXES,
 )
 from workbench.conversion.rewrites.casts import (
     BOOL_EXPAND_DIMS,
@@ -42,7 +44,7 @@ from workbench.graph.prepare import infer_shapes
 
 REWRITES: dict[str, Rewrite] = {r.name: r for r in (
     ERFC, CAST_BEFORE_BROADCAST, BROADCAST_TO, BROADCAST_AS_SELECT, CAST_CHAIN, BOOL_EXPAND_DIMS,
-    CAST_TO_BOOL, CAST_FROM_BOOL, BOOL_FILL, MATRIX_BAND_PART, LEADING_AXES)}
+    CAST_TO_BOOL, CAST_FROM_BOOL, BOOL_FILL, MATRIX_BAND_PART, LEADING_AXES, NEW_AXES)}
 
 
 @dataclass

@@ -157,8 +157,48 @@ def adds_leading_axes_only(edit: GraphEdit, node: Node) -> bool:
     return leading > 0
 
 
+def new_axis_positions(edit: GraphEdit, node: Node) -> list[int] | None:
+    """Where a StridedSlice that only inserts axes (`x[:, None]`, `x[None, :, None]`: new axes
+    and full slices of stride 1, no ellipsis, nothing shrunk) puts them in its output, else
+    None. Each entry of such a slice gives one output axis, so entry i is output axis i."""
+    specs = [edit.graph[ref.node] for ref in node.inputs[1:4]]
+    if (node.attr("shrink_axis_mask", 0) or node.attr("ellipsis_mask", 0)
+            or any(spec.op != "Const" for spec in specs)):
+        return None
+    begin, _, strides = (edit.graph.const_value(spec.name).reshape(-1) for spec in specs)
+    new_axis = _bits(node.attr("new_axis_mask", 0))
+    from_start, to_end = _bits(node.attr("begin_mask", 0)), _bits(node.attr("end_mask", 0))
+    for i in range(len(begin)):
+        if not new_axis[i] and not ((from_start[i] or begin[i] == 0) and to_end[i]
+                                    and strides[i] == 1):
+            return None
+    positions = [i for i in range(len(begin)) if new_axis[i]]
+    return positions or None
+
+
+def _new_axes_as_expand_dims(edit: GraphEdit) -> int:
+    slices = [(node, new_axis_positions(edit, node)) for node in edit.nodes("StridedSlice")
+              if node.attr("T") in SELECT_TYPES]
+    slices = [(node, positions) for node, positions in slices if positions]
+    for node, positions in slices:
+        node_def = edit.node_def(node.name)
+        dtype = node.attr("T")
+        tensor = data_inputs(node_def)[0]
+        for position in positions[:-1]:
+            axis = edit.const(f"{node.name}/axis_{position}", position, "int32", anchor=tensor)
+            tensor = edit.add(f"{node.name}/new_axis_{position}", "ExpandDims", [tensor, axis],
+                              control_from=node_def, T=dtype, Tdim="int32").name
+        axis = edit.const(f"{node.name}/axis_{positions[-1]}", positions[-1], "int32", tensor)
+        edit.retype(node_def, "ExpandDims", [tensor, axis], T=dtype, Tdim="int32")
+    return len(slices)
+
+
 def _starts_with_new_axes(graph: Graph, node: Node) -> bool:
     return node.attr("new_axis_mask", 0) & 1 == 1
+
+
+def _adds_axes(graph: Graph, node: Node) -> bool:
+    return node.attr("new_axis_mask", 0) != 0
 
 
 BROADCAST_TO = Rewrite(
@@ -197,4 +237,14 @@ BROADCAST_AS_SELECT = Rewrite(
     ops=("BroadcastTo",),
     apply=_broadcasts_as_selects,
     shape_modes=(EXPLICIT_BATCH,),  # Fill, comparisons and selects need explicit batch
+)
+NEW_AXES = Rewrite(
+    name="new_axes_as_expand_dims",
+    pattern="StridedSlice only inserting size-1 axes (x[:, None], x[None, :, None]: new axes and "
+            "full slices of stride 1, no ellipsis, nothing shrunk), x float, half or int32",
+    replacement="ExpandDims(x, i) for each new axis i, in increasing order",
+    rejects="new_axis_mask is not supported for StridedSlice",
+    ops=("StridedSlice",),
+    apply=_new_axes_as_expand_dims,
+    starts_at=_adds_axes,
 )
