@@ -461,6 +461,15 @@ def test_cli_rewrite_errors(gelu_saved_model, tmp_path, capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
+def test_cli_help_names_every_rewrite(capsys):
+    from workbench.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["rewrite", "--help"])
+    text = capsys.readouterr().out
+    assert [name for name in REWRITES if name not in text] == []
+
+
 def test_cli_rewrite_refuses_an_existing_directory(gelu_saved_model, tmp_path, capsys):
     from workbench.cli import main
 
