@@ -1,4 +1,5 @@
-"""`BroadcastTo`, which TF-TRT 2.17 has no converter for, and slices that only add leading axes.
+"""`BroadcastTo`, which TF-TRT 2.17 has no converter for, and slices that only add axes, which
+its StridedSlice converter refuses (`new_axis_mask`).
 
 `op(broadcast_to(x, s), y)` equals `op(x, y)` when broadcasting x against y alone gives the
 same output shape: broadcasting only repeats values. So does `op(x[None, None], y)`: numpy
@@ -12,7 +13,8 @@ shape broadcast(s, x.shape) = s and the values of x repeated, copied bit for bit
 BroadcastTo runs (where x does not fit s, BroadcastTo fails and the select may broadcast).
 A Cast after a BroadcastTo moves before it (`Cast(broadcast_to(x, s))` equals
 `broadcast_to(Cast(x), s)`, a Cast being element-wise), so that a constant bool mask (keras-hub's
-causal mask) is cast while still a constant, which Grappler folds.
+causal mask) is cast while still a constant, which Grappler folds. A slice that only inserts
+axes where no consumer broadcasts for it (`x[:, None]`) is one ExpandDims per new axis.
 """
 
 from __future__ import annotations
