@@ -8,8 +8,8 @@ with tanh GELU, a GPT-2-like decoder), keras.applications ConvNeXtTiny (exact GE
 MobileNetV3Small, and an LSTM; the last two have nothing to rewrite (controls). On request
 (`--models`): `bert_base`, the BERT-like encoder at BERT-Base's size (12 layers, hidden 768,
 sequence 128), and, where keras-hub is importable (it is not a dependency), keras-hub's own
-`BertBackbone` at BERT-Base's size and a small `GPT2Backbone`, built from their constructors
-(nothing downloaded). Outputs are compared on two
+`BertBackbone` at BERT-Base's size and a small `GPT2Backbone` and `LlamaBackbone`, built from
+their constructors (nothing downloaded). Outputs are compared on two
 generated input batches of 4 (`checks.rewritten.compare_rewritten`: uniform floats, valid ids,
 0/1 masks; data the rewrites were never tuned on). Relative error: the largest absolute
 difference over the output's largest magnitude. Where TF-TRT's cap of 20 engines
@@ -87,6 +87,9 @@ ON_REQUEST: dict[str, Callable[[], Any]] = {
     "keras_hub_gpt2": _keras_hub(
         "GPT2Backbone", 64, vocabulary_size=1000, num_layers=2, num_heads=2, hidden_dim=128,
         intermediate_dim=512, max_sequence_length=64),
+    "keras_hub_llama": _keras_hub(
+        "LlamaBackbone", 64, vocabulary_size=1000, num_layers=2, num_query_heads=2,
+        num_key_value_heads=1, hidden_dim=128, intermediate_dim=256),
 }
 MODES = {"implicit batch": ConversionParams(),
          "dynamic shape": ConversionParams(use_dynamic_shape=True,

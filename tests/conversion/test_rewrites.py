@@ -112,16 +112,46 @@ def leading_axes(x):
     return {"y": tf.where(keep, scores, 7.0), "z": scores * (first * 2.0)[None, None, ...]}
 
 
+def broadcast_cast(x):
+    """keras-hub's causal mask: a constant bool broadcast to the batch, then cast."""
+    keep = tf.constant(np.arange(8) % 3 != 0)[None, :]
+    return {"y": tf.cast(tf.broadcast_to(keep, tf.shape(x)), tf.float32) * x}
+
+
+def broadcast_select(x):
+    """BroadcastTo into ops that do not broadcast: a float row, x's first column (its awkward
+    values repeated), an int32 row."""
+    row = tf.constant(np.arange(8, dtype=np.float32)[None, :])
+    ints = tf.broadcast_to(tf.range(8)[None, :], tf.shape(x))
+    return {"y": tf.broadcast_to(row, tf.shape(x)), "w": tf.broadcast_to(x[:, :1], tf.shape(x)),
+            "z": tf.transpose(ints)}
+
+
+def bool_to_number(x):
+    return {"y": tf.cast(x > 0.0, tf.float32) * x, "z": tf.cast(x < 1.0, tf.int32) * 3,
+            "w": tf.cast(x >= 2.0, tf.float16) + tf.constant(1.0, tf.float16)}
+
+
+def new_axes(x):
+    """x[:, None] of a float (keras-hub Llama's mask) and x[:, None, :, None]."""
+    scores = tf.reshape(x, (-1, 2, 4))
+    return {"y": scores[:, None, :, :] * 2.0, "z": x[:, None, :, None] + 1.0}
+
+
 # name -> (pattern model, pattern op, params under which the replacement converts)
 CASES = {
     "erfc_as_erf": (gelu, "Erfc", IMPLICIT),
+    "cast_before_broadcast": (broadcast_cast, "Cast", DYNAMIC),
     "broadcast_to_dropped": (broadcast, "BroadcastTo", DYNAMIC),
+    "broadcast_to_as_select": (broadcast_select, "BroadcastTo", DYNAMIC),
     "cast_chain_fused": (cast_chain, "Cast", IMPLICIT),
     "bool_expand_dims_before_cast": (bool_expand_dims, "ExpandDims", DYNAMIC),
     "cast_to_bool_as_comparison": (bool_cast, "Cast", DYNAMIC),
+    "cast_from_bool_as_select": (bool_to_number, "Cast", DYNAMIC),
     "bool_fill_as_comparison": (bool_fill, "Fill", DYNAMIC),
     "band_part_as_select": (bands, "MatrixBandPart", DYNAMIC),
     "leading_axes_dropped": (leading_axes, "StridedSlice", DYNAMIC),
+    "new_axes_as_expand_dims": (new_axes, "StridedSlice", DYNAMIC),
 }
 
 
@@ -192,6 +222,31 @@ def test_broadcast_kept_for_an_unknown_dimension():
     assert rewrite_model(model(unknown), ["broadcast_to_dropped"]).counts == {}
 
 
+def test_broadcast_select_kept_where_tftrt_would_not_convert_it():
+    """A bool BroadcastTo (TF-TRT selects no bools), and one of a static shape (its all-true
+    condition would be folded into a constant, which TF-TRT refuses as a condition)."""
+    def unconvertible(x):
+        return {"y": tf.where(tf.broadcast_to(x[:, :1] > 0.0, tf.shape(x)), x, 1.0),
+                "z": tf.transpose(tf.broadcast_to(x[:1, :1], (3, 2)))}
+
+    assert rewrite_model(model(unconvertible), ["broadcast_to_as_select"]).counts == {}
+
+
+def test_cast_stays_after_a_broadcast_with_other_uses():
+    def shared(x):
+        wide = tf.broadcast_to(tf.constant([[True, False]]), tf.shape(x))
+        return {"y": tf.cast(wide, tf.float32) * x, "z": tf.logical_and(wide, x > 0.0)}
+
+    assert rewrite_model(model(shared, shape=(None, 2)), ["cast_before_broadcast"]).counts == {}
+
+
+def test_cast_from_bool_kept_for_types_tftrt_does_not_select():
+    def wide_types(x):
+        return {"y": tf.cast(x > 0.0, tf.int64), "z": tf.cast(x > 0.0, tf.float64)}
+
+    assert rewrite_model(model(wide_types), ["cast_from_bool_as_select"]).counts == {}
+
+
 def test_lossy_cast_chain_kept():
     """float -> int32 -> float truncates, and float -> half -> float rounds: not fused."""
     def lossy(x):
@@ -218,6 +273,25 @@ def test_band_kept_for_a_dynamic_size():
 def test_leading_axes_kept_where_they_matter(body):
     body.__name__ = "near_miss"
     assert rewrite_model(model(body), ["leading_axes_dropped"]).counts == {}
+
+
+def test_new_axes_kept_where_the_slice_does_more():
+    """A slice that also shrinks (x[:, None, 0]), steps (x[:, None, ::2]) or has an ellipsis."""
+    def slicing(x):
+        return {"y": x[:, None, 0] + 1.0, "z": x[:, None, ::2] + 1.0, "w": x[..., None] + 1.0}
+
+    assert rewrite_model(model(slicing), ["new_axes_as_expand_dims"]).counts == {}
+
+
+def test_misplaced_new_axes_fail_the_check(monkeypatch):
+    """ExpandDims one axis early ([1, B, 2, 4] for [B, 1, 2, 4]) is caught."""
+    from workbench.conversion.rewrites import broadcast
+
+    right = broadcast.new_axis_positions
+    monkeypatch.setattr(broadcast, "new_axis_positions",
+                        lambda edit, node: [p - 1 for p in right(edit, node) or []] or None)
+    with pytest.raises(AssertionError):
+        test_rewrite_equals_native("new_axes_as_expand_dims")
 
 
 def test_keras_causal_mask_converts_into_one_engine():
@@ -264,6 +338,26 @@ def test_a_broken_band_fails_the_check(monkeypatch):
     monkeypatch.setattr(band, "band_matrix", lambda m, n, lower, upper: right(m, n, upper, lower))
     with pytest.raises(AssertionError):
         test_rewrite_equals_native("band_part_as_select")
+
+
+@pytest.mark.parametrize("name, broken", [
+    ("cast_from_bool_as_select", lambda inputs: inputs[:1] + inputs[2:0:-1]),  # 0 and 1 swapped
+    ("broadcast_to_as_select", lambda inputs: inputs[1:2]),  # x itself, not broadcast
+])
+def test_a_broken_select_fails_the_check(monkeypatch, name, broken):
+    from workbench.conversion.rewrites import graph_edit as rewrite_module
+
+    retype = rewrite_module.GraphEdit.retype
+
+    def wrong(self, node_def, op, inputs, **types):
+        if op == "SelectV2":
+            op, inputs = ("SelectV2", broken(inputs)) if len(broken(inputs)) == 3 else \
+                ("Identity", broken(inputs))
+        retype(self, node_def, op, inputs, **types)
+
+    monkeypatch.setattr(rewrite_module.GraphEdit, "retype", wrong)
+    with pytest.raises(AssertionError):
+        test_rewrite_equals_native(name)
 
 
 def test_saved_rewritten_model_loads_in_plain_tensorflow(tmp_path):
@@ -365,6 +459,15 @@ def test_cli_rewrite_errors(gelu_saved_model, tmp_path, capsys, argv, message):
 
     assert main(["rewrite", str(gelu_saved_model), "-o", str(tmp_path / "x"), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cli_help_names_every_rewrite(capsys):
+    from workbench.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["rewrite", "--help"])
+    text = capsys.readouterr().out
+    assert [name for name in REWRITES if name not in text] == []
 
 
 def test_cli_rewrite_refuses_an_existing_directory(gelu_saved_model, tmp_path, capsys):

@@ -19,10 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                 required=True, metavar="DIR")
     parser.add_argument("--only", default=None, metavar="NAME,...",
                         help="the rewrites to apply, comma-separated (default: all of them: "
-                             "erfc_as_erf, broadcast_to_dropped, cast_chain_fused, "
+                             "erfc_as_erf, cast_before_broadcast, broadcast_to_dropped, "
+                             "broadcast_to_as_select, cast_chain_fused, "
                              "bool_expand_dims_before_cast, cast_to_bool_as_comparison, "
-                             "bool_fill_as_comparison, band_part_as_select, "
-                             "leading_axes_dropped)")
+                             "cast_from_bool_as_select, bool_fill_as_comparison, "
+                             "band_part_as_select, leading_axes_dropped, new_axes_as_expand_dims)")
     parser.add_argument("--use-dynamic-shape", action="store_true",
                         help="count engines before/after in explicit batch mode")
     options.add_prepare_for_argument(parser)

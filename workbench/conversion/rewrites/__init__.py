@@ -2,7 +2,9 @@
 
 The registry lists each rewrite once, in the order they run (a later one may finish what an
 earlier one started: a bool ExpandDims moved after its Cast, then the Cast made a comparison; a
-causal mask made a comparison, then the slice that gave it leading axes dropped).
+causal mask made a comparison, then the slice that gave it leading axes dropped, or made
+ExpandDims where that cannot be; a Cast moved before a BroadcastTo, then the BroadcastTo dropped
+or made a select).
 Rewrites are a separate step a person asks for (`workbench rewrite`, `rewrite_model`); the
 conversion never applies them on its own.
 """
@@ -14,11 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.conversion.rewrites.band import MATRIX_BAND_PART
-from workbench.conversion.rewrites.broadcast import BROADCAST_TO, LEADING_AXES
+from workbench.conversion.rewrites.broadcast import (
+    BROADCAST_AS_SELECT,
+    BROADCAST_TO,
+    CAST_BEFORE_BROADCAST,
+    LEADING_AXES,
+    NEW_AXES,
+)
 from workbench.conversion.rewrites.casts import (
     BOOL_EXPAND_DIMS,
     BOOL_FILL,
     CAST_CHAIN,
+    CAST_FROM_BOOL,
     CAST_TO_BOOL,
 )
 from workbench.conversion.rewrites.erfc import ERFC
@@ -34,8 +43,8 @@ from workbench.graph.nodes import Graph
 from workbench.graph.prepare import infer_shapes
 
 REWRITES: dict[str, Rewrite] = {r.name: r for r in (
-    ERFC, BROADCAST_TO, CAST_CHAIN, BOOL_EXPAND_DIMS, CAST_TO_BOOL, BOOL_FILL, MATRIX_BAND_PART,
-    LEADING_AXES)}
+    ERFC, CAST_BEFORE_BROADCAST, BROADCAST_TO, BROADCAST_AS_SELECT, CAST_CHAIN, BOOL_EXPAND_DIMS,
+    CAST_TO_BOOL, CAST_FROM_BOOL, BOOL_FILL, MATRIX_BAND_PART, LEADING_AXES, NEW_AXES)}
 
 
 @dataclass

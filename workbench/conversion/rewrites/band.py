@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.conversion.rewrites.graph_edit import EXPLICIT_BATCH, GraphEdit, Rewrite, data_inputs
+from workbench.conversion.rewrites.graph_edit import (
+    EXPLICIT_BATCH,
+    SELECT_TYPES,
+    GraphEdit,
+    Rewrite,
+    data_inputs,
+)
 from workbench.graph.nodes import Node
 
-NUMERIC = ("float", "half", "int32")  # SelectV2's types in TF-TRT
 MAX_BAND_ELEMENTS = 1 << 22  # a 2048 x 2048 band is 16 MiB of int32 in the graph; more stays
 
 
@@ -33,7 +38,7 @@ def band_matrix(rows: int, columns: int, lower: int, upper: int) -> np.ndarray:
 
 def _band(edit: GraphEdit, node: Node) -> np.ndarray | None:
     """The node's band as a constant, or None when its sizes or limits are not known."""
-    if node.attr("T") not in ("bool", *NUMERIC):
+    if node.attr("T") not in ("bool", *SELECT_TYPES):
         return None
     limits = [edit.graph[ref.node] for ref in node.inputs[1:3]]
     if any(limit.op != "Const" for limit in limits):

@@ -1,9 +1,9 @@
 """Casts TF-TRT refuses, and the equivalent forms it converts.
 
 TF-TRT 2.17's Cast converter takes float and half only, in and out. A widening Cast followed by
-a narrowing one is one Cast of the two ends; a Cast to bool is a comparison with zero; a bool
-ExpandDims of such a Cast is the ExpandDims of its input, cast after; a Fill with a constant
-bool is a comparison of an int32 Fill.
+a narrowing one is one Cast of the two ends; a Cast to bool is a comparison with zero; a Cast
+from bool is a select of 1 and 0; a bool ExpandDims of such a Cast is the ExpandDims of its
+input, cast after; a Fill with a constant bool is a comparison of an int32 Fill.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from workbench.conversion.rewrites.graph_edit import (
     EXPLICIT_BATCH,
+    SELECT_TYPES,
     GraphEdit,
     Rewrite,
     data_inputs,
@@ -66,6 +67,21 @@ def _casts_to_bool(edit: GraphEdit) -> int:
                          T=dtype)
         equal.attr["incompatible_shape_error"].b = True
         edit.retype(node_def, "LogicalNot", [equal.name])
+        rewritten += 1
+    return rewritten
+
+
+def _casts_from_bool(edit: GraphEdit) -> int:
+    rewritten = 0
+    for node in list(edit.nodes("Cast")):
+        dtype = node.attr("DstT")
+        if node.attr("SrcT") != "bool" or dtype not in SELECT_TYPES:
+            continue
+        node_def = edit.node_def(node.name)
+        x = data_inputs(node_def)[0]
+        one, zero = (edit.const(f"{node.name}/{name}", value, dtype, anchor=x)
+                     for name, value in (("one", 1), ("zero", 0)))
+        edit.retype(node_def, "SelectV2", [x, one, zero], T=dtype)
         rewritten += 1
     return rewritten
 
@@ -145,6 +161,16 @@ CAST_TO_BOOL = Rewrite(
     apply=_casts_to_bool,
     starts_at=_is_bool("DstT"),
     shape_modes=(EXPLICIT_BATCH,),  # comparisons and LogicalNot need explicit batch
+)
+CAST_FROM_BOOL = Rewrite(
+    name="cast_from_bool_as_select",
+    pattern="Cast(x bool -> float, half or int32)",
+    replacement="SelectV2(x, 1, 0)",
+    rejects="Cast op is not supported - Allowed input dtypes: [float, half]. Received: bool",
+    ops=("Cast",),
+    apply=_casts_from_bool,
+    starts_at=_is_bool("SrcT"),
+    shape_modes=(EXPLICIT_BATCH,),  # selects need explicit batch
 )
 BOOL_FILL = Rewrite(
     name="bool_fill_as_comparison",

@@ -21,6 +21,7 @@ EXPLICIT_BATCH = "dynamic shape"  # use_dynamic_shape=True (explicit batch)
 IMPLICIT_BATCH = "implicit batch"  # use_dynamic_shape=False
 BOTH_MODES = (IMPLICIT_BATCH, EXPLICIT_BATCH)
 ALL_PRECISIONS = ("FP32", "FP16", "INT8")
+SELECT_TYPES = ("float", "half", "int32")  # the types TF-TRT's SelectV2 takes
 
 
 class GraphEdit:
