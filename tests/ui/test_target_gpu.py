@@ -28,6 +28,7 @@ def test_no_gpu_means_cpu_measurements_only(app: Workbench) -> None:
         app.target_gpu.picker.options[0])
     assert not any("estimate" in name for name in app.figures)
     assert "Pick a target GPU" in app.charts_tab.estimate.note.value
+    assert app.target_gpu.per_gpu.layout.display == "none"  # no batch or measurement to give
     with pytest.raises(WorkbenchError, match="Unknown GPU 'GTX 480': give one of T4"):
         app.target_gpu.set("GTX 480")
 
@@ -35,6 +36,7 @@ def test_no_gpu_means_cpu_measurements_only(app: Workbench) -> None:
 def test_one_measured_latency_calibrates_every_estimate_on_that_gpu(app: Workbench) -> None:
     app.set_params({"minimum_segment_size": 1})
     app.target_gpu.set("T4", batch_size=1)
+    assert app.target_gpu.per_gpu.layout.display == "flex"
     before = dict(zip(app.figures["estimate sweep"].data[0].x,
                       app.figures["estimate sweep"].data[0].y, strict=True))
     app.target_gpu.measured.value = round(3 * before[1], 4)  # the conversion shown: mss 1

@@ -66,13 +66,16 @@ class TargetGpu:
         # One latency measured on that GPU, of the conversion shown when it is entered (0: none)
         self.calibration: Calibration | None = None
         self.measured = widgets.BoundedFloatText(
-            value=0.0, min=0.0, max=1e6, step=0.01, description="measured ms",
+            value=0.0, min=0.0, max=1e6, step=0.01, description="your measured ms",
             style={"description_width": "initial"}, layout=widgets.Layout(width="200px"),
             tooltip="The latency you measured on this GPU for the conversion shown, at this "
                     "batch: every estimate on this GPU is then rescaled (0: none)")
         self.measured.observe(lambda _change: self._measured_changed(), names="value")
+        # Batch and measurement mean something only for a picked GPU: hidden until one is.
+        self.per_gpu = widgets.HBox([self.batch, self.measured],
+                                    layout=widgets.Layout(display="none"))
         self.widget = widgets.VBox([widgets.HTML("<b>Target GPU</b> (estimates)"),
-                                    self.picker, widgets.HBox([self.batch, self.measured])])
+                                    self.picker, self.per_gpu])
         self.widget.add_class("wb-target-gpu")
 
     @property
@@ -137,6 +140,7 @@ class TargetGpu:
         self._listeners.append(callback)
 
     def _changed(self) -> None:
+        self.per_gpu.layout.display = "flex" if self.gpu else "none"
         for callback in self._listeners:
             callback()
 
