@@ -177,6 +177,9 @@ def test_full_graph_colours_engines_and_reasons_with_a_legend() -> None:
     assert category_color("segment too small") in _node_line(source, "net/sub")
     legend = _node_line(source, graphs.LEGEND)
     assert "TRTEngineOp_000_000 [6]" in legend and "op not supported (1)" in legend
+    # Engines and reasons side by side: the key is half as tall as one column would be.
+    assert re.search(r'TRTEngineOp_000_000 \[6\]</td><td bgcolor="[^"]+" width="14"></td>'
+                     r'<td align="left">not converted: ', legend)
 
 
 def test_converted_graph_draws_each_engine_as_one_node_with_its_count() -> None:

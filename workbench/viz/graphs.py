@@ -9,6 +9,7 @@ first, into one node each. Layout is `dot` top to bottom with cheap crossing min
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -552,16 +553,20 @@ def _legend(dot: graphviz.Digraph, engines: list[EngineInfo], categories: dict[s
             caption: str, only: Container[str] | None = None,
             notes: Mapping[str, str] | None = None) -> None:
     """One HTML-table node: engines with their colours (those in `only`, when given) and
-    `notes` (an overlay's line per engine), reason categories with counts."""
+    `notes` (an overlay's line per engine) on the left, reason categories with counts on the
+    right: two columns keep it half as tall, so the first view shows the graph, not the key."""
     notes = notes or {}
-    rows = [f'<tr><td colspan="2"><b>{escape(caption)}</b></td></tr>']
-    rows += [f'<tr><td bgcolor="{engine_color(i)}" width="14"></td>'
-             f'<td align="left">{e.name} [{e.native_node_count}]'
-             f'{escape(" · " + notes[e.name]) if e.name in notes else ""}</td></tr>'
-             for i, e in enumerate(engines) if only is None or e.name in only]
-    rows += [f'<tr><td bgcolor="{category_color(c)}" width="14"></td>'
-             f'<td align="left">not converted: {escape(c)} ({n})</td></tr>'
+    left = [(engine_color(i), f'{e.name} [{e.native_node_count}]'
+             f'{escape(" · " + notes[e.name]) if e.name in notes else ""}')
+            for i, e in enumerate(engines) if only is None or e.name in only]
+    right = [(category_color(c), f"not converted: {escape(c)} ({n})")
              for c, n in sorted(categories.items(), key=lambda item: -item[1])]
+    columns = [column for column in (left, right) if column]
+    rows = [f'<tr><td colspan="{2 * len(columns)}"><b>{escape(caption)}</b></td></tr>']
+    for line in itertools.zip_longest(*columns):
+        rows.append("<tr>" + "".join(
+            f'<td bgcolor="{cell[0]}" width="14"></td><td align="left">{cell[1]}</td>'
+            if cell else '<td border="0"></td><td border="0"></td>' for cell in line) + "</tr>")
     table = '<table border="0" cellborder="1" cellspacing="0" cellpadding="3">'
     dot.node(LEGEND, f"<{table}{''.join(rows)}</table>>", shape="plaintext", style="",
              tooltip="legend")
