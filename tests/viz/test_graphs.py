@@ -9,6 +9,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+import graphviz
 import pytest
 
 import sample_models
@@ -177,9 +178,18 @@ def test_full_graph_colours_engines_and_reasons_with_a_legend() -> None:
     assert category_color("segment too small") in _node_line(source, "net/sub")
     legend = _node_line(source, graphs.LEGEND)
     assert "TRTEngineOp_000_000 [6]" in legend and "op not supported (1)" in legend
-    # Engines and reasons side by side: the key is half as tall as one column would be.
+    # A short key stays one narrow column (diagrams shown side by side in the docs).
+    assert '<td align="left">TRTEngineOp_000_000 [6]</td></tr>' in legend
+
+
+def test_a_long_key_puts_engines_and_reasons_side_by_side() -> None:
+    """Half as tall, so the first view of a many-engine model shows the graph, not the key."""
+    dot = graphviz.Digraph()
+    graphs._legend(dot, RESULT.engines, {f"reason {n}": n for n in range(1, 6)}, "key")
+    legend = _node_line(dot.source, graphs.LEGEND)
     assert re.search(r'TRTEngineOp_000_000 \[6\]</td><td bgcolor="[^"]+" width="14"></td>'
-                     r'<td align="left">not converted: ', legend)
+                     r'<td align="left">not converted: reason 5 \(5\)</td></tr>', legend)
+    assert legend.count("<tr>") == 1 + 5  # the caption, then the longer column's rows
 
 
 def test_converted_graph_draws_each_engine_as_one_node_with_its_count() -> None:

@@ -44,6 +44,7 @@ from workbench.words import counted
 NODE_BUDGET = 400
 COLLAPSIBLE_OPS = frozenset({"Identity", "Snapshot", "StopGradient"})
 LEGEND = "legend"
+LEGEND_ONE_COLUMN_ROWS = 6  # a key this short stays one column: narrow diagrams stay narrow
 WRAPPER_SCOPE = re.compile(r"^(Stateful)?PartitionedCall(_\d+)?$")
 
 GRAPH_ATTR = {
@@ -554,7 +555,8 @@ def _legend(dot: graphviz.Digraph, engines: list[EngineInfo], categories: dict[s
             notes: Mapping[str, str] | None = None) -> None:
     """One HTML-table node: engines with their colours (those in `only`, when given) and
     `notes` (an overlay's line per engine) on the left, reason categories with counts on the
-    right: two columns keep it half as tall, so the first view shows the graph, not the key."""
+    right when it is long (two columns keep it half as tall, so the first view shows the
+    graph, not the key); a short one stays one narrow column."""
     notes = notes or {}
     left = [(engine_color(i), f'{e.name} [{e.native_node_count}]'
              f'{escape(" · " + notes[e.name]) if e.name in notes else ""}')
@@ -562,6 +564,8 @@ def _legend(dot: graphviz.Digraph, engines: list[EngineInfo], categories: dict[s
     right = [(category_color(c), f"not converted: {escape(c)} ({n})")
              for c, n in sorted(categories.items(), key=lambda item: -item[1])]
     columns = [column for column in (left, right) if column]
+    if len(left) + len(right) <= LEGEND_ONE_COLUMN_ROWS:
+        columns = [left + right]
     rows = [f'<tr><td colspan="{2 * len(columns)}"><b>{escape(caption)}</b></td></tr>']
     for line in itertools.zip_longest(*columns):
         rows.append("<tr>" + "".join(
