@@ -151,3 +151,14 @@ def test_graph_labels_stay_readable_and_an_opened_group_is_centred(tmp_path: Pat
         page.wait_for_timeout(300)
         shot(page, "graph_fit.png")
         assert_readable(measure(page), "after Fit")
+
+        # The kernels view before any TensorRT verdict: a note where the drawing was, in the
+        # drawing's height, so the page under the reader does not jump.
+        drawn_height = page.locator(".wb-graph .wb-drawing-port").first.bounding_box()["height"]
+        page.locator("button", has_text="TensorRT kernels").first.click()
+        wait_until("the kernels view's note", lambda: page.locator(
+            ".wb-drawing-empty").count() > 0, STEP_TIMEOUT_S)
+        shot(page, "graph_kernels_without_verdicts.png")
+        assert "TensorRT verdicts" in page.locator(".wb-drawing-empty").first.inner_text()
+        port = page.locator(".wb-graph .wb-drawing-port").first.bounding_box()
+        assert port["height"] >= drawn_height - 2, (port["height"], drawn_height)

@@ -99,10 +99,15 @@ function render({ model, el }) {
     const drawn = !!svg();
     el.classList.toggle("wb-drawing-empty", !drawn);
     if (!drawn) {
+      // A note in place of a drawing keeps the drawing's height: the page does not jump.
+      if (port.clientHeight > 0 && !el.dataset.noted) port.style.minHeight = `${port.clientHeight}px`;
+      el.dataset.noted = "1";
       port.style.height = "auto";
       stage.style.transform = "";
       return;
     }
+    delete el.dataset.noted;
+    port.style.minHeight = "";
     if (!touched || !port.clientHeight) {
       reset();
       return;
