@@ -79,11 +79,18 @@ def test_search_streams_into_the_tab_and_applies_to_the_app(tmp_path: Path) -> N
     assert time.perf_counter() - started < 5
 
     # Another model: its trials are not this one's, and cannot be applied to it.
+    records = tab.records
     app.open(sample_models.build("detector"))
     assert tab.records == [] and tab.choice.options == () and tab.apply_button.disabled
     with pytest.raises(WorkbenchError, match="no finished trial"):
         tab.apply(other.trial_id)
     assert tab.model == str(sample_models.build("detector"))
+
+    # Back to the first model: the trials stored for it show again, ready to apply.
+    app.open(model)
+    assert {r.trial_id for r in tab.records} == {r.trial_id for r in records}
+    assert "2 stored trials of this model" in tab.status.value
+    assert body_rows(tab.table.value) == 2 and not tab.apply_button.disabled
 
 
 def test_cancel_keeps_the_finished_trials(tmp_path: Path) -> None:

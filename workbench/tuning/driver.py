@@ -186,6 +186,16 @@ def _model_path(model: Any) -> str:
     return str(path)
 
 
+def stored_trials(model: str | os.PathLike, store: str | os.PathLike | None = None,
+                  ) -> list[TrialRecord]:
+    """The trials earlier searches stored for the model at `model` under `store` (default
+    `./workbench_runs`); the model is hashed only when the store holds any trial."""
+    root = Path(DEFAULT_STORE if store is None else store)
+    if not (root / "trials").is_dir():
+        return []
+    return list(TrialStore(root, model_fingerprint(model)).load().values())
+
+
 def model_fingerprint(path: str | os.PathLike, signature_key: str | None = None,
                       tags: Sequence[str] | None = None) -> str:
     """The store's key for a model: its files' content key (`graph.cache.content_key`) with the

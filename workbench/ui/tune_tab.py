@@ -19,6 +19,7 @@ from workbench.checks.conversion_check import parse_batch_sizes
 from workbench.conversion.params import PRECISION_MODES, PROFILE_STRATEGIES
 from workbench.errors import WorkbenchError
 from workbench.tuning import TrialRecord, TuneResult, expand_grid, tune
+from workbench.tuning.driver import stored_trials
 from workbench.tuning.estimates import estimate_trials
 from workbench.tuning.grid import parse_integers
 from workbench.ui.tables import note_html, table_html
@@ -86,6 +87,21 @@ class TuneTab:
             self.precisions.value = tuple(dict.fromkeys((params.precision_mode, "FP16")))
             current = max(params.minimum_segment_size, 1)
             self.thresholds.value = ", ".join(map(str, sorted({current, current + 2})))
+            self._show_stored()
+
+    def _show_stored(self) -> None:
+        """A model opened (again): the trials earlier searches stored for it, ready to apply."""
+        if self._runner.busy or self.model is None or not Path(self.model).exists():
+            return
+        try:
+            stored = sorted(stored_trials(self.model, self.store),
+                            key=lambda r: trial_label(r.params))
+        except (OSError, WorkbenchError):  # an unreadable store: the tab starts empty
+            return
+        if stored:
+            self.records, self._records_model = stored, self.model
+            self._show(TuneResult(stored), final=True)
+            self._say(f"{counted(len(stored), 'stored trial')} of this model; Start reuses them")
 
     def forget(self) -> None:
         """Another model is open: its trials, chart and choice go (a running search is
@@ -273,7 +289,7 @@ class TuneTab:
         result = self._estimated(result)
         self.result = result
         self.table.value = table_html(readable_table(result.table), "No trials yet.",
-                                      show=self._essentials(result))
+                                      show=essential_columns(result))
         self.figures = tune_figures(result.table) if final else {
             "pareto": pareto_chart(result.table)}
         show_figure(self.chart, self.figures["pareto"])
@@ -287,12 +303,6 @@ class TuneTab:
         if chosen:
             self.choice.value = chosen["trial_id"]
         self.apply_button.disabled = self._running or not ok
-
-    @staticmethod
-    def _essentials(result: TuneResult) -> list[str]:
-        """The columns in view: the estimate's (named with their GPU) after the status."""
-        estimated = [c for c in readable_table(result.table).columns if "estimated" in c]
-        return [*TRIAL_ESSENTIALS[:2], *estimated, *TRIAL_ESSENTIALS[2:]]
 
     def _estimated(self, result: TuneResult) -> TuneResult:
         """`result` ranked by the target GPU's estimate, when one is picked."""
@@ -334,3 +344,9 @@ class TuneTab:
     def _say(self, text: str, error: bool = False) -> None:
         self.status.value = note_html(text, error=error)
 
+
+def essential_columns(result: TuneResult) -> list[str]:
+    """The trial table's columns in view: the estimate's (named with their GPU) after the
+    status."""
+    estimated = [c for c in readable_table(result.table).columns if "estimated" in c]
+    return [*TRIAL_ESSENTIALS[:2], *estimated, *TRIAL_ESSENTIALS[2:]]
