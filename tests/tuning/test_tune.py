@@ -164,9 +164,9 @@ def test_recommendation_explains_ties_and_larger_speedups_of_slower_trials():
     reason = TuneResult([chosen, tie, slower]).recommended["reason"]
     assert TuneResult([chosen, tie, slower]).recommended["trial_id"] == "chosen"
     assert "FP32 min 60 timed within 5% of it, which is within timing noise: a tie" in reason
-    assert "FP32 min 40 shows a larger speedup (3.50x) but ran slower (3.00 ms)" in reason
+    assert "FP32 min 40 shows a larger speed-up (3.50x) but ran slower (3.00 ms)" in reason
     alone = TuneResult([chosen, _record("far", 9.0, 1e-5, 50.0)]).recommended["reason"]
-    assert "tie" not in alone and "larger speedup" not in alone
+    assert "tie" not in alone and "larger speed-up" not in alone
 
 
 @pytest.mark.slow

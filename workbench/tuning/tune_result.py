@@ -236,8 +236,8 @@ def _engines_note(table: pd.DataFrame, target: dict[str, Any]) -> str:
 
 def _next_to(chosen: TrialRecord, others: list[TrialRecord]) -> str:
     """What a reader comparing the table would ask: a trial timed within LATENCY_TIE of the
-    chosen one (a tie, not a win), and a trial with a larger speedup although it ran slower
-    (each speedup divides by that trial's own native TensorFlow timing)."""
+    chosen one (a tie, not a win), and a trial with a larger speed-up although it ran slower
+    (each speed-up divides by that trial's own native TensorFlow timing)."""
     if not chosen.first_latency:
         return ""
     mine = chosen.first_latency["mean"]
@@ -253,9 +253,9 @@ def _next_to(chosen: TrialRecord, others: list[TrialRecord]) -> str:
                       and t.first_latency["mean"] > mine]
     if faster_looking:
         best = max(faster_looking, key=lambda t: t.speedup or 0.0)
-        notes.append(f"{settings_label(best.params)} shows a larger speedup "
+        notes.append(f"{settings_label(best.params)} shows a larger speed-up "
                      f"({best.speedup:.2f}x) but ran slower ({best.first_latency['mean']:.2f} "
-                     "ms): each speedup divides by its own trial's native TensorFlow timing")
+                     "ms): each speed-up divides by its own trial's native TensorFlow timing")
     return "".join(f"; {note}" for note in notes)
 
 
