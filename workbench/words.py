@@ -45,6 +45,7 @@ def column_label(name: str) -> str:
     text = LABELS.get(name, name.replace("_", " "))
     return prefix + text + (f" ({', '.join(units)})" if units else "")
 
+
 def has_snake_case(text: str) -> bool:
     """Whether `text` holds a snake_case word (an internal name, not one for people)."""
     return bool(_SNAKE.search(text))

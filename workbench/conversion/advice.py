@@ -74,6 +74,14 @@ class Advice:
             return ", ".join(self.value) or "(none)"
         return str(self.value)
 
+    @property
+    def value_words(self) -> str:
+        """The value as the controls show it, for tables: a switch reads on/off (not True);
+        `value_text` keeps `setting=True` pasteable in printed lines."""
+        if isinstance(self.value, bool):
+            return "on" if self.value else "off"
+        return self.value_text
+
     def to_json(self) -> dict[str, Any]:
         """The entry of `convert --json`'s `"advice"` list."""
         value = list(self.value) if isinstance(self.value, tuple) else self.value

@@ -73,10 +73,7 @@ def advice_html(advice: tuple[Advice, ...]) -> str:
     if not advice:
         return note_html("Advice: no other TF-TRT setting converts more nodes or makes fewer "
                          "engines here.")
-    # A switch reads on/off, as the controls show it, not Python's True.
-    rows = pd.DataFrame([{"setting": a.setting.replace("_", " "),
-                          "value": ("on" if a.value else "off") if isinstance(a.value, bool)
-                          else a.value_text,
+    rows = pd.DataFrame([{"setting": a.setting.replace("_", " "), "value": a.value_words,
                           "engines": a.engines, "% converted": a.percent_converted,
                           "largest engine (nodes)": a.largest_engine, "why": a.why}
                          for a in advice])

@@ -244,7 +244,7 @@ def _advice(data: ConversionView) -> str:
     if not data.advice:
         return '<p class="empty">No other TF-TRT setting converts more nodes or makes fewer ' \
                "engines.</p>"
-    rows = [(a.setting, a.value_text, a.engines, f"{a.percent_converted:.2f}%",
+    rows = [(a.setting, a.value_words, a.engines, f"{a.percent_converted:.2f}%",
              a.largest_engine, a.why) for a in data.advice]
     return ('<p class="note">Each setting converted for real, largest gain first (fewer nodes '
             "left to TensorFlow, then fewer engines).</p>"
