@@ -155,9 +155,9 @@ def roofline_ms(flops: Any, moved: Any, outputs: Any, columns: Any, peak_flops: 
     waves, rows, cols, depth = tiles(outputs, columns, sms,
                                      flops / (2.0 * np.maximum(outputs, 1.0)), split)
     tiled = waves * sms * 2.0 * rows * cols * (depth + k_fill)
-    tensor = outputs > 0
-    work = np.where(tensor, tiled, flops)
-    compute_s = work / (peak_flops * compute_eff) + np.where(tensor, waves, 0.0) \
+    tiled_kernel = outputs > 0  # a GEMM-shaped kernel; the others (element-wise) have no tiles
+    work = np.where(tiled_kernel, tiled, flops)
+    compute_s = work / (peak_flops * compute_eff) + np.where(tiled_kernel, waves, 0.0) \
         * wave_ms * 1e-3
     within = np.minimum(moved, l2_bytes)
     memory_s = (np.asarray(moved) - within + within / l2_speedup) / (bandwidth * memory_eff)
