@@ -132,3 +132,20 @@ def test_profiling_tab_estimates_the_kernels_tensorrt_built(app: Workbench) -> N
                for label in kernels.data[0].y)
     assert "every engine from the kernels TensorRT built" in app.profile_tab.estimate.note.value
     app.target_gpu.set(None)
+
+
+def test_a_calibration_belongs_to_the_model_it_measured(app: Workbench) -> None:
+    app.set_params({"minimum_segment_size": 1})
+    app.target_gpu.set("T4", batch_size=1)
+    app.target_gpu.measured.value = 5.0
+    assert "calibrated on" in app.profile_tab.estimate.note.value
+    map_fn_cnn = app.model
+    app.open(sample_models.build("quickstart_mlp"))
+    try:
+        assert app.target_gpu.calibration is None and app.target_gpu.measured.value == 0
+        assert app.target_gpu.gpu == "T4"  # the GPU is a setting, kept across models
+        assert "calibrated on" not in app.profile_tab.estimate.note.value
+        assert "calibrated on" not in app.figures["estimate sweep"].layout.meta["estimate_label"]
+    finally:
+        app.open(map_fn_cnn)
+        app.target_gpu.set(None)

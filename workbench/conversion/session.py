@@ -158,6 +158,13 @@ class ConversionSession:
         cached = self._optimized is not None and self._optimized.from_cache
         return f"from cache: {steps}" if cached else steps
 
+    def opening_summary(self) -> str:
+        """One short line for when opening ends (the steps were shown while it ran), e.g.
+        `opened from the cache in 0.21 s`."""
+        total = sum(self.timings[key] for key, _ in PREPARATION_STEPS if key in self.timings)
+        cached = self._optimized is not None and self._optimized.from_cache
+        return f"opened {'from the cache ' if cached else ''}in {total:.2f} s"
+
     def has_explicit_quantization(self, precision_mode: str = "FP32") -> bool:
         graph = self.prepared(precision_mode).graph
         return any(node.op in EXPLICIT_QUANTIZATION_OPS for node in graph)

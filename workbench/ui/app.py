@@ -199,7 +199,7 @@ class Workbench(WorkbenchController):
 
     def on_model_opened(self, session: ConversionSession, previous: str) -> None:
         """The controls offer the new model's op types and thresholds; what belonged to the
-        previous model (verdicts, trials, exports) is cleared from the tabs."""
+        previous model (verdicts, trials, exports, a Target GPU calibration) is cleared."""
         self.picker.value = self.model_name
         self.controls.rewrites.value = False  # the new model as it is (the controller's rule)
         self.controls.set_op_types(n.op for n in session.prepared().graph.real_nodes)
@@ -207,6 +207,7 @@ class Workbench(WorkbenchController):
         self.controls.set_threshold_range(sweep_limit(largest_segment(session, self.params)))
         self.summary_tab.tensorrt_progress("")
         self.tune_tab.forget()
+        self.target_gpu.forget_calibration()
         self.runs_tab.show(self.model_name)
 
     def on_open_failed(self, message: str) -> None:

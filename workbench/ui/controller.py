@@ -102,7 +102,7 @@ class WorkbenchController(Screen):
         self._open_args = tuple(open_args)
         self._background = background
         self._opening: Any = None  # the model being loaded
-        self._load_steps = ""  # the model's preparation steps and times, once loaded
+        self._opened_note = ""  # how long opening took, once loaded
         self._done_handler: Callable[[Any], None] = lambda _value: None
         self._runner = TaskRunner(self._on_progress, self._on_done, self._on_error,
                                   self._on_cancelled)
@@ -219,8 +219,8 @@ class WorkbenchController(Screen):
             return
         self.timings = {"view_ms": (time.perf_counter() - start) * 1000}
         self.on_view(self.view, start)
-        self.on_status(f"ready ({self._load_steps})" if self._load_steps else "ready", False)
-        self._load_steps = ""  # the loading's steps are shown once, when it ends
+        self.on_status(f"ready ({self._opened_note})" if self._opened_note else "ready", False)
+        self._opened_note = ""  # shown once, when opening ends
 
     def keep_run(self, name: str | None = None) -> Run:
         """Saves the current conversion as a run in the experiment store (under the model's
@@ -330,7 +330,7 @@ class WorkbenchController(Screen):
         self._opening, self.error, self.view = None, None, None
         self.measured = Measurements()
         self._verdicts.forget()
-        self._load_steps = self.session.preparation_steps()
+        self._opened_note = self.session.opening_summary()
         self.on_model_opened(self.session, previous)
 
     def _start(self, body: TaskBody, done: Callable[[Any], None], label: str) -> None:

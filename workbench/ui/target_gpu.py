@@ -131,8 +131,15 @@ class TargetGpu:
         self._changed()
         return self.calibration
 
+    def forget_calibration(self) -> None:
+        """A calibration measured one model: the next model starts without it."""
+        self.calibration, self._last = None, None
+        self.measured.value = 0.0  # told to _measured_changed, which has nothing to undo
+
     def _measured_changed(self) -> None:
         value = float(self.measured.value)
+        if value <= 0 and self.calibration is None:
+            return
         view = self._last[0] if self._last else None
         self.calibrate(view, value if value > 0 else None)
 
