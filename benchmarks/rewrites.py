@@ -90,6 +90,9 @@ ON_REQUEST: dict[str, Callable[[], Any]] = {
     "keras_hub_llama": _keras_hub(
         "LlamaBackbone", 64, vocabulary_size=1000, num_layers=2, num_query_heads=2,
         num_key_value_heads=1, hidden_dim=128, intermediate_dim=256),
+    "keras_hub_gemma": _keras_hub(
+        "GemmaBackbone", 64, vocabulary_size=1000, num_layers=2, num_query_heads=2,
+        num_key_value_heads=1, hidden_dim=128, intermediate_dim=256, head_dim=64),
 }
 MODES = {"implicit batch": ConversionParams(),
          "dynamic shape": ConversionParams(use_dynamic_shape=True,

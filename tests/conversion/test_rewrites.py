@@ -138,6 +138,15 @@ def new_axes(x):
     return {"y": scores[:, None, :, :] * 2.0, "z": x[:, None, :, None] + 1.0}
 
 
+def split_pieces(x):
+    """keras-hub Llama's rotary halves (a dynamic batch split along a static axis), and an
+    unstack along a static axis."""
+    pieces = tf.reshape(x, (-1, 2, 4))
+    first, second = tf.split(pieces, 2, axis=-1)
+    a, b = tf.unstack(pieces, axis=1)
+    return {"y": first * 2.0 + second, "z": a - b * 3.0, "w": tf.concat([-second, first], -1)}
+
+
 # name -> (pattern model, pattern op, params under which the replacement converts)
 CASES = {
     "erfc_as_erf": (gelu, "Erfc", IMPLICIT),
@@ -152,6 +161,7 @@ CASES = {
     "band_part_as_select": (bands, "MatrixBandPart", DYNAMIC),
     "leading_axes_dropped": (leading_axes, "StridedSlice", DYNAMIC),
     "new_axes_as_expand_dims": (new_axes, "StridedSlice", DYNAMIC),
+    "split_as_slices": (split_pieces, "Split", DYNAMIC),
 }
 
 
@@ -292,6 +302,31 @@ def test_misplaced_new_axes_fail_the_check(monkeypatch):
                         lambda edit, node: [p - 1 for p in right(edit, node) or []] or None)
     with pytest.raises(AssertionError):
         test_rewrite_equals_native("new_axes_as_expand_dims")
+
+
+def test_split_kept_where_slices_would_not_help():
+    """Along the dynamic axis (no static piece size), unevenly, in int64 (TF-TRT slices no
+    int64), and a fully static Split (TF-TRT's own converter takes it)."""
+    def splits(x):
+        halves = tf.split(x, 2, axis=0)
+        uneven = tf.split(x, [3, 5], axis=1)
+        wide = tf.split(tf.cast(tf.reshape(x, (-1, 2, 4)), tf.int64), 2, axis=-1)
+        fixed = tf.split(tf.ones((2, 8)) * 3.0, 2, axis=1)
+        return {"y": halves[0] + halves[1], "z": uneven[0][:, :1] + uneven[1],
+                "w": wide[0] + wide[1], "v": fixed[0] + fixed[1]}
+
+    assert rewrite_model(model(splits), ["split_as_slices"]).counts == {}
+
+
+def test_misplaced_pieces_fail_the_check(monkeypatch):
+    """Pieces of half the size ([B, 2, 1] for [B, 2, 2]) are caught."""
+    from workbench.conversion.rewrites import splits
+
+    right = splits.split_pieces
+    monkeypatch.setattr(splits, "split_pieces", lambda edit, node: (
+        (found := right(edit, node)) and (*found[:2], max(1, found[2] // 2), found[3])))
+    with pytest.raises(AssertionError):
+        test_rewrite_equals_native("split_as_slices")
 
 
 def test_keras_causal_mask_converts_into_one_engine():

@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "broadcast_to_as_select, cast_chain_fused, "
                              "bool_expand_dims_before_cast, cast_to_bool_as_comparison, "
                              "cast_from_bool_as_select, bool_fill_as_comparison, "
-                             "band_part_as_select, leading_axes_dropped, new_axes_as_expand_dims)")
+                             "band_part_as_select, leading_axes_dropped, new_axes_as_expand_dims, "
+                             "split_as_slices)")
     parser.add_argument("--use-dynamic-shape", action="store_true",
                         help="count engines before/after in explicit batch mode")
     options.add_prepare_for_argument(parser)

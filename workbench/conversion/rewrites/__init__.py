@@ -37,6 +37,7 @@ from workbench.conversion.rewrites.graph_edit import (
     GraphEdit,
     Rewrite,
 )
+from workbench.conversion.rewrites.splits import SPLIT_AS_SLICES
 from workbench.errors import WorkbenchError
 from workbench.graph.build import graph_from_graph_def
 from workbench.graph.nodes import Graph
@@ -44,7 +45,8 @@ from workbench.graph.prepare import infer_shapes
 
 REWRITES: dict[str, Rewrite] = {r.name: r for r in (
     ERFC, CAST_BEFORE_BROADCAST, BROADCAST_TO, BROADCAST_AS_SELECT, CAST_CHAIN, BOOL_EXPAND_DIMS,
-    CAST_TO_BOOL, CAST_FROM_BOOL, BOOL_FILL, MATRIX_BAND_PART, LEADING_AXES, NEW_AXES)}
+    CAST_TO_BOOL, CAST_FROM_BOOL, BOOL_FILL, MATRIX_BAND_PART, LEADING_AXES, NEW_AXES,
+    SPLIT_AS_SLICES)}
 
 
 @dataclass
