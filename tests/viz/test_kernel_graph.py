@@ -60,7 +60,7 @@ def test_json_kernels_draw_too_with_engine_inputs_and_outputs():
 def test_kernel_chart_groups_shape_calls_and_syncs_into_one_row():
     import pandas as pd
 
-    from workbench.viz.estimate_charts import kernel_estimate_chart
+    from workbench.viz.estimate_charts import TOP_KERNELS, kernel_estimate_chart
 
     rows = pd.DataFrame(
         [{"engine": "e", "layer": f"__mye{i}_0_myl0_0", "layer_type": "shape_call",
@@ -72,6 +72,8 @@ def test_kernel_chart_groups_shape_calls_and_syncs_into_one_row():
     figure = kernel_estimate_chart(rows, "T4", "estimated for T4")
     (bars,) = figure.data
     assert list(bars.y) == ["__myl_FcAdd_myl0_2", "shape calls / syncs (14 kernels)"]
-    assert "costliest of 2 kernels" in figure.layout.title.text
-    one = kernel_estimate_chart(rows.tail(1), "T4", "estimated for T4")
-    assert "costliest of 1 kernel;" in one.layout.title.text
+    assert "costliest first;" in figure.layout.title.text  # not "2 kernels": 14 are grouped
+    many = pd.DataFrame([{"engine": "e", "layer": f"conv{i}", "layer_type": "convolution",
+                          "estimated_ms": 0.01 * (i + 1)} for i in range(TOP_KERNELS + 1)])
+    cut = kernel_estimate_chart(many, "T4", "estimated for T4")
+    assert f"the {TOP_KERNELS} costliest of {TOP_KERNELS + 1} kernels;" in cut.layout.title.text

@@ -98,8 +98,12 @@ def kernel_estimate_chart(rows: pd.DataFrame, gpu: str, label: str,
             hovertemplate="%{customdata}: %{x:.4f} ms measured<extra></extra>",
         ))
     height = max(420, 160 + 22 * len(shown) * (1 + ("measured_ms" in shown)))
-    title = (f"{what.capitalize()} times estimated for {gpu}<br><sup>the {len(shown)} "
-             f"costliest of {counted(len(rows), what)}; estimated, not measured"
+    # Only a cut list counts its rows: all shown, a count would also count the grouped row
+    # (shape calls) or the TF ops beside the engines as one of `what`.
+    which = (f"the {len(shown)} costliest of {counted(len(rows), what)}"
+             if len(shown) < len(rows) else "costliest first")
+    title = (f"{what.capitalize()} times estimated for {gpu}<br><sup>{which}; estimated, "
+             "not measured"
              + ("; measured beside them" if len(fig.data) > 1 else "") + "</sup>")
     _layout(fig, title, height=height, barmode="group")
     fig.update_yaxes(autorange="reversed", type="category")
@@ -134,7 +138,7 @@ def estimate_table(estimates: Sequence[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame([{
         "batch size": e["batch_size"], "native TF ms": round(e["native_ms"], 4),
         "converted ms": round(e["converted_ms"], 4),
-        "converted range ms": (f"{e['converted_low_ms']:.4f}-{e['converted_high_ms']:.4f}"
+        "converted range ms": (f"{e['converted_low_ms']:.3g}-{e['converted_high_ms']:.3g}"
                                if "converted_low_ms" in e else None),
         "speed-up": round(e["native_ms"] / e["converted_ms"], 2) if e["converted_ms"] else None,
         "engines ms": round(e["engines_ms"], 4),
