@@ -13,6 +13,7 @@ import sample_models
 from workbench.checks.export_formats import (
     TFTRT_IMPORT,
     WORKBENCH_IMPORT,
+    describe,
     export,
     params_of,
     tftrt_script,
@@ -171,3 +172,9 @@ def test_a_converter_exports_its_own_settings(tmp_path) -> None:
     text = path.read_text()
     assert "FP16, minimum_segment_size=2, implicit batch" in text and "--fp16" in text
     assert "--maxShapes=" in text and ":8x" in text
+
+
+def test_the_settings_line_counts_engines_in_words():
+    assert describe(ConversionParams(max_engines=1)).endswith(", at most 1 engine")
+    assert describe(ConversionParams(max_engines=20)).endswith(", at most 20 engines")
+    assert describe(ConversionParams(max_engines=0)).endswith(", no engine limit")

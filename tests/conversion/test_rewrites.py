@@ -395,6 +395,29 @@ def test_a_broken_select_fails_the_check(monkeypatch, name, broken):
         test_rewrite_equals_native(name)
 
 
+def test_a_model_with_a_custom_gradient_saves_rewritten(tmp_path):
+    """keras-hub's Llama: a custom gradient whose function captures a tensor of the graph.
+    The rewritten model is for inference, so its gradients are not saved; saving them made
+    TensorFlow refuse ("invalid capture ... when saving custom gradients")."""
+    scale_variable = tf.Variable(1.5)
+
+    def captured_gradient(x):
+        scale = scale_variable * 2.0
+
+        @tf.custom_gradient
+        def scaled(v):
+            return v * scale, lambda dy: dy * scale
+        return {"y": scaled(tf.math.erfc(x))}
+
+    original = model(captured_gradient)
+    rewritten = rewrite_model(original, ["erfc_as_erf"])
+    path = save_rewritten(rewritten.model, tmp_path / "rewritten")
+    function = tf.saved_model.load(str(path)).signatures["serving_default"]
+    x = special_values()
+    np.testing.assert_allclose(function(x=tf.constant(x))["y"].numpy(),
+                               outputs(original, x)["y"], rtol=0, atol=ERFC_BOUND * 8)
+
+
 def test_saved_rewritten_model_loads_in_plain_tensorflow(tmp_path):
     """Same signature key, input and output names; same outputs; and converting the SavedModel
     gives the engines the in-memory rewritten model gave."""

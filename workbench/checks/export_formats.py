@@ -29,6 +29,7 @@ from workbench.conversion.params import ConversionParams, params_from_environmen
 from workbench.engines.backends.tensorrt_backend import implicit_batch_profile
 from workbench.engines.profiles import Profile, ShapeSet, optimization_profiles
 from workbench.errors import WorkbenchError
+from workbench.words import counted
 
 if TYPE_CHECKING:
     from workbench.conversion.session import ConversionSession
@@ -157,8 +158,10 @@ def describe(params: ConversionParams) -> str:
     mode = (f"dynamic shape, {params.dynamic_shape_profile_strategy}" if params.use_dynamic_shape
             else "implicit batch")
     denylist = ",".join(params.denylist) or "none"
+    limit = (f"at most {counted(params.max_engines, 'engine')}" if params.max_engines > 0
+             else "no engine limit")  # 0: TF_TRT_MAX_ALLOWED_ENGINES's "no limit"
     return (f"{params.precision_mode}, minimum_segment_size={params.minimum_segment_size}, "
-            f"{mode}, denylist {denylist}, at most {params.max_engines} engines")
+            f"{mode}, denylist {denylist}, {limit}")
 
 
 def trtexec_commands(onnx_path: str, input_names: Sequence[str], params: ConversionParams,

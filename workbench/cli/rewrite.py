@@ -11,6 +11,7 @@ from typing import Any
 
 from workbench.cli import options
 from workbench.errors import WorkbenchError
+from workbench.words import counted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,7 +103,8 @@ def _lines(document: dict[str, Any]) -> list[str]:
     conversion = document["conversion"]
     mode = "dynamic shape" if conversion["use_dynamic_shape"] else "implicit batch"
     before, after = conversion["before"], conversion["after"]
-    lines.append(f"TF-TRT ({mode}): {before['engines']} engines, "
-                 f"{before['percent_converted']:.2f}% converted -> {after['engines']} engines, "
-                 f"{after['percent_converted']:.2f}% converted")
+    lines.append(f"TF-TRT ({mode}): {counted(before['engines'], 'engine')}, "
+                 f"{before['percent_converted']:.2f}% converted -> "
+                 f"{counted(after['engines'], 'engine')}, {after['percent_converted']:.2f}% "
+                 "converted")
     return lines

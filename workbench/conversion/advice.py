@@ -268,7 +268,8 @@ def _why(session: ConversionSession, params: ConversionParams, changed: Conversi
     if trial.setting == "denylist" and len(changed.denylist) > len(params.denylist):
         op = trial.cause
         return (f"denylisting {op} leaves its small engines to TensorFlow: {effect}; no "
-                f"minimum_segment_size gets {len(then.engines)} engines with so few nodes left")
+                f"minimum_segment_size gets {counted(len(then.engines), 'engine')} with so few "
+                "nodes left")
     unblocked = _unblocked(session.segmentation(params), session.segmentation(changed))
     if not unblocked:
         return f"{trial.cause} keeps segments apart: {effect}"

@@ -12,6 +12,7 @@ from workbench.conversion.session import ConversionSession
 from workbench.errors import WorkbenchError
 from workbench.ui import steps
 from workbench.ui.tasks import TaskRunner
+from workbench.words import counted
 
 Verdicts = dict[str, dict]  # engine -> TensorRT's verdict as JSON
 Progress = Callable[[str, bool], None]
@@ -61,8 +62,9 @@ class TensorRTVerdicts:
         # belong to settings changed in the meantime.
         current = params == self._shown_params()
         self._progress_line(
-            "" if current else f"TensorRT built {built} of {len(verdicts)} engines of settings "
-            "changed since (set them back to see them)", False)
+            "" if current else f"TensorRT built {built} of "
+            f"{counted(len(verdicts), 'engine')} of settings changed since (set them back to "
+            "see them)", False)
         self._on_made(self._session, params, verdicts)
 
     def _failed(self, exc: BaseException) -> None:

@@ -87,8 +87,11 @@ def save_rewritten(model: LoadedModel, directory: str | Path) -> Path:
     module.serve = tf.function(serve, input_signature=specs)
     directory = Path(directory)
     try:
+        # Inference only, its weights frozen: custom gradients (keras-hub's) are not saved,
+        # and a frozen graph's gradient captures would refuse to save.
         tf.saved_model.save(module, str(directory),
-                            signatures={model.signature_key: module.serve})
+                            signatures={model.signature_key: module.serve},
+                            options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
     except Exception as exc:  # TensorFlow raises many types
         raise WorkbenchError(f"could not write the rewritten model to {directory}: "
                              f"{first_line(exc)}") from None
