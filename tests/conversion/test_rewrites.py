@@ -324,7 +324,7 @@ def test_misplaced_pieces_fail_the_check(monkeypatch):
 
     right = splits.split_pieces
     monkeypatch.setattr(splits, "split_pieces", lambda edit, node: (
-        (found := right(edit, node)) and (*found[:2], max(1, found[2] // 2), found[3])))
+        (found := right(edit, node)) and found._replace(size=max(1, found.size // 2))))
     with pytest.raises(AssertionError):
         test_rewrite_equals_native("split_as_slices")
 

@@ -155,15 +155,18 @@ class ConversionSession:
             {"tf_freeze_s": f"froze with TensorFlow ({fallback})"} if fallback else {})}
         steps = ", ".join(f"{labels[key]} {self.timings[key]:.2f} s"
                           for key, _ in PREPARATION_STEPS if key in self.timings)
-        cached = self._optimized is not None and self._optimized.from_cache
-        return f"from cache: {steps}" if cached else steps
+        return f"from cache: {steps}" if self._from_cache else steps
 
     def opening_summary(self) -> str:
         """One short line for when opening ends (the steps were shown while it ran), e.g.
         `opened from the cache in 0.21 s`."""
         total = sum(self.timings[key] for key, _ in PREPARATION_STEPS if key in self.timings)
-        cached = self._optimized is not None and self._optimized.from_cache
-        return f"opened {'from the cache ' if cached else ''}in {total:.2f} s"
+        return f"opened {'from the cache ' if self._from_cache else ''}in {total:.2f} s"
+
+    @property
+    def _from_cache(self) -> bool:
+        """Whether the prepared graph was read from the cache rather than made."""
+        return self._optimized is not None and self._optimized.from_cache
 
     def has_explicit_quantization(self, precision_mode: str = "FP32") -> bool:
         graph = self.prepared(precision_mode).graph

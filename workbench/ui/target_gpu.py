@@ -133,7 +133,7 @@ class TargetGpu:
 
     def forget_calibration(self) -> None:
         """A calibration measured one model: the next model starts without it."""
-        self.calibration, self._last = None, None
+        self.calibration = None
         self.measured.value = 0.0  # told to _measured_changed, which has nothing to undo
 
     def _measured_changed(self) -> None:

@@ -19,6 +19,7 @@ from workbench.conversion.operands import (
 from workbench.conversion.ops.rule import Check, legacy
 
 BATCH_MSG = "TensorRT does not allow modifications to the batch dimension"
+SLICE_DTYPES = ("float", "half", "int32")  # what Slice and StridedSlice take
 
 
 def _ints(ctx: Ctx, index: int) -> list[int]:
@@ -220,9 +221,9 @@ def _gather(ctx: Ctx) -> None:
 
 
 RULES: dict[str, Check] = {
-    "Slice": legacy(_slice, dtypes=("float", "half", "int32"),
+    "Slice": legacy(_slice, dtypes=SLICE_DTYPES,
                     roles=(("input", TENSOR), ("begin", WEIGHTS), ("size", WEIGHTS))),
-    "StridedSlice": legacy(_strided_slice, dtypes=("float", "half", "int32"),
+    "StridedSlice": legacy(_strided_slice, dtypes=SLICE_DTYPES,
                            roles=(("input", TENSOR), ("begin", WEIGHTS), ("end", WEIGHTS),
                                   ("strides", WEIGHTS))),
     "Pad": legacy(_pad, dtypes=("float", "half", "int8"),

@@ -11,89 +11,87 @@ The values are copied, not computed, so the rewrite is exact; it needs the split
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from workbench.conversion.ops.slicing import NO_SPEC
-from workbench.conversion.rewrites.graph_edit import (
-    EXPLICIT_BATCH,
-    SELECT_TYPES,
-    GraphEdit,
-    Rewrite,
-    data_inputs,
-)
+from workbench.conversion.ops.slicing import NO_SPEC, SLICE_DTYPES
+from workbench.conversion.rewrites.graph_edit import EXPLICIT_BATCH, GraphEdit, Rewrite, data_inputs
 from workbench.graph.nodes import Graph, Node
 
-STRIDED_SLICE_TYPES = SELECT_TYPES  # float, half and int32, as TF-TRT's StridedSlice takes
+
+class Pieces(NamedTuple):
+    """How a Split or Unpack cuts its input: `count` pieces of `size` along `axis` of a
+    rank-`rank` value (`shrink`: Unpack, the axis dropped from each piece)."""
+
+    rank: int
+    axis: int
+    size: int
+    count: int
+    shrink: bool
 
 
-def split_pieces(edit: GraphEdit, node: Node) -> tuple[int, int, int, bool] | None:
-    """(rank, axis, piece size, shrink) of a Split or Unpack that the rewrite replaces, or None:
-    its input has a dynamic dimension, a static split axis that divides evenly, and a type
-    TF-TRT's StridedSlice takes."""
-    if node.name in edit.protected or node.attr("T") not in STRIDED_SLICE_TYPES:
+def split_pieces(edit: GraphEdit, node: Node) -> Pieces | None:
+    """The pieces of a Split or Unpack the rewrite replaces, or None: its input has a dynamic
+    dimension, a static split axis that divides evenly, and a type TF-TRT slices."""
+    if node.name in edit.protected or node.attr("T") not in SLICE_DTYPES:
         return None
-    value = node.inputs[1] if node.op == "Split" else node.inputs[0]
-    spec = edit.spec(value)
-    if spec is None or spec.shape is None or not spec.shape:
+    split = node.op == "Split"
+    spec = edit.spec(node.inputs[1] if split else node.inputs[0])
+    if spec is None or not spec.shape:
         return None
     shape, rank = spec.shape, len(spec.shape)
-    if node.op == "Split":
+    if split:
         axis_node = edit.graph[node.inputs[0].node]
         if axis_node.op != "Const":
             return None
-        axis, pieces = int(edit.graph.const_value(axis_node.name)), int(node.attr("num_split", 1))
+        axis, count = int(edit.graph.const_value(axis_node.name)), int(node.attr("num_split", 1))
     else:
-        axis, pieces = int(node.attr("axis", 0)), int(node.attr("num", 0))
+        axis, count = int(node.attr("axis", 0)), int(node.attr("num", 0))
     axis = axis + rank if axis < 0 else axis
-    if not 0 <= axis < rank or pieces < 1 or shape[axis] < 0 or shape[axis] % pieces:
+    if not 0 <= axis < rank or count < 1 or shape[axis] < 0 or shape[axis] % count:
         return None
-    if node.op == "Unpack" and shape[axis] != pieces:
+    if not split and shape[axis] != count:
         return None
     if all(dim >= 0 for dim in shape):
         return None  # TF-TRT's own converter takes it
-    return rank, axis, shape[axis] // pieces, node.op == "Unpack"
+    return Pieces(rank, axis, shape[axis] // count, count, shrink=not split)
 
 
 def _apply(edit: GraphEdit) -> int:
-    found = [(node, split_pieces(edit, node)) for node in [*edit.nodes("Split"),
-                                                           *edit.nodes("Unpack")]]
+    found = [(node, split_pieces(edit, node))
+             for node in [*edit.nodes("Split"), *edit.nodes("Unpack")]]
     found = [(node, pieces) for node, pieces in found if pieces]  # decided, then edited
-    for node, (rank, axis, size, shrink) in found:
+    for node, pieces in found:
         node_def = edit.node_def(node.name)
         value = data_inputs(node_def)[1 if node.op == "Split" else 0]
-        count = int(node.attr("num_split" if node.op == "Split" else "num"))
-        strides = edit.const(f"{node.name}/strides", [1] * rank, "int32", anchor=value)
-        names = [_slice(edit, node_def, node.attr("T"), [value, strides],
-                        (rank, axis, i * size, size, shrink)) for i in range(count)]
+        strides = edit.const(f"{node.name}/strides", [1] * pieces.rank, "int32", anchor=value)
+        names = [_slice(edit, node_def, [value, strides], pieces, i) for i in range(pieces.count)]
         for consumer, index in edit.consumers(node):
             edit.reroute(consumer.name, index, names[consumer.inputs[index].port])
     return len(found)
 
 
-def _slice(edit: GraphEdit, origin: Any, dtype: str, value_and_strides: list[str],
-           piece: tuple[int, int, int, int, bool]) -> str:
-    """Piece `(rank, axis, begin, size, shrink)` of the value: `value[..., begin:begin + size,
-    ...]` along `axis` (`value[..., begin, ...]` when `shrink`), as a StridedSlice named after
-    the node it replaces (`origin`, a NodeDef); returns its name."""
-    rank, axis, begin, size, shrink = piece
+def _slice(edit: GraphEdit, origin: Any, value_and_strides: list[str], pieces: Pieces,
+           index: int) -> str:
+    """Piece `index` of the value as a StridedSlice named after the node it replaces (`origin`,
+    a NodeDef): `value[..., b:b + size, ...]` along the axis (`value[..., b, ...]` when the
+    pieces shrink it), b = index * size; returns its name."""
     value, strides = value_and_strides
-    name = f"{origin.name}/piece_{begin // size}"
-    starts, ends = [0] * rank, [0] * rank
-    starts[axis], ends[axis] = begin, begin + size
+    name = f"{origin.name}/piece_{index}"
+    starts, ends = [0] * pieces.rank, [0] * pieces.rank
+    starts[pieces.axis] = index * pieces.size
+    ends[pieces.axis] = starts[pieces.axis] + pieces.size
     bounds = [edit.const(f"{name}/{key}", values, "int32", anchor=value)
               for key, values in (("begin", starts), ("end", ends))]
     node = edit.add(name, "StridedSlice", [value, *bounds, strides], control_from=origin,
-                    T=dtype, Index="int32")
-    whole = ((1 << rank) - 1) & ~(1 << axis)  # every other axis taken whole
+                    T=edit.graph[origin.name].attr("T"), Index="int32")
+    whole = ((1 << pieces.rank) - 1) & ~(1 << pieces.axis)  # every other axis taken whole
     node.attr["begin_mask"].i = node.attr["end_mask"].i = whole
-    node.attr["shrink_axis_mask"].i = (1 << axis) if shrink else 0
-    for key in ("ellipsis_mask", "new_axis_mask"):
-        node.attr[key].i = 0
+    node.attr["shrink_axis_mask"].i = (1 << pieces.axis) if pieces.shrink else 0
     return node.name
 
 
-def _has_pieces(graph: Graph, node: Node) -> bool:
-    return node.attr("T") in STRIDED_SLICE_TYPES
+def _sliceable(graph: Graph, node: Node) -> bool:
+    return node.attr("T") in SLICE_DTYPES
 
 
 SPLIT_AS_SLICES = Rewrite(
@@ -106,5 +104,5 @@ SPLIT_AS_SLICES = Rewrite(
     ops=("Split", "Unpack"),
     apply=_apply,
     shape_modes=(EXPLICIT_BATCH,),  # implicit batch refuses any dynamic size in a slice
-    starts_at=_has_pieces,
+    starts_at=_sliceable,
 )
